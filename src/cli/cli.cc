@@ -1,0 +1,76 @@
+#include "cli/cli.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+namespace trainfit {
+namespace {
+
+struct Command {
+  const char* name;
+  const char* description;
+  CommandRun (*setup)(CLI::App&);
+};
+
+constexpr Command kCommands[] = {
+    {"summary", "per-module table: output shape, parameters, bytes kept for backward",
+     setup_summary},
+    {"models", "list the model zoo with each model's --set keys", setup_models},
+    {"ops", "list the op registry: what each op keeps for backward", setup_ops},
+};
+
+}  // namespace
+
+int report_error(std::ostream& err, const Status& status) {
+  err << "trainfit: error: " << status.to_string() << '\n';
+  return kExitBadInput;
+}
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CLI::App app{
+      "trainfit: predict the GPU memory of a PyTorch training step before you run it.\n"
+      "Start with `trainfit models`, then `trainfit summary --model resnet50 --batch 32`.",
+      "trainfit"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every command");
+  std::vector<std::pair<CLI::App*, CommandRun>> runs;
+  for (const Command& c : kCommands) {
+    CLI::App* sub = app.add_subcommand(c.name, c.description);
+    runs.emplace_back(sub, c.setup(*sub));
+  }
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  if (!reversed.empty()) reversed.pop_back();  // the program name
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return kExitOk;
+  } catch (const CLI::CallForAllHelp&) {
+    out << app.help("", CLI::AppFormatMode::All);
+    return kExitOk;
+  } catch (const CLI::ParseError& e) {
+    // A subcommand's --help is reported as CallForHelp by the subcommand's parser.
+    for (auto& [sub, run] : runs) {
+      if (sub->parsed() && e.get_exit_code() == 0) {
+        out << sub->help();
+        return kExitOk;
+      }
+    }
+    if (e.get_exit_code() == 0) {
+      out << app.help();
+      return kExitOk;
+    }
+    std::string where = "trainfit --help";
+    for (auto& [sub, run] : runs) {
+      if (sub->parsed()) where = fmt::format("trainfit {} --help", sub->get_name());
+    }
+    return report_error(err, invalid_argument(e.what(), fmt::format("see {}", where)));
+  }
+  for (auto& [sub, run] : runs) {
+    if (sub->parsed()) return run(out, err);
+  }
+  return report_error(err, invalid_argument("no command given", "see trainfit --help"));
+}
+
+}  // namespace trainfit

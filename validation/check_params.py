@@ -1,0 +1,46 @@
+"""Parameter counts: trainfit equals PyTorch exactly for every zoo model.
+
+torchvision models are built with torchvision; GPT-2 sizes are checked against the published
+counts (124,439,808 for gpt2) and against our reference re-creation.
+
+    /usr/bin/python3 validation/check_params.py --trainfit build/release/trainfit
+"""
+import argparse
+import gc
+
+import torch_models
+from harness import Report, parameter_counts, run_trainfit
+
+PUBLISHED_GPT2 = {"gpt2": 124_439_808, "gpt2-medium": 354_823_168, "gpt2-large": 774_030_080}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trainfit", required=True)
+    args = ap.parse_args()
+    report = Report("parameter counts: trainfit vs PyTorch")
+    for name in torch_models.TORCHVISION + list(PUBLISHED_GPT2):
+        seq = ["--seq-len", "8"] if name.startswith("gpt2") else []
+        ours = run_trainfit(args.trainfit, ["summary", "--model", name, "--json", "--depth", "0"] + seq)
+        case = torch_models.build(name, seq_len=8)
+        total, trainable = parameter_counts(case.model)
+        report.check(ours["parameters"] == total and ours["trainable_parameters"] == trainable,
+                     f"{name:12s} torch {total:>12,} trainable {trainable:>12,}  "
+                     f"trainfit {ours['parameters']:>12,} trainable {ours['trainable_parameters']:>12,}")
+        if name in PUBLISHED_GPT2:
+            report.check(ours["parameters"] == PUBLISHED_GPT2[name],
+                         f"{name:12s} published {PUBLISHED_GPT2[name]:,}")
+        del case
+        gc.collect()
+    # A --set key and a non-default image size change the counts the same way in both.
+    ours = run_trainfit(args.trainfit, ["summary", "--model", "vit_b_16", "--input", "3x384x384",
+                                        "--set", "num_classes=10", "--json", "--depth", "0"])
+    case = torch_models.build("vit_b_16", image=(3, 384, 384), sets={"num_classes": 10})
+    total, _ = parameter_counts(case.model)
+    report.check(ours["parameters"] == total,
+                 f"vit_b_16 384x384 num_classes=10: torch {total:,} trainfit {ours['parameters']:,}")
+    report.finish()
+
+
+if __name__ == "__main__":
+    main()
