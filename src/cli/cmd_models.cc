@@ -29,8 +29,10 @@ int run_models(bool json, std::ostream& out) {
         keys.push_back(std::move(key));
       }
       nlohmann::json entry{{"name", m.name}, {"family", m.family}, {"doc", m.doc}, {"keys", keys}};
-      if (m.input == InputKind::kImage) entry["default_input"] = m.default_input;
-      else entry["default_seq_len"] = m.default_seq_len;
+      if (m.input == InputKind::kImage)
+        entry["default_input"] = m.default_input;
+      else
+        entry["default_seq_len"] = m.default_seq_len;
       j.push_back(std::move(entry));
     }
     out << nlohmann::json{{"models", j}}.dump(2) << '\n';

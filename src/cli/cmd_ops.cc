@@ -21,8 +21,11 @@ int run_ops(bool json, std::ostream& out) {
                          {"default", a.default_value ? attr_value_string(*a.default_value) : ""},
                          {"doc", a.doc}});
       }
-      ops.push_back({{"name", s.name}, {"family", s.family}, {"doc", s.doc},
-                     {"composite", s.composite()}, {"attrs", attrs}});
+      ops.push_back({{"name", s.name},
+                     {"family", s.family},
+                     {"doc", s.doc},
+                     {"composite", s.composite()},
+                     {"attrs", attrs}});
     }
     out << nlohmann::json{{"ops", ops}}.dump(2) << '\n';
     return kExitOk;

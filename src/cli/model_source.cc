@@ -25,7 +25,8 @@ Result<ModelRequest> to_request(const ModelSourceOptions& o) {
   r.name = o.model;
   r.batch = o.batch;
   if (o.batch < 1) {
-    return invalid_argument(fmt::format("--batch must be at least 1, got {}", o.batch));
+    return invalid_argument(fmt::format("--batch must be at least 1, got {}", o.batch),
+                            "use --batch 1 or more");
   }
   for (const std::string& s : o.sets) {
     const size_t eq = s.find('=');

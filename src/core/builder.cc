@@ -12,7 +12,14 @@ namespace {
 
 constexpr size_t kFailedOutputs = 16;
 
-bool is_amp(Precision p) { return p == Precision::kAmpFp16 || p == Precision::kAmpBf16; }
+// What a call returns after an error: enough kNone outputs for any op.
+std::vector<ValueId> failed_outputs() {
+  return std::vector<ValueId>(kFailedOutputs, kNone);
+}
+
+bool is_amp(Precision p) {
+  return p == Precision::kAmpFp16 || p == Precision::kAmpBf16;
+}
 
 DType autocast_dtype(Precision p) {
   return p == Precision::kAmpFp16 ? DType::kFloat16 : DType::kBFloat16;
@@ -26,8 +33,7 @@ bool path_matches(std::string_view name, std::string_view prefix) {
   return name.size() == prefix.size() || name[prefix.size()] == '.' || prefix.back() == '.';
 }
 
-GraphBuilder::GraphBuilder(std::string model, BuildOptions options)
-    : options_(std::move(options)) {
+GraphBuilder::GraphBuilder(std::string model, BuildOptions options) : options_(std::move(options)) {
   graph_.model = std::move(model);
   graph_.target = options_.target;
   graph_.precision = options_.precision;
@@ -50,7 +56,9 @@ DType GraphBuilder::activation_dtype() const {
   return options_.precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat32;
 }
 
-ModuleId GraphBuilder::current_module() const { return open_.empty() ? kNone : open_.back().id; }
+ModuleId GraphBuilder::current_module() const {
+  return open_.empty() ? kNone : open_.back().id;
+}
 
 int64_t GraphBuilder::dim(ValueId id, int64_t d) const {
   if (id == kNone) return 1;
@@ -76,9 +84,9 @@ ValueId GraphBuilder::input(const std::string& name, Dims shape, DType dtype, bo
   const auto numel = checked_numel(shape);
   const auto bytes = numel ? checked_mul(*numel, dtype_bytes(dtype)) : std::nullopt;
   if (!bytes) {
-    fail(out_of_range(fmt::format("input {} of shape {} overflows int64 bytes", name,
-                                  shape_string(shape)),
-                      "use a smaller batch or input size"));
+    fail(out_of_range(
+        fmt::format("input {} of shape {} overflows int64 bytes", name, shape_string(shape)),
+        "use a smaller batch or input size"));
     return kNone;
   }
   Storage s;
@@ -101,8 +109,8 @@ ValueId GraphBuilder::input(const std::string& name, Dims shape, DType dtype, bo
 ValueId GraphBuilder::make_param(const ParamSpec& spec) {
   const std::string name = param_name(spec.name);
   if (auto it = param_by_name_.find(name); it != param_by_name_.end()) {
-    TF_CHECK(value(it->second).shape == spec.shape) << "parameter " << name << " reused with shape "
-                                                    << shape_string(spec.shape);
+    TF_CHECK(value(it->second).shape == spec.shape)
+        << "parameter " << name << " reused with shape " << shape_string(spec.shape);
     return it->second;
   }
   const DType dtype = spec.dtype.value_or(activation_dtype());
@@ -151,7 +159,9 @@ ValueId GraphBuilder::parameter(std::string_view local_name, Dims shape, bool bu
 
 Result<Attrs> GraphBuilder::normalize_attrs(const OpSchema& schema, const Attrs& given) const {
   Attrs out;
-  for (const auto& [name, value] : given.items()) {
+  for (const auto& item : given.items()) {
+    const std::string& name = item.first;
+    const AttrValue& value = item.second;
     const auto spec = std::find_if(schema.attrs.begin(), schema.attrs.end(),
                                    [&](const AttrSpec& a) { return a.name == name; });
     if (spec == schema.attrs.end()) {
@@ -166,9 +176,8 @@ Result<Attrs> GraphBuilder::normalize_attrs(const OpSchema& schema, const Attrs&
         (spec->kind == AttrKind::kInts &&
          (std::holds_alternative<Dims>(value) || std::holds_alternative<int64_t>(value)));
     if (!kind_ok) {
-      return invalid_argument(fmt::format("{} attribute '{}' must be {}, got {}", schema.name,
-                                          name, attr_kind_name(spec->kind),
-                                          attr_value_string(value)));
+      return invalid_argument(fmt::format("{} attribute '{}' must be {}, got {}", schema.name, name,
+                                          attr_kind_name(spec->kind), attr_value_string(value)));
     }
   }
   for (const AttrSpec& spec : schema.attrs) {
@@ -204,9 +213,9 @@ ValueId GraphBuilder::autocast_input(ValueId input, Autocast policy, DType wides
   if (target == v.dtype) return input;
   // autocast caches the cast of an fp32 leaf that requires grad (a trainable parameter) for
   // the whole autocast region (autocast_mode.cpp, cached_cast).
-  const bool cacheable = policy == Autocast::kLower && v.producer == kNone && v.requires_grad &&
-                         graph_.storages[static_cast<size_t>(v.storage)].kind ==
-                             StorageKind::kParameter;
+  const bool cacheable =
+      policy == Autocast::kLower && v.producer == kNone && v.requires_grad &&
+      graph_.storages[static_cast<size_t>(v.storage)].kind == StorageKind::kParameter;
   if (cacheable) {
     if (auto it = autocast_cache_.find(input); it != autocast_cache_.end()) return it->second;
   }
@@ -221,38 +230,38 @@ ValueId GraphBuilder::autocast_input(ValueId input, Autocast policy, DType wides
 
 std::vector<ValueId> GraphBuilder::call(std::string_view op, std::vector<ValueId> inputs,
                                         const Attrs& attrs, std::vector<ValueId> params) {
-  const std::vector<ValueId> failed(kFailedOutputs, kNone);
-  if (!ok()) return failed;
+  if (!ok()) return failed_outputs();
   for (ValueId in : inputs) TF_CHECK(in != kNone) << "op " << op << " given a missing input";
   const OpSchema* schema = op_registry().find(op);
   if (schema == nullptr) {
     fail(not_found(fmt::format("unknown op '{}'", op), "trainfit ops lists the known ops"));
-    return failed;
+    return failed_outputs();
   }
   const auto n = static_cast<int>(inputs.size());
   if (n < schema->min_inputs || n > schema->max_inputs) {
     fail(invalid_argument(fmt::format("{} takes {} to {} inputs, got {}", op, schema->min_inputs,
                                       schema->max_inputs, n)));
-    return failed;
+    return failed_outputs();
   }
   Result<Attrs> normalized = normalize_attrs(*schema, attrs);
   if (!normalized.ok()) {
     fail(normalized.status());
-    return failed;
+    return failed_outputs();
   }
   if (schema->params) {
     std::vector<const Value*> in_values;
+    in_values.reserve(inputs.size());
     for (ValueId id : inputs) in_values.push_back(&value(id));
     const OpCall pcall{*normalized, in_values, options_.target, options_.precision};
     Result<std::vector<ParamSpec>> spec_list = schema->params(pcall);
     if (!spec_list.ok()) {
       fail(spec_list.status().with_context(std::string(op)));
-      return failed;
+      return failed_outputs();
     }
     const std::vector<ParamSpec>& specs = *spec_list;
     if (!params.empty()) {
-      TF_CHECK(params.size() == specs.size()) << op << " given " << params.size() << " of "
-                                              << specs.size() << " parameters";
+      TF_CHECK(params.size() == specs.size())
+          << op << " given " << params.size() << " of " << specs.size() << " parameters";
       for (size_t i = 0; i < specs.size(); ++i) {
         TF_CHECK(value(params[i]).shape == specs[i].shape)
             << op << " parameter " << specs[i].name << " has shape "
@@ -261,7 +270,7 @@ std::vector<ValueId> GraphBuilder::call(std::string_view op, std::vector<ValueId
       }
     } else {
       for (const ParamSpec& spec : specs) params.push_back(make_param(spec));
-      if (!ok()) return failed;
+      if (!ok()) return failed_outputs();
     }
   } else {
     TF_CHECK(params.empty()) << op << " has no parameters";
@@ -282,15 +291,15 @@ std::vector<ValueId> GraphBuilder::call(std::string_view op, std::vector<ValueId
       if (is_floating(value(id).dtype)) widest = promote_types(widest, value(id).dtype);
     }
     for (ValueId& id : inputs) id = autocast_input(id, schema->autocast, widest);
-    if (!ok()) return failed;
+    if (!ok()) return failed_outputs();
   }
   if (schema->composite()) {
     std::vector<ValueId> outs = schema->decompose(*this, inputs, final_attrs);
-    if (!ok()) return failed;
+    if (!ok()) return failed_outputs();
     return outs;
   }
   std::vector<ValueId> outs = run_primitive(*schema, std::move(inputs), final_attrs);
-  if (!ok()) return failed;
+  if (!ok()) return failed_outputs();
   return outs;
 }
 
@@ -300,9 +309,7 @@ ValueId GraphBuilder::call1(std::string_view op, std::vector<ValueId> inputs, co
 }
 
 std::vector<ValueId> GraphBuilder::run_primitive(const OpSchema& schema,
-                                                 std::vector<ValueId> inputs,
-                                                 const Attrs& attrs) {
-  const std::vector<ValueId> failed(kFailedOutputs, kNone);
+                                                 std::vector<ValueId> inputs, const Attrs& attrs) {
   std::vector<const Value*> in_values;
   in_values.reserve(inputs.size());
   for (ValueId id : inputs) in_values.push_back(&value(id));
@@ -310,11 +317,11 @@ std::vector<ValueId> GraphBuilder::run_primitive(const OpSchema& schema,
   std::vector<OutputSpec> specs;
   if (Status s = schema.infer(call, specs); !s.ok()) {
     fail(s.with_context(std::string(schema.name)));
-    return failed;
+    return failed_outputs();
   }
   const bool recorded =
-      schema.differentiable &&
-      std::any_of(in_values.begin(), in_values.end(), [](const Value* v) { return v->requires_grad; });
+      schema.differentiable && std::any_of(in_values.begin(), in_values.end(),
+                                           [](const Value* v) { return v->requires_grad; });
   // Every rule reads the inputs through `call`, whose pointers die when outputs are appended
   // to the value table below: evaluate them all first.
   const SavedList saved = recorded ? schema.saved(call) : SavedList{};
@@ -339,7 +346,7 @@ std::vector<ValueId> GraphBuilder::run_primitive(const OpSchema& schema,
         fail(out_of_range(fmt::format("{} output of shape {} overflows int64 bytes", schema.name,
                                       shape_string(spec.shape)),
                           "use a smaller batch or input size"));
-        return failed;
+        return failed_outputs();
       }
       Storage s;
       s.bytes = *bytes;
@@ -365,7 +372,7 @@ std::vector<ValueId> GraphBuilder::run_primitive(const OpSchema& schema,
       node.saved.push_back(list[static_cast<size_t>(ref.index)]);
     }
   }
-  const std::vector<ValueId> outs = node.outputs;
+  std::vector<ValueId> outs = node.outputs;
   graph_.nodes.push_back(std::move(node));
   if (!outs.empty()) {
     for (OpenModule& m : open_) m.last_output = outs.front();
@@ -419,10 +426,10 @@ Result<Graph> GraphBuilder::finish() && {
     const bool any = std::any_of(graph_.params.begin(), graph_.params.end(),
                                  [&](const Param& p) { return path_matches(p.name, prefix); });
     if (!any) {
-      return not_found(fmt::format("--freeze '{}' matches no parameter of {}", prefix,
-                                   graph_.model),
-                       "parameter names are module paths such as 'layer1.0.conv1.weight'; "
-                       "trainfit summary lists the modules");
+      return not_found(
+          fmt::format("--freeze '{}' matches no parameter of {}", prefix, graph_.model),
+          "parameter names are module paths such as 'layer1.0.conv1.weight'; "
+          "trainfit summary lists the modules");
     }
   }
   // Nodes whose outputs reach the loss keep their saved tensors until backward; the others
@@ -433,9 +440,8 @@ Result<Graph> GraphBuilder::finish() && {
     needed[static_cast<size_t>(graph_.loss)] = true;
     for (size_t i = graph_.nodes.size(); i-- > 0;) {
       const Node& node = graph_.nodes[i];
-      const bool reaches = std::any_of(node.outputs.begin(), node.outputs.end(), [&](ValueId o) {
-        return needed[static_cast<size_t>(o)];
-      });
+      const bool reaches = std::any_of(node.outputs.begin(), node.outputs.end(),
+                                       [&](ValueId o) { return needed[static_cast<size_t>(o)]; });
       if (!reaches) continue;
       graph_.on_loss_path[i] = true;
       for (ValueId in : node.inputs) needed[static_cast<size_t>(in)] = true;

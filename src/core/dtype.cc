@@ -38,9 +38,15 @@ const DTypeInfo& info(DType dtype) {
 
 }  // namespace
 
-int64_t dtype_bytes(DType dtype) { return info(dtype).bytes; }
-std::string_view dtype_name(DType dtype) { return info(dtype).name; }
-bool is_floating(DType dtype) { return info(dtype).floating; }
+int64_t dtype_bytes(DType dtype) {
+  return info(dtype).bytes;
+}
+std::string_view dtype_name(DType dtype) {
+  return info(dtype).name;
+}
+bool is_floating(DType dtype) {
+  return info(dtype).floating;
+}
 
 std::optional<DType> parse_dtype(std::string_view name) {
   for (const auto& i : kDTypes) {

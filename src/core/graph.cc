@@ -4,10 +4,14 @@ namespace trainfit {
 
 std::string_view precision_name(Precision p) {
   switch (p) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kAmpFp16: return "amp-fp16";
-    case Precision::kAmpBf16: return "amp-bf16";
-    case Precision::kBf16: return "bf16";
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kAmpFp16:
+      return "amp-fp16";
+    case Precision::kAmpBf16:
+      return "amp-bf16";
+    case Precision::kBf16:
+      return "bf16";
   }
   return "?";
 }

@@ -78,9 +78,9 @@ struct Node {
   std::vector<ValueId> inputs;  // activation inputs first, then the op's parameters
   std::vector<ValueId> outputs;
   ModuleId module = kNone;
-  bool recorded = false;         // autograd recorded a backward node (some input needs grad)
-  std::vector<ValueId> saved;    // values the backward node keeps
-  int64_t workspace_bytes = 0;   // transient memory inside the op during forward
+  bool recorded = false;        // autograd recorded a backward node (some input needs grad)
+  std::vector<ValueId> saved;   // values the backward node keeps
+  int64_t workspace_bytes = 0;  // transient memory inside the op during forward
 };
 
 struct Module {

@@ -20,7 +20,7 @@ const OpSchema* OpRegistry::find(std::string_view name) const {
 }
 
 const OpRegistry& op_registry() {
-  static const OpRegistry registry = [] {
+  static const OpRegistry kRegistry = [] {
     std::vector<OpSchema> ops;
     add_conv_ops(ops);
     add_linear_ops(ops);
@@ -35,7 +35,7 @@ const OpRegistry& op_registry() {
     add_embedding_ops(ops);
     return OpRegistry(std::move(ops));
   }();
-  return registry;
+  return kRegistry;
 }
 
 }  // namespace trainfit

@@ -51,7 +51,9 @@ Result<Dims> spatial_attr(const Attrs& attrs, std::string_view name, size_t n) {
   return d;
 }
 
-int64_t no_workspace(const OpCall&) { return 0; }
+int64_t no_workspace(const OpCall&) {
+  return 0;
+}
 
 Status expect_rank(const OpCall& call, size_t input, size_t min_rank, size_t max_rank,
                    std::string_view what) {
@@ -59,8 +61,8 @@ Status expect_rank(const OpCall& call, size_t input, size_t min_rank, size_t max
   if (rank < min_rank || rank > max_rank) {
     const std::string want = min_rank == max_rank ? fmt::format("{}-D", min_rank)
                                                   : fmt::format("{}-D to {}-D", min_rank, max_rank);
-    return invalid_argument(fmt::format("{} must be {}, got shape {}", what, want,
-                                        shape_string(call.in(input).shape)));
+    return invalid_argument(
+        fmt::format("{} must be {}, got shape {}", what, want, shape_string(call.in(input).shape)));
   }
   return {};
 }

@@ -36,9 +36,9 @@ struct AttrSpec {
 // How torch.autocast treats the op (aten/src/ATen/autocast_mode.cpp).
 enum class Autocast : uint8_t {
   kUnchanged,  // runs in whatever dtype arrives
-  kLower,    // inputs cast to the autocast dtype (fp16/bf16); fp32 weights cast once, cached
-  kFp32,     // low-precision inputs cast up to fp32
-  kPromote,  // inputs cast to the widest input dtype
+  kLower,      // inputs cast to the autocast dtype (fp16/bf16); fp32 weights cast once, cached
+  kFp32,       // low-precision inputs cast up to fp32
+  kPromote,    // inputs cast to the widest input dtype
   // Computes in fp32 through a dtype argument (softmax, log_softmax, sum, mean): the builder
   // sets the op's "dtype" attribute instead of inserting a cast.
   kFp32Output,
@@ -76,8 +76,12 @@ struct SavedRef {
   bool output = false;
   int index = 0;
 };
-inline SavedRef saved_input(int i) { return {false, i}; }
-inline SavedRef saved_output(int i) { return {true, i}; }
+inline SavedRef saved_input(int i) {
+  return {false, i};
+}
+inline SavedRef saved_output(int i) {
+  return {true, i};
+}
 using SavedList = std::vector<SavedRef>;
 
 struct ParamSpec {

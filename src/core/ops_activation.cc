@@ -25,8 +25,8 @@ struct Activation {
 constexpr Activation kActivations[] = {
     {"relu", "max(x, 0) (nn.ReLU); keeps the output", Keeps::kOutput, true},
     {"relu6", "min(max(x, 0), 6) (nn.ReLU6, hardtanh); keeps the input", Keeps::kInput, true},
-    {"gelu", "Gaussian error linear unit (nn.GELU, exact or tanh); keeps the input",
-     Keeps::kInput, false},
+    {"gelu", "Gaussian error linear unit (nn.GELU, exact or tanh); keeps the input", Keeps::kInput,
+     false},
     {"silu", "x * sigmoid(x) (nn.SiLU); keeps the input", Keeps::kInput, true},
     {"mish", "x * tanh(softplus(x)) (nn.Mish); keeps the input", Keeps::kInput, true},
     {"sigmoid", "1 / (1 + exp(-x)) (nn.Sigmoid); keeps the output", Keeps::kOutput, true},
@@ -59,12 +59,13 @@ OpSchema activation_schema(const Activation& a) {
     if (const AttrValue* approx = call.attrs.find("approximate")) {
       const std::string& v = std::get<std::string>(*approx);
       if (v != "none" && v != "tanh") {
-        return invalid_argument(fmt::format("gelu approximate must be 'none' or 'tanh', got '{}'", v));
+        return invalid_argument(
+            fmt::format("gelu approximate must be 'none' or 'tanh', got '{}'", v));
       }
     }
     if (!inplace(call)) {
-      out.push_back(OutputSpec::fresh_strided(x.shape, empty_like_strides(x.shape, x.strides),
-                                              x.dtype));
+      out.push_back(
+          OutputSpec::fresh_strided(x.shape, empty_like_strides(x.shape, x.strides), x.dtype));
       return Status();
     }
     out.push_back(OutputSpec::alias(0, x.shape, x.strides, x.dtype));
@@ -120,7 +121,8 @@ OpSchema softmax_schema(std::string_view name, std::string_view doc) {
   s.infer = [](const OpCall& call, std::vector<OutputSpec>& out) {
     TF_RETURN_IF_ERROR(expect_floating(call, 0));
     const Value& x = call.in(0);
-    TF_RETURN_IF_ERROR(wrap_dim(call.attrs.get_int("dim"), static_cast<int64_t>(x.shape.size())).status());
+    TF_RETURN_IF_ERROR(
+        wrap_dim(call.attrs.get_int("dim"), static_cast<int64_t>(x.shape.size())).status());
     TF_ASSIGN_OR_RETURN(DType dtype, softmax_dtype(call));
     out.push_back(OutputSpec::fresh(x.shape, dtype));
     return Status();

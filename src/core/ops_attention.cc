@@ -64,7 +64,8 @@ std::vector<ValueId> sdpa_math(GraphBuilder& b, std::span<const ValueId> in, con
     v = b.call1("to_copy", {v}, to_fp32);
   }
   const double head_dim = static_cast<double>(b.shape(in[0]).back());
-  const double scale = attrs.get_float("scale") > 0 ? attrs.get_float("scale") : 1.0 / std::sqrt(head_dim);
+  const double scale =
+      attrs.get_float("scale") > 0 ? attrs.get_float("scale") : 1.0 / std::sqrt(head_dim);
   const double factor = std::sqrt(scale);
   const ValueId qs = b.call1("mul_scalar", {q}, {{"value", factor}});
   const ValueId kt = b.call1("transpose", {k}, {{"dim0", int64_t{-2}}, {"dim1", int64_t{-1}}});
@@ -74,8 +75,9 @@ std::vector<ValueId> sdpa_math(GraphBuilder& b, std::span<const ValueId> in, con
   if (attrs.get_bool("is_causal")) {
     // The causal mask is materialized as an (L, S) float tensor.
     const Dims& s = b.shape(attn);
-    mask = b.call1("full", {}, {{"shape", Dims{s[s.size() - 2], s.back()}},
-                               {"dtype", std::string(dtype_name(b.value(attn).dtype))}});
+    mask = b.call1("full", {},
+                   {{"shape", Dims{s[s.size() - 2], s.back()}},
+                    {"dtype", std::string(dtype_name(b.value(attn).dtype))}});
   }
   if (mask != kNone) attn = b.call1("add", {attn, mask}, {{"inplace", true}});
   attn = b.call1("softmax", {attn}, {{"dim", int64_t{-1}}});
@@ -145,7 +147,9 @@ OpSchema fused_schema(std::string_view name, std::string_view doc, bool flash) {
   s.max_inputs = flash ? 3 : 4;
   s.attrs = {{"dropout_p", AttrKind::kFloat, AttrValue{0.0}, "attention dropout"},
              {"is_causal", AttrKind::kBool, AttrValue{false}, "causal mask"}};
-  s.infer = [flash](const OpCall& c, std::vector<OutputSpec>& out) { return fused_infer(c, out, flash); };
+  s.infer = [flash](const OpCall& c, std::vector<OutputSpec>& out) {
+    return fused_infer(c, out, flash);
+  };
   s.saved = [](const OpCall& call) {
     SavedList saved{saved_input(0), saved_input(1), saved_input(2)};
     if (call.inputs.size() > 3) saved.push_back(saved_input(3));
@@ -211,8 +215,8 @@ std::vector<ValueId> mha_decompose(GraphBuilder& b, std::span<const ValueId> in,
   m.heads = attrs.get_int("num_heads");
   m.bias = attrs.get_bool("bias");
   if (m.heads < 1 || m.embed % m.heads != 0) {
-    b.fail(invalid_argument(fmt::format("embed_dim {} is not divisible by num_heads {}", m.embed,
-                                        m.heads)));
+    b.fail(invalid_argument(
+        fmt::format("embed_dim {} is not divisible by num_heads {}", m.embed, m.heads)));
     return {kNone};
   }
   m.head_dim = m.embed / m.heads;
@@ -312,8 +316,8 @@ std::vector<ValueId> mha_decompose(GraphBuilder& b, std::span<const ValueId> in,
     const ValueId scaled = torch2 ? b.call1("mul_scalar", {q}, {{"value", 1.0 / root}})
                                   : b.call1("div_scalar", {q}, {{"value", root}});
     const ValueId kt = b.call1("transpose", {k}, {{"dim0", int64_t{-2}}, {"dim1", int64_t{-1}}});
-    ValueId attn = mask != kNone ? b.call1("baddbmm", {mask, scaled, kt})
-                                 : b.call1("bmm", {scaled, kt});
+    ValueId attn =
+        mask != kNone ? b.call1("baddbmm", {mask, scaled, kt}) : b.call1("bmm", {scaled, kt});
     attn = b.call1("softmax", {attn}, {{"dim", int64_t{-1}}});
     if (dropout > 0) attn = b.call1("dropout", {attn}, {{"p", dropout}});
     out = b.call1("bmm", {attn, v});
@@ -353,14 +357,15 @@ void add_attention_ops(std::vector<OpSchema>& ops) {
       "without on PyTorch 2)";
   mha.min_inputs = 3;
   mha.max_inputs = 4;
-  mha.attrs = {{"embed_dim", AttrKind::kInt, std::nullopt, "model width E"},
-               {"num_heads", AttrKind::kInt, std::nullopt, "heads (E must divide)"},
-               {"dropout", AttrKind::kFloat, AttrValue{0.0}, "attention-weight dropout"},
-               {"bias", AttrKind::kBool, AttrValue{true}, "projection biases"},
-               {"batch_first", AttrKind::kBool, AttrValue{false}, "inputs are (B, L, E)"},
-               {"need_weights", AttrKind::kBool, AttrValue{true}, "return attention weights"},
-               {"average_attn_weights", AttrKind::kBool, AttrValue{true}, "average them over heads"},
-               {"training", AttrKind::kBool, AttrValue{true}, "apply dropout"}};
+  mha.attrs = {
+      {"embed_dim", AttrKind::kInt, std::nullopt, "model width E"},
+      {"num_heads", AttrKind::kInt, std::nullopt, "heads (E must divide)"},
+      {"dropout", AttrKind::kFloat, AttrValue{0.0}, "attention-weight dropout"},
+      {"bias", AttrKind::kBool, AttrValue{true}, "projection biases"},
+      {"batch_first", AttrKind::kBool, AttrValue{false}, "inputs are (B, L, E)"},
+      {"need_weights", AttrKind::kBool, AttrValue{true}, "return attention weights"},
+      {"average_attn_weights", AttrKind::kBool, AttrValue{true}, "average them over heads"},
+      {"training", AttrKind::kBool, AttrValue{true}, "apply dropout"}};
   mha.params = [](const OpCall& call) -> Result<std::vector<ParamSpec>> {
     const int64_t e = call.attrs.get_int("embed_dim");
     if (e < 1) return invalid_argument("embed_dim must be positive");
@@ -388,9 +393,8 @@ void add_attention_ops(std::vector<OpSchema>& ops) {
   sdpa.decompose = sdpa_decompose;
   ops.push_back(std::move(sdpa));
 
-  ops.push_back(fused_schema("sdpa_flash",
-                             "flash attention kernel; keeps q, k, v, output and fp32 logsumexp",
-                             true));
+  ops.push_back(fused_schema(
+      "sdpa_flash", "flash attention kernel; keeps q, k, v, output and fp32 logsumexp", true));
   ops.push_back(fused_schema(
       "sdpa_efficient",
       "memory-efficient attention kernel; keeps q, k, v, mask, output and fp32 logsumexp", false));

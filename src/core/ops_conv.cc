@@ -89,8 +89,7 @@ Status conv_infer(const OpCall& call, std::vector<OutputSpec>& out, size_t spati
   return {};
 }
 
-OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial,
-                     bool transposed) {
+OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial, bool transposed) {
   OpSchema s;
   s.name = name;
   s.family = "conv";
@@ -122,10 +121,10 @@ OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial
 }  // namespace
 
 void add_conv_ops(std::vector<OpSchema>& ops) {
-  ops.push_back(conv_schema("conv1d", "1-D convolution (nn.Conv1d); keeps input and weight", 1,
-                            false));
-  ops.push_back(conv_schema("conv2d", "2-D convolution (nn.Conv2d); keeps input and weight", 2,
-                            false));
+  ops.push_back(
+      conv_schema("conv1d", "1-D convolution (nn.Conv1d); keeps input and weight", 1, false));
+  ops.push_back(
+      conv_schema("conv2d", "2-D convolution (nn.Conv2d); keeps input and weight", 2, false));
   ops.push_back(conv_schema("conv_transpose1d",
                             "1-D transposed convolution (nn.ConvTranspose1d); keeps input and "
                             "weight",

@@ -46,11 +46,12 @@ Status elementwise_output(const OpCall& call, std::vector<OutputSpec>& out, DTyp
       return invalid_argument(fmt::format("in-place result {} does not fit the input {}",
                                           shape_string(shape), shape_string(self.shape)));
     }
-    out.push_back(OutputSpec::alias(static_cast<int>(operands[0]), self.shape, self.strides,
-                                    self.dtype));
+    out.push_back(
+        OutputSpec::alias(static_cast<int>(operands[0]), self.shape, self.strides, self.dtype));
     return {};
   }
-  out.push_back(OutputSpec::fresh_strided(shape, elementwise_output_strides(shape, layouts), dtype));
+  out.push_back(
+      OutputSpec::fresh_strided(shape, elementwise_output_strides(shape, layouts), dtype));
   return {};
 }
 
@@ -123,7 +124,7 @@ OpSchema scalar_schema(std::string_view name, std::string_view doc, ScalarKeeps 
 
 // ---- unary math ---------------------------------------------------------------------------
 
-OpSchema unary_schema(std::string_view name, std::string_view doc, SavedList keeps,
+OpSchema unary_schema(std::string_view name, std::string_view doc, const SavedList& keeps,
                       Autocast autocast) {
   OpSchema s;
   s.name = name;
@@ -133,7 +134,8 @@ OpSchema unary_schema(std::string_view name, std::string_view doc, SavedList kee
   s.infer = [](const OpCall& call, std::vector<OutputSpec>& out) {
     TF_RETURN_IF_ERROR(expect_floating(call, 0));
     const Value& x = call.in(0);
-    out.push_back(OutputSpec::fresh_strided(x.shape, empty_like_strides(x.shape, x.strides), x.dtype));
+    out.push_back(
+        OutputSpec::fresh_strided(x.shape, empty_like_strides(x.shape, x.strides), x.dtype));
     return Status();
   };
   s.saved = [keeps](const OpCall&) { return keeps; };
@@ -144,12 +146,14 @@ OpSchema unary_schema(std::string_view name, std::string_view doc, SavedList kee
 }  // namespace
 
 void add_elementwise_ops(std::vector<OpSchema>& ops) {
-  ops.push_back(binary_schema("add", "a + alpha * b with broadcasting; keeps nothing", Binary::kAdd));
-  ops.push_back(binary_schema("sub", "a - alpha * b with broadcasting; keeps nothing", Binary::kSub));
-  ops.push_back(binary_schema("mul", "a * b with broadcasting; keeps each for the other",
-                              Binary::kMul));
-  ops.push_back(binary_schema("div", "a / b with broadcasting; keeps b (and a if b trains)",
-                              Binary::kDiv));
+  ops.push_back(
+      binary_schema("add", "a + alpha * b with broadcasting; keeps nothing", Binary::kAdd));
+  ops.push_back(
+      binary_schema("sub", "a - alpha * b with broadcasting; keeps nothing", Binary::kSub));
+  ops.push_back(
+      binary_schema("mul", "a * b with broadcasting; keeps each for the other", Binary::kMul));
+  ops.push_back(
+      binary_schema("div", "a / b with broadcasting; keeps b (and a if b trains)", Binary::kDiv));
 
   ops.push_back(scalar_schema("add_scalar", "x + c; keeps nothing", ScalarKeeps::kNothing));
   ops.push_back(scalar_schema("sub_scalar", "x - c; keeps nothing", ScalarKeeps::kNothing));
@@ -160,11 +164,12 @@ void add_elementwise_ops(std::vector<OpSchema>& ops) {
                               ScalarKeeps::kScalar));
   ops.push_back(scalar_schema("pow_scalar", "x ** c; keeps x", ScalarKeeps::kInput, "exponent"));
 
-  ops.push_back(unary_schema("rsqrt", "1 / sqrt(x); keeps the output", {saved_output(0)},
-                             Autocast::kFp32));
-  ops.push_back(unary_schema("exp", "e ** x; keeps the output", {saved_output(0)},
-                             Autocast::kFp32));
-  ops.push_back(unary_schema("abs", "|x|; keeps the input", {saved_input(0)}, Autocast::kUnchanged));
+  ops.push_back(
+      unary_schema("rsqrt", "1 / sqrt(x); keeps the output", {saved_output(0)}, Autocast::kFp32));
+  ops.push_back(
+      unary_schema("exp", "e ** x; keeps the output", {saved_output(0)}, Autocast::kFp32));
+  ops.push_back(
+      unary_schema("abs", "|x|; keeps the input", {saved_input(0)}, Autocast::kUnchanged));
   ops.push_back(unary_schema("neg", "-x; keeps nothing", {}, Autocast::kUnchanged));
 
   OpSchema where;
@@ -206,9 +211,11 @@ void add_elementwise_ops(std::vector<OpSchema>& ops) {
   cast.attrs = {{"dtype", AttrKind::kString, std::nullopt, "target dtype"}};
   cast.infer = [](const OpCall& call, std::vector<OutputSpec>& out) {
     const auto dtype = parse_dtype(call.attrs.get_string("dtype"));
-    if (!dtype) return invalid_argument(fmt::format("unknown dtype '{}'", call.attrs.get_string("dtype")));
+    if (!dtype)
+      return invalid_argument(fmt::format("unknown dtype '{}'", call.attrs.get_string("dtype")));
     const Value& x = call.in(0);
-    out.push_back(OutputSpec::fresh_strided(x.shape, empty_like_strides(x.shape, x.strides), *dtype));
+    out.push_back(
+        OutputSpec::fresh_strided(x.shape, empty_like_strides(x.shape, x.strides), *dtype));
     return Status();
   };
   cast.saved = [](const OpCall&) { return SavedList{}; };

@@ -74,7 +74,8 @@ Status linear_infer(const OpCall& call, std::vector<OutputSpec>& out) {
 SavedList linear_saved(const OpCall& call) {
   SavedList saved;
   // mat1 (the input, or its folded copy, output 1) is kept for the weight's gradient.
-  const bool copied = call.in(0).shape.size() >= 3 && fold_copies(call.in(0), call.requires_grad(1));
+  const bool copied =
+      call.in(0).shape.size() >= 3 && fold_copies(call.in(0), call.requires_grad(1));
   if (call.requires_grad(1)) saved.push_back(copied ? saved_output(1) : saved_input(0));
   // mat2 (weight.t(), a view of the parameter) is kept for the input's gradient.
   if (call.requires_grad(0)) saved.push_back(saved_input(1));
@@ -205,14 +206,13 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
   ops.push_back(std::move(linear));
 
   OpSchema matmul = matrix_schema(
-      "matmul", "torch.matmul with broadcasting; keeps each operand (or its copy) as mm/bmm do",
-      2);
+      "matmul", "torch.matmul with broadcasting; keeps each operand (or its copy) as mm/bmm do", 2);
   matmul.infer = matmul_infer;
   matmul.saved = matmul_saved;
   ops.push_back(std::move(matmul));
 
-  OpSchema bmm = matrix_schema("bmm", "batched matrix product; keeps each operand for the other",
-                               2);
+  OpSchema bmm =
+      matrix_schema("bmm", "batched matrix product; keeps each operand for the other", 2);
   bmm.infer = [](const OpCall& c, std::vector<OutputSpec>& out) {
     TF_RETURN_IF_ERROR(same_dtype(c, 0, 1));
     Dims shape;

@@ -30,9 +30,8 @@ Status nll_infer(const OpCall& call, std::vector<OutputSpec>& out) {
                        "flatten the other dims into N first");
   }
   if (target.shape != Dims{x.shape[0]} || is_floating(target.dtype)) {
-    return invalid_argument(fmt::format("target must be N={} class indices, got {} {}",
-                                        x.shape[0], dtype_name(target.dtype),
-                                        shape_string(target.shape)));
+    return invalid_argument(fmt::format("target must be N={} class indices, got {} {}", x.shape[0],
+                                        dtype_name(target.dtype), shape_string(target.shape)));
   }
   TF_ASSIGN_OR_RETURN(Dims shape, reduced_shape(call, {x.shape[0]}));
   out.push_back(OutputSpec::fresh(std::move(shape), x.dtype));
@@ -66,10 +65,13 @@ void add_loss_ops(std::vector<OpSchema>& ops) {
   nll.doc = "negative log likelihood of class indices; keeps input, target, total_weight";
   nll.min_inputs = 2;
   nll.max_inputs = 2;
-  nll.attrs = {kReduction, {"ignore_index", AttrKind::kInt, AttrValue{int64_t{-100}}, "ignored class"}};
+  nll.attrs = {kReduction,
+               {"ignore_index", AttrKind::kInt, AttrValue{int64_t{-100}}, "ignored class"}};
   nll.autocast = Autocast::kFp32;
   nll.infer = nll_infer;
-  nll.saved = [](const OpCall&) { return SavedList{saved_input(0), saved_input(1), saved_output(1)}; };
+  nll.saved = [](const OpCall&) {
+    return SavedList{saved_input(0), saved_input(1), saved_output(1)};
+  };
   nll.workspace = no_workspace;
   ops.push_back(std::move(nll));
 
@@ -88,10 +90,9 @@ void add_loss_ops(std::vector<OpSchema>& ops) {
       return std::vector<ValueId>{kNone};
     }
     const ValueId logp = b.call1("log_softmax", {in[0]}, {{"dim", int64_t{1}}});
-    return std::vector<ValueId>{
-        b.call1("nll_loss", {logp, in[1]},
-                {{"reduction", attrs.get_string("reduction")},
-                 {"ignore_index", attrs.get_int("ignore_index")}})};
+    return std::vector<ValueId>{b.call1("nll_loss", {logp, in[1]},
+                                        {{"reduction", attrs.get_string("reduction")},
+                                         {"ignore_index", attrs.get_int("ignore_index")}})};
   };
   ops.push_back(std::move(ce));
 
@@ -119,7 +120,8 @@ void add_loss_ops(std::vector<OpSchema>& ops) {
   l1.decompose = [](GraphBuilder& b, std::span<const ValueId> in, const Attrs& attrs) {
     const std::string& r = attrs.get_string("reduction");
     if (r != "mean" && r != "sum" && r != "none") {
-      b.fail(invalid_argument(fmt::format("reduction must be 'mean', 'sum' or 'none', got '{}'", r)));
+      b.fail(
+          invalid_argument(fmt::format("reduction must be 'mean', 'sum' or 'none', got '{}'", r)));
       return std::vector<ValueId>{kNone};
     }
     return reduce(b, b.call1("abs", {b.call1("sub", {in[0], in[1]})}), r);

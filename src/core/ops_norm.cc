@@ -85,8 +85,8 @@ SavedList batch_norm_saved(const OpCall& call) {
 std::vector<ValueId> frozen_batch_norm_decompose(GraphBuilder& b, std::span<const ValueId> in,
                                                  const Attrs& attrs) {
   if (b.shape(in[0]).size() != 4) {
-    b.fail(invalid_argument(fmt::format("frozen_batch_norm needs a 4-D input, got {}",
-                                        shape_string(b.shape(in[0])))));
+    b.fail(invalid_argument(
+        fmt::format("frozen_batch_norm needs a 4-D input, got {}", shape_string(b.shape(in[0])))));
     return {kNone};
   }
   // scale = w * (rv + eps).rsqrt(); bias = b - rm * scale; y = x * scale + bias
@@ -146,8 +146,8 @@ Status group_norm_infer(const OpCall& call, std::vector<OutputSpec>& out) {
   const Value& x = call.in(0);
   const int64_t groups = call.attrs.get_int("num_groups");
   if (groups < 1 || x.shape[1] % groups != 0) {
-    return invalid_argument(fmt::format("num_groups={} must divide the {} channels", groups,
-                                        x.shape[1]));
+    return invalid_argument(
+        fmt::format("num_groups={} must divide the {} channels", groups, x.shape[1]));
   }
   out.push_back(OutputSpec::fresh(x.shape, x.dtype));
   out.push_back(OutputSpec::aux({x.shape[0], groups}, x.dtype));  // mean
@@ -194,8 +194,10 @@ void add_norm_ops(std::vector<OpSchema>& ops) {
   frozen.params = [](const OpCall& call) -> Result<std::vector<ParamSpec>> {
     TF_RETURN_IF_ERROR(expect_rank(call, 0, 4, 4, "input (N, C, H, W)"));
     const int64_t c = call.in(0).shape[1];
-    return std::vector<ParamSpec>{{"weight", {c}, true}, {"bias", {c}, true},
-                                  {"running_mean", {c}, true}, {"running_var", {c}, true}};
+    return std::vector<ParamSpec>{{"weight", {c}, true},
+                                  {"bias", {c}, true},
+                                  {"running_mean", {c}, true},
+                                  {"running_var", {c}, true}};
   };
   frozen.decompose = frozen_batch_norm_decompose;
   ops.push_back(std::move(frozen));
@@ -213,7 +215,8 @@ void add_norm_ops(std::vector<OpSchema>& ops) {
   ln.infer = layer_norm_infer;
   ln.saved = [](const OpCall& call) {
     SavedList saved{saved_input(0)};
-    for (size_t i = 1; i < call.inputs.size(); ++i) saved.push_back(saved_input(static_cast<int>(i)));
+    for (size_t i = 1; i < call.inputs.size(); ++i)
+      saved.push_back(saved_input(static_cast<int>(i)));
     saved.push_back(saved_output(1));
     saved.push_back(saved_output(2));
     return saved;

@@ -61,21 +61,22 @@ Result<Dims> pool_output(const OpCall& call, size_t spatial, bool max_pool) {
   const Dims& in = call.in(0).shape;
   Dims shape{in[0], in[1]};
   for (size_t i = 0; i < spatial; ++i) {
-    const int64_t o = pooled_size(in[2 + i], g.kernel[i], g.padding[i], g.stride[i],
-                                  g.dilation[i], g.ceil_mode);
+    const int64_t o =
+        pooled_size(in[2 + i], g.kernel[i], g.padding[i], g.stride[i], g.dilation[i], g.ceil_mode);
     if (o < 1) {
-      return invalid_argument(
-          fmt::format("input {} is too small for a {} pool with stride {}",
-                      shape_string(Dims(in.begin() + 1, in.end())), shape_string(g.kernel),
-                      shape_string(g.stride)),
-          "use a larger input size");
+      return invalid_argument(fmt::format("input {} is too small for a {} pool with stride {}",
+                                          shape_string(Dims(in.begin() + 1, in.end())),
+                                          shape_string(g.kernel), shape_string(g.stride)),
+                              "use a larger input size");
     }
     shape.push_back(o);
   }
   return shape;
 }
 
-bool computes_indices(const OpCall& call) { return call.on_cuda() || call.requires_grad(0); }
+bool computes_indices(const OpCall& call) {
+  return call.on_cuda() || call.requires_grad(0);
+}
 
 OpSchema pool_schema(std::string_view name, std::string_view doc, size_t spatial, bool max_pool) {
   OpSchema s;
@@ -89,8 +90,8 @@ OpSchema pool_schema(std::string_view name, std::string_view doc, size_t spatial
   if (max_pool) {
     s.attrs.push_back({"dilation", AttrKind::kInts, AttrValue{int64_t{1}}, "window spacing"});
   } else {
-    s.attrs.push_back({"count_include_pad", AttrKind::kBool, AttrValue{true},
-                       "padding counts in the average"});
+    s.attrs.push_back(
+        {"count_include_pad", AttrKind::kBool, AttrValue{true}, "padding counts in the average"});
   }
   s.infer = [spatial, max_pool](const OpCall& call, std::vector<OutputSpec>& out) {
     TF_RETURN_IF_ERROR(expect_floating(call, 0));
@@ -138,10 +139,10 @@ OpSchema adaptive_schema(std::string_view name, std::string_view doc, size_t spa
 }  // namespace
 
 void add_pool_ops(std::vector<OpSchema>& ops) {
-  ops.push_back(pool_schema("max_pool1d", "1-D max pooling; keeps input and int64 indices", 1,
-                            true));
-  ops.push_back(pool_schema("max_pool2d", "2-D max pooling; keeps input and int64 indices", 2,
-                            true));
+  ops.push_back(
+      pool_schema("max_pool1d", "1-D max pooling; keeps input and int64 indices", 1, true));
+  ops.push_back(
+      pool_schema("max_pool2d", "2-D max pooling; keeps input and int64 indices", 2, true));
   ops.push_back(pool_schema("avg_pool1d", "1-D average pooling; keeps the input", 1, false));
   ops.push_back(pool_schema("avg_pool2d", "2-D average pooling; keeps the input", 2, false));
   ops.push_back(adaptive_schema("adaptive_avg_pool1d",

@@ -22,8 +22,10 @@ Status reduce_infer(const OpCall& call, std::vector<OutputSpec>& out) {
   }
   Dims shape;
   for (size_t i = 0; i < x.shape.size(); ++i) {
-    if (!reduced[i]) shape.push_back(x.shape[i]);
-    else if (keepdim) shape.push_back(1);
+    if (!reduced[i])
+      shape.push_back(x.shape[i]);
+    else if (keepdim)
+      shape.push_back(1);
   }
   DType dtype = x.dtype;
   if (const std::string& name = call.attrs.get_string("dtype"); !name.empty()) {
@@ -55,7 +57,8 @@ void add_reduction_ops(std::vector<OpSchema>& ops) {
   OpSchema sum = reduce_schema("sum", "sum over dims; keeps nothing");
   sum.saved = [](const OpCall&) { return SavedList{}; };
   ops.push_back(std::move(sum));
-  OpSchema mean = reduce_schema("mean", "mean over dims; keeps its input on PyTorch 1.13 when dims are given");
+  OpSchema mean =
+      reduce_schema("mean", "mean over dims; keeps its input on PyTorch 1.13 when dims are given");
   mean.saved = [](const OpCall& call) {
     if (!call.torch2() && !call.attrs.get_ints("dims").empty()) return SavedList{saved_input(0)};
     return SavedList{};

@@ -16,7 +16,9 @@
 namespace trainfit {
 namespace {
 
-int64_t rank_of(const Value& v) { return static_cast<int64_t>(v.shape.size()); }
+int64_t rank_of(const Value& v) {
+  return static_cast<int64_t>(v.shape.size());
+}
 
 OpSchema shape_schema(std::string_view name, std::string_view doc, InferFn infer) {
   OpSchema s;
@@ -40,7 +42,8 @@ void view_or_copy(const Value& x, const Dims& shape, std::vector<OutputSpec>& ou
 
 Status view_infer(const OpCall& call, std::vector<OutputSpec>& out) {
   const Value& x = call.in(0);
-  TF_ASSIGN_OR_RETURN(Dims shape, infer_size(call.attrs.get_ints("shape"), checked_numel(x.shape).value_or(0)));
+  TF_ASSIGN_OR_RETURN(Dims shape,
+                      infer_size(call.attrs.get_ints("shape"), checked_numel(x.shape).value_or(0)));
   auto strides = view_strides(x.shape, x.strides, shape);
   if (!strides) {
     return invalid_argument(fmt::format("view {} of a non-contiguous {} needs a copy",
@@ -53,7 +56,8 @@ Status view_infer(const OpCall& call, std::vector<OutputSpec>& out) {
 
 Status reshape_infer(const OpCall& call, std::vector<OutputSpec>& out) {
   const Value& x = call.in(0);
-  TF_ASSIGN_OR_RETURN(Dims shape, infer_size(call.attrs.get_ints("shape"), checked_numel(x.shape).value_or(0)));
+  TF_ASSIGN_OR_RETURN(Dims shape,
+                      infer_size(call.attrs.get_ints("shape"), checked_numel(x.shape).value_or(0)));
   view_or_copy(x, shape, out);
   return {};
 }
@@ -83,7 +87,8 @@ Status flatten_infer(const OpCall& call, std::vector<OutputSpec>& out) {
 Status unflatten_infer(const OpCall& call, std::vector<OutputSpec>& out) {
   const Value& x = call.in(0);
   TF_ASSIGN_OR_RETURN(int64_t dim, wrap_dim(call.attrs.get_int("dim"), rank_of(x)));
-  TF_ASSIGN_OR_RETURN(Dims sizes, infer_size(call.attrs.get_ints("sizes"), x.shape[static_cast<size_t>(dim)]));
+  TF_ASSIGN_OR_RETURN(Dims sizes,
+                      infer_size(call.attrs.get_ints("sizes"), x.shape[static_cast<size_t>(dim)]));
   Dims shape(x.shape.begin(), x.shape.begin() + dim);
   shape.insert(shape.end(), sizes.begin(), sizes.end());
   shape.insert(shape.end(), x.shape.begin() + dim + 1, x.shape.end());
@@ -151,8 +156,8 @@ Status expand_infer(const OpCall& call, std::vector<OutputSpec>& out) {
     const int64_t have = x.shape[i - offset];
     const int64_t want = sizes[i] == -1 ? have : sizes[i];
     if (have != want && have != 1) {
-      return invalid_argument(fmt::format("cannot expand {} to {}", shape_string(x.shape),
-                                          shape_string(sizes)));
+      return invalid_argument(
+          fmt::format("cannot expand {} to {}", shape_string(x.shape), shape_string(sizes)));
     }
     shape[i] = want;
     strides[i] = have == want ? x.strides[i - offset] : 0;
@@ -300,25 +305,31 @@ Status pad_infer(const OpCall& call, std::vector<OutputSpec>& out) {
 
 Result<DType> creation_dtype(const OpCall& call) {
   const auto dtype = parse_dtype(call.attrs.get_string("dtype"));
-  if (!dtype) return invalid_argument(fmt::format("unknown dtype '{}'", call.attrs.get_string("dtype")));
+  if (!dtype)
+    return invalid_argument(fmt::format("unknown dtype '{}'", call.attrs.get_string("dtype")));
   return *dtype;
 }
 
 }  // namespace
 
 void add_shape_ops(std::vector<OpSchema>& ops) {
-  const AttrSpec shape_attr{"shape", AttrKind::kInts, std::nullopt, "target shape (one -1 allowed)"};
-  OpSchema view = shape_schema("view", "a view with another shape; errors when a copy is needed", view_infer);
+  const AttrSpec shape_attr{"shape", AttrKind::kInts, std::nullopt,
+                            "target shape (one -1 allowed)"};
+  OpSchema view =
+      shape_schema("view", "a view with another shape; errors when a copy is needed", view_infer);
   view.attrs = {shape_attr};
   ops.push_back(std::move(view));
-  OpSchema reshape = shape_schema("reshape", "a view if the strides allow it, else a copy", reshape_infer);
+  OpSchema reshape =
+      shape_schema("reshape", "a view if the strides allow it, else a copy", reshape_infer);
   reshape.attrs = {shape_attr};
   ops.push_back(std::move(reshape));
-  OpSchema flatten = shape_schema("flatten", "merge dims start_dim..end_dim (a view or a copy)", flatten_infer);
+  OpSchema flatten =
+      shape_schema("flatten", "merge dims start_dim..end_dim (a view or a copy)", flatten_infer);
   flatten.attrs = {{"start_dim", AttrKind::kInt, AttrValue{int64_t{0}}, "first dim merged"},
                    {"end_dim", AttrKind::kInt, AttrValue{int64_t{-1}}, "last dim merged"}};
   ops.push_back(std::move(flatten));
-  OpSchema unflatten = shape_schema("unflatten", "split one dim into several (a view)", unflatten_infer);
+  OpSchema unflatten =
+      shape_schema("unflatten", "split one dim into several (a view)", unflatten_infer);
   unflatten.attrs = {{"dim", AttrKind::kInt, std::nullopt, "dim to split"},
                      {"sizes", AttrKind::kInts, std::nullopt, "new sizes (one -1 allowed)"}};
   ops.push_back(std::move(unflatten));
@@ -329,18 +340,22 @@ void add_shape_ops(std::vector<OpSchema>& ops) {
   transpose.attrs = {{"dim0", AttrKind::kInt, std::nullopt, "first dim"},
                      {"dim1", AttrKind::kInt, std::nullopt, "second dim"}};
   ops.push_back(std::move(transpose));
-  ops.push_back(shape_schema("contiguous", "the input if contiguous, else a contiguous copy", contiguous_infer));
-  OpSchema expand = shape_schema("expand", "broadcast size-1 dims without copying (a view)", expand_infer);
+  ops.push_back(shape_schema("contiguous", "the input if contiguous, else a contiguous copy",
+                             contiguous_infer));
+  OpSchema expand =
+      shape_schema("expand", "broadcast size-1 dims without copying (a view)", expand_infer);
   expand.attrs = {{"sizes", AttrKind::kInts, std::nullopt, "target sizes (-1 keeps a dim)"}};
   ops.push_back(std::move(expand));
   OpSchema select = shape_schema("select", "x[..., index, ...] along dim (a view)", select_infer);
-  select.attrs = {{"dim", AttrKind::kInt, std::nullopt, "dim"}, {"index", AttrKind::kInt, std::nullopt, "index"}};
+  select.attrs = {{"dim", AttrKind::kInt, std::nullopt, "dim"},
+                  {"index", AttrKind::kInt, std::nullopt, "index"}};
   ops.push_back(std::move(select));
   OpSchema slice = shape_schema("slice", "x[start:end:step] along dim (a view)", slice_infer);
-  slice.attrs = {{"dim", AttrKind::kInt, std::nullopt, "dim"},
-                 {"start", AttrKind::kInt, AttrValue{int64_t{0}}, "first index"},
-                 {"end", AttrKind::kInt, AttrValue{std::numeric_limits<int64_t>::max()}, "end index"},
-                 {"step", AttrKind::kInt, AttrValue{int64_t{1}}, "step"}};
+  slice.attrs = {
+      {"dim", AttrKind::kInt, std::nullopt, "dim"},
+      {"start", AttrKind::kInt, AttrValue{int64_t{0}}, "first index"},
+      {"end", AttrKind::kInt, AttrValue{std::numeric_limits<int64_t>::max()}, "end index"},
+      {"step", AttrKind::kInt, AttrValue{int64_t{1}}, "step"}};
   ops.push_back(std::move(slice));
   OpSchema unsqueeze = shape_schema("unsqueeze", "insert a size-1 dim (a view)", unsqueeze_infer);
   unsqueeze.attrs = {{"dim", AttrKind::kInt, std::nullopt, "where"}};
@@ -352,24 +367,28 @@ void add_shape_ops(std::vector<OpSchema>& ops) {
   chunk.attrs = {{"chunks", AttrKind::kInt, std::nullopt, "number of pieces"},
                  {"dim", AttrKind::kInt, AttrValue{int64_t{0}}, "dim"}};
   ops.push_back(std::move(chunk));
-  OpSchema split = shape_schema("split", "split into pieces of given sizes along dim (views)", split_infer);
+  OpSchema split =
+      shape_schema("split", "split into pieces of given sizes along dim (views)", split_infer);
   split.attrs = {{"sizes", AttrKind::kInts, std::nullopt, "piece sizes"},
                  {"dim", AttrKind::kInt, AttrValue{int64_t{0}}, "dim"}};
   ops.push_back(std::move(split));
 
-  OpSchema pad = shape_schema("pad", "constant padding (F.pad); a new tensor, keeps nothing", pad_infer);
+  OpSchema pad =
+      shape_schema("pad", "constant padding (F.pad); a new tensor, keeps nothing", pad_infer);
   pad.attrs = {{"pads", AttrKind::kInts, std::nullopt, "(left, right) pairs from the last dim"},
                {"value", AttrKind::kFloat, AttrValue{0.0}, "fill value"}};
   ops.push_back(std::move(pad));
 
-  OpSchema cat = shape_schema("cat", "concatenate along dim (a new tensor); keeps nothing",
-                              [](const OpCall& c, std::vector<OutputSpec>& o) { return cat_infer(c, o, false); });
+  OpSchema cat = shape_schema(
+      "cat", "concatenate along dim (a new tensor); keeps nothing",
+      [](const OpCall& c, std::vector<OutputSpec>& o) { return cat_infer(c, o, false); });
   cat.attrs = {{"dim", AttrKind::kInt, AttrValue{int64_t{0}}, "dim"}};
   cat.max_inputs = 1024;
   cat.autocast = Autocast::kPromote;
   ops.push_back(std::move(cat));
-  OpSchema stack = shape_schema("stack", "stack along a new dim (a new tensor); keeps nothing",
-                                [](const OpCall& c, std::vector<OutputSpec>& o) { return cat_infer(c, o, true); });
+  OpSchema stack = shape_schema(
+      "stack", "stack along a new dim (a new tensor); keeps nothing",
+      [](const OpCall& c, std::vector<OutputSpec>& o) { return cat_infer(c, o, true); });
   stack.attrs = {{"dim", AttrKind::kInt, AttrValue{int64_t{0}}, "dim"}};
   stack.max_inputs = 1024;
   stack.autocast = Autocast::kPromote;

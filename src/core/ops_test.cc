@@ -157,18 +157,18 @@ TEST(OpRegistry, EveryOpIsCompleteAndTested) {
 
 // ---- CUDA profile (PyTorch 2.x), from the sources ------------------------------------------
 
-constexpr KernelTarget kCuda{Device::kCuda, TorchVersion::k2};
-
 struct Built {
   Graph graph;
   ValueId out = kNone;
 };
 
-Built build_one(std::string_view op, std::vector<std::pair<Dims, bool>> inputs, const Attrs& attrs,
-                BuildOptions options = {}) {
+Built build_one(std::string_view op, const std::vector<std::pair<Dims, bool>>& inputs,
+                const Attrs& attrs, const BuildOptions& options = {}) {
   GraphBuilder b("case", options);
   std::vector<ValueId> ids;
-  for (const auto& [shape, grad] : inputs) ids.push_back(b.input("x", shape, b.activation_dtype(), grad));
+  ids.reserve(inputs.size());
+  for (const auto& [shape, grad] : inputs)
+    ids.push_back(b.input("x", shape, b.activation_dtype(), grad));
   const ValueId out = b.call1(op, ids, attrs);
   Result<Graph> g = std::move(b).finish();
   EXPECT_TRUE(g.ok()) << g.status().to_string();
@@ -207,7 +207,8 @@ TEST(CudaOps, NormStatisticsAreFp32ForBf16Inputs) {
 
 TEST(CudaOps, GlobalAveragePoolKeepsNothingOnTorch2) {
   // AdaptiveAveragePooling.cpp: output 1x1 is input.mean({-1, -2}); mean keeps no tensor in 2.x.
-  const Built b = build_one("adaptive_avg_pool2d", {{{2, 4, 6, 6}, true}}, {{"output_size", Dims{1, 1}}});
+  const Built b =
+      build_one("adaptive_avg_pool2d", {{{2, 4, 6, 6}, true}}, {{"output_size", Dims{1, 1}}});
   EXPECT_TRUE(kept_by_all_nodes(b.graph).inputs.empty());
 }
 
@@ -215,8 +216,9 @@ TEST(CudaOps, FlashAttentionKeepsQkvOutputAndLogsumexp) {
   // _scaled_dot_product_flash_attention saves q, k, v, output and an fp32 (B, H, L) logsumexp.
   BuildOptions o;
   o.precision = Precision::kAmpBf16;
-  const Built b = build_one("scaled_dot_product_attention",
-                            {{{2, 4, 16, 8}, true}, {{2, 4, 16, 8}, true}, {{2, 4, 16, 8}, true}}, {}, o);
+  const Built b =
+      build_one("scaled_dot_product_attention",
+                {{{2, 4, 16, 8}, true}, {{2, 4, 16, 8}, true}, {{2, 4, 16, 8}, true}}, {}, o);
   const Node& n = b.graph.nodes.back();
   EXPECT_EQ(n.op->name, "sdpa_flash");
   const Kept k = kept_by_all_nodes(b.graph);
@@ -226,8 +228,9 @@ TEST(CudaOps, FlashAttentionKeepsQkvOutputAndLogsumexp) {
 
 TEST(CudaOps, EfficientAttentionPadsLogsumexpTo32) {
   // Memory-efficient attention (the fp32 choice): logsumexp is (B, H, ceil(L/32)*32).
-  const Built b = build_one("scaled_dot_product_attention",
-                            {{{1, 2, 40, 8}, true}, {{1, 2, 40, 8}, true}, {{1, 2, 40, 8}, true}}, {});
+  const Built b =
+      build_one("scaled_dot_product_attention",
+                {{{1, 2, 40, 8}, true}, {{1, 2, 40, 8}, true}, {{1, 2, 40, 8}, true}}, {});
   const Node& n = b.graph.nodes.back();
   EXPECT_EQ(n.op->name, "sdpa_efficient");
   EXPECT_EQ(b.graph.value(n.outputs[1]).shape, (Dims{1, 2, 64}));
@@ -247,7 +250,9 @@ TEST(CudaOps, MhaWithoutWeightsUsesSdpaOnTorch2) {
   GraphBuilder b("mha", {});
   const ValueId x = b.input("x", {2, 5, 8}, DType::kFloat32, true);
   b.call("multi_head_attention", {x, x, x},
-         {{"embed_dim", int64_t{8}}, {"num_heads", int64_t{2}}, {"batch_first", true},
+         {{"embed_dim", int64_t{8}},
+          {"num_heads", int64_t{2}},
+          {"batch_first", true},
           {"need_weights", false}});
   const Graph g = *std::move(b).finish();
   bool fused = false, softmax = false;

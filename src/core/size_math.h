@@ -37,6 +37,8 @@ inline std::optional<int64_t> checked_numel(std::span<const int64_t> dims) {
 }
 
 // Ceil division for non-negative a and positive b.
-inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return a / b + (a % b != 0 ? 1 : 0);
+}
 
 }  // namespace trainfit

@@ -66,7 +66,7 @@ inline Status unsupported(std::string message, std::string hint = {}) {
 template <typename T>
 class Result {
  public:
-  Result(T value) : data_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : data_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : data_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     TF_CHECK(!std::get<Status>(data_).ok()) << "a Result needs a value or an error";
   }
@@ -99,16 +99,16 @@ class Result {
 
 }  // namespace trainfit
 
-#define TF_RETURN_IF_ERROR(expr)                         \
-  do {                                                   \
-    const ::trainfit::Status tf_status_ = (expr);        \
-    if (!tf_status_.ok()) return tf_status_;             \
+#define TF_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::trainfit::Status tf_status_ = (expr);  \
+    if (!tf_status_.ok()) return tf_status_; \
   } while (false)
 
 #define TF_CONCAT_INNER(a, b) a##b
 #define TF_CONCAT(a, b) TF_CONCAT_INNER(a, b)
-#define TF_ASSIGN_OR_RETURN(lhs, expr)                                  \
-  auto TF_CONCAT(tf_result_, __LINE__) = (expr);                        \
-  if (!TF_CONCAT(tf_result_, __LINE__).ok())                            \
-    return TF_CONCAT(tf_result_, __LINE__).status();                    \
-  lhs = std::move(TF_CONCAT(tf_result_, __LINE__)).value()
+// `lhs` is a declaration ("Dims shape"), which cannot be parenthesized.
+#define TF_ASSIGN_OR_RETURN(lhs, expr)                                                        \
+  auto TF_CONCAT(tf_result_, __LINE__) = (expr);                                              \
+  if (!TF_CONCAT(tf_result_, __LINE__).ok()) return TF_CONCAT(tf_result_, __LINE__).status(); \
+  lhs = std::move(TF_CONCAT(tf_result_, __LINE__)).value()  // NOLINT(bugprone-macro-parentheses)

@@ -46,16 +46,12 @@ std::string summary_text(const Summary& s, int max_depth) {
     row.push_back(std::string(static_cast<size_t>(2 * m.depth), ' ') + m.name);
     row.push_back(m.type);
     row.push_back(m.has_output ? shape_string(m.output_shape) : "-");
-    if (m.repeated && m.parameters == 0) {
-      row.push_back("-");
-    } else {
-      row.push_back(m.parameters == 0 ? "-" : format_count(m.parameters));
-    }
+    row.push_back(m.parameters == 0 ? "-" : format_count(m.parameters));
     if (any_frozen) {
       const int64_t frozen = m.parameters - m.trainable_parameters;
       row.push_back(frozen == 0 ? "-" : format_count(frozen));
     }
-    row.push_back(m.kept_bytes_per_sample < 0 ? "?"
+    row.push_back(m.kept_bytes_per_sample < 0    ? "?"
                   : m.kept_bytes_per_sample == 0 ? "-"
                                                  : format_bytes(m.kept_bytes_per_sample));
     row.push_back(m.kept_bytes == 0 ? "-" : format_bytes(m.kept_bytes));
@@ -89,7 +85,8 @@ nlohmann::json summary_json(const Summary& s, int max_depth) {
   j["device_profile"] = profile_name(s.target);
   j["inputs"] = nlohmann::json::array();
   for (const InputInfo& in : s.inputs) {
-    j["inputs"].push_back({{"name", in.name}, {"shape", in.shape}, {"dtype", dtype_name(in.dtype)}});
+    j["inputs"].push_back(
+        {{"name", in.name}, {"shape", in.shape}, {"dtype", dtype_name(in.dtype)}});
   }
   j["parameters"] = s.parameters;
   j["trainable_parameters"] = s.trainable_parameters;
@@ -102,16 +99,17 @@ nlohmann::json summary_json(const Summary& s, int max_depth) {
   j["modules"] = nlohmann::json::array();
   for (const ModuleRow& m : s.modules) {
     if (max_depth >= 0 && m.depth > max_depth) continue;
-    j["modules"].push_back({{"path", m.path},
-                            {"name", m.name},
-                            {"type", m.type},
-                            {"depth", m.depth},
-                            {"output_shape", m.has_output ? nlohmann::json(m.output_shape) : nlohmann::json()},
-                            {"repeated", m.repeated},
-                            {"parameters", m.parameters},
-                            {"trainable_parameters", m.trainable_parameters},
-                            {"kept_bytes", m.kept_bytes},
-                            {"kept_bytes_per_sample", m.kept_bytes_per_sample}});
+    j["modules"].push_back(
+        {{"path", m.path},
+         {"name", m.name},
+         {"type", m.type},
+         {"depth", m.depth},
+         {"output_shape", m.has_output ? nlohmann::json(m.output_shape) : nlohmann::json()},
+         {"repeated", m.repeated},
+         {"parameters", m.parameters},
+         {"trainable_parameters", m.trainable_parameters},
+         {"kept_bytes", m.kept_bytes},
+         {"kept_bytes_per_sample", m.kept_bytes_per_sample}});
   }
   return j;
 }

@@ -11,7 +11,8 @@ constexpr size_t kMinFlexible = 8;
 
 std::string fit(const std::string& text, size_t width, Align align) {
   std::string cell = text;
-  if (cell.size() > width) cell = width <= 2 ? cell.substr(0, width) : cell.substr(0, width - 2) + "..";
+  if (cell.size() > width)
+    cell = width <= 2 ? cell.substr(0, width) : cell.substr(0, width - 2) + "..";
   const std::string pad(width - std::min(width, cell.size()), ' ');
   return align == Align::kLeft ? cell + pad : pad + cell;
 }

@@ -61,7 +61,8 @@ ValueId attention(GraphBuilder& b, ValueId x, const Gpt2Config& g) {
   const ValueId causal = b.parameter("bias", {1, 1, g.positions, g.positions}, true, DType::kBool);
   b.parameter("masked_bias", {}, true);
   const ValueId qkv = conv1d(b, "c_attn", x, 3 * g.embed);
-  const auto parts = b.call("split", {qkv}, {{"sizes", Dims{g.embed, g.embed, g.embed}}, {"dim", int64_t{2}}});
+  const auto parts =
+      b.call("split", {qkv}, {{"sizes", Dims{g.embed, g.embed, g.embed}}, {"dim", int64_t{2}}});
   const ValueId q = split_heads(b, parts[0], g);
   const ValueId k = split_heads(b, parts[1], g);
   const ValueId v = split_heads(b, parts[2], g);
@@ -71,13 +72,16 @@ ValueId attention(GraphBuilder& b, ValueId x, const Gpt2Config& g) {
                   {{"dropout_p", g.dropout}, {"is_causal", true}});
     out = b.call1("transpose", {out}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}});
   } else {
-    ValueId w = b.call1("matmul", {q, b.call1("transpose", {k}, {{"dim0", int64_t{-1}}, {"dim1", int64_t{-2}}})});
+    ValueId w = b.call1(
+        "matmul", {q, b.call1("transpose", {k}, {{"dim0", int64_t{-1}}, {"dim1", int64_t{-2}}})});
     const std::string dtype(dtype_name(b.value(w).dtype));
-    const double root = std::sqrt(static_cast<double>(g.embed / g.heads));
+    const double root = std::sqrt(static_cast<double>(g.embed) / static_cast<double>(g.heads));
     w = b.call1("div", {w, b.call1("full", {}, {{"value", root}, {"dtype", dtype}})});
-    ValueId mask = b.call1("slice", {causal}, {{"dim", int64_t{2}}, {"start", int64_t{0}}, {"end", g.len}});
+    ValueId mask =
+        b.call1("slice", {causal}, {{"dim", int64_t{2}}, {"start", int64_t{0}}, {"end", g.len}});
     mask = b.call1("slice", {mask}, {{"dim", int64_t{3}}, {"start", int64_t{0}}, {"end", g.len}});
-    const ValueId lowest = b.call1("full", {}, {{"value", std::numeric_limits<double>::lowest()}, {"dtype", dtype}});
+    const ValueId lowest =
+        b.call1("full", {}, {{"value", std::numeric_limits<double>::lowest()}, {"dtype", dtype}});
     w = b.call1("where", {mask, w, lowest});
     w = b.call1("softmax", {w}, {{"dim", int64_t{-1}}});
     if (b.value(w).dtype != b.value(v).dtype) {
@@ -112,18 +116,26 @@ ValueId block(GraphBuilder& b, ValueId h, const Gpt2Config& g) {
 }
 
 void build_gpt2(GraphBuilder& b, const ModelConfig& c) {
-  Gpt2Config g{c.batch, c.seq_len, c.get_int("n_layer"), c.get_int("n_head"), c.get_int("n_embd"),
-               c.get_int("vocab_size"), c.get_int("n_positions"), c.get_float("dropout"),
-               c.get_string("attention") == "sdpa", c.get_string("activation") == "gelu_new"};
+  Gpt2Config g{c.batch,
+               c.seq_len,
+               c.get_int("n_layer"),
+               c.get_int("n_head"),
+               c.get_int("n_embd"),
+               c.get_int("vocab_size"),
+               c.get_int("n_positions"),
+               c.get_float("dropout"),
+               c.get_string("attention") == "sdpa",
+               c.get_string("activation") == "gelu_new"};
   if (b.options().target.torch == TorchVersion::k1_13) g.sdpa = false;
   if (g.len > g.positions) {
-    b.fail(invalid_argument(fmt::format("--seq-len {} exceeds n_positions {}", g.len, g.positions),
-                            fmt::format("use --seq-len {} or less, or --set n_positions={}",
-                                        g.positions, g.len)));
+    b.fail(invalid_argument(
+        fmt::format("--seq-len {} exceeds n_positions {}", g.len, g.positions),
+        fmt::format("use --seq-len {} or less, or --set n_positions={}", g.positions, g.len)));
     return;
   }
   if (g.embed % g.heads != 0) {
-    b.fail(invalid_argument(fmt::format("n_embd {} is not divisible by n_head {}", g.embed, g.heads)));
+    b.fail(
+        invalid_argument(fmt::format("n_embd {} is not divisible by n_head {}", g.embed, g.heads)));
     return;
   }
   const ValueId ids = b.input("input_ids", {g.batch, g.len}, DType::kInt64);
@@ -134,12 +146,14 @@ void build_gpt2(GraphBuilder& b, const ModelConfig& c) {
     ValueId h = kNone;
     {
       auto transformer = b.module("transformer", "GPT2Model");
-      const ValueId tokens = nn::op_module(b, "wte", "Embedding", "embedding", {ids},
-                                           {{"num_embeddings", g.vocab}, {"embedding_dim", g.embed}});
+      const ValueId tokens =
+          nn::op_module(b, "wte", "Embedding", "embedding", {ids},
+                        {{"num_embeddings", g.vocab}, {"embedding_dim", g.embed}});
       ValueId positions = b.call1("arange", {}, {{"end", g.len}});
       positions = b.call1("unsqueeze", {positions}, {{"dim", int64_t{0}}});
-      const ValueId pos = nn::op_module(b, "wpe", "Embedding", "embedding", {positions},
-                                        {{"num_embeddings", g.positions}, {"embedding_dim", g.embed}});
+      const ValueId pos =
+          nn::op_module(b, "wpe", "Embedding", "embedding", {positions},
+                        {{"num_embeddings", g.positions}, {"embedding_dim", g.embed}});
       h = nn::add(b, tokens, pos);
       h = nn::dropout(b, "drop", h, g.dropout);
       for (int64_t i = 0; i < g.layers; ++i) {
@@ -176,8 +190,9 @@ void add_gpt2_models(std::vector<ModelSpec>& models) {
     ModelSpec m;
     m.name = s.name;
     m.family = "gpt2";
-    m.doc = fmt::format("Hugging Face GPT2LMHeadModel {} ({} parameters, tied lm_head), causal LM loss",
-                        s.name, s.params);
+    m.doc =
+        fmt::format("Hugging Face GPT2LMHeadModel {} ({} parameters, tied lm_head), causal LM loss",
+                    s.name, s.params);
     m.input = InputKind::kSequence;
     m.default_seq_len = 1024;
     m.keys = {
@@ -186,10 +201,27 @@ void add_gpt2_models(std::vector<ModelSpec>& models) {
         {"n_embd", AttrKind::kInt, s.embed, "model width", {}, 1.0, {}},
         {"vocab_size", AttrKind::kInt, int64_t{50257}, "token vocabulary", {}, 1.0, {}},
         {"n_positions", AttrKind::kInt, int64_t{1024}, "longest sequence", {}, 1.0, {}},
-        {"dropout", AttrKind::kFloat, 0.1, "embedding, attention and residual dropout", {}, 0.0, 1.0},
-        {"attention", AttrKind::kString, std::string("sdpa"), "attention implementation", {"sdpa", "eager"}, {}, {}},
-        {"activation", AttrKind::kString, std::string("gelu_new"), "MLP activation",
-         {"gelu_new", "gelu_tanh"}, {}, {}},
+        {"dropout",
+         AttrKind::kFloat,
+         0.1,
+         "embedding, attention and residual dropout",
+         {},
+         0.0,
+         1.0},
+        {"attention",
+         AttrKind::kString,
+         std::string("sdpa"),
+         "attention implementation",
+         {"sdpa", "eager"},
+         {},
+         {}},
+        {"activation",
+         AttrKind::kString,
+         std::string("gelu_new"),
+         "MLP activation",
+         {"gelu_new", "gelu_tanh"},
+         {},
+         {}},
     };
     m.build = build_gpt2;
     models.push_back(std::move(m));

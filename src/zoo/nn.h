@@ -1,9 +1,8 @@
 // torch.nn-style helpers for writing zoo models: each runs one registry op as one named
 // module, so summary rows and parameter names match PyTorch's state_dict.
 //
-//   x = nn::conv2d(b, "conv1", x, {.out = 64, .kernel = 7, .stride = 2, .padding = 3, .bias = false});
-//   x = nn::batch_norm2d(b, "bn1", x);
-//   x = nn::relu(b, "relu", x, /*inplace=*/true);
+//   x = nn::conv2d(b, "conv1", x, {.out = 64, .kernel = 7, .stride = 2, .padding = 3, .bias =
+//   false}); x = nn::batch_norm2d(b, "bn1", x); x = nn::relu(b, "relu", x, /*inplace=*/true);
 #pragma once
 
 #include <string_view>
@@ -35,8 +34,7 @@ ValueId layer_norm(GraphBuilder& b, std::string_view name, ValueId x, double eps
 ValueId linear(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, bool bias = true);
 ValueId relu(GraphBuilder& b, std::string_view name, ValueId x, bool inplace = false);
 ValueId gelu(GraphBuilder& b, std::string_view name, ValueId x, bool tanh = false);
-ValueId dropout(GraphBuilder& b, std::string_view name, ValueId x, double p,
-                bool inplace = false);
+ValueId dropout(GraphBuilder& b, std::string_view name, ValueId x, double p, bool inplace = false);
 ValueId max_pool2d(GraphBuilder& b, std::string_view name, ValueId x, int64_t kernel,
                    int64_t stride, int64_t padding = 0);
 ValueId adaptive_avg_pool2d(GraphBuilder& b, std::string_view name, ValueId x, int64_t h,

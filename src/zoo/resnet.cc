@@ -16,10 +16,8 @@ struct ResNetShape {
 };
 
 constexpr ResNetShape kResNets[] = {
-    {"resnet18", false, {2, 2, 2, 2}, "11.7M"},
-    {"resnet34", false, {3, 4, 6, 3}, "21.8M"},
-    {"resnet50", true, {3, 4, 6, 3}, "25.6M"},
-    {"resnet101", true, {3, 4, 23, 3}, "44.5M"},
+    {"resnet18", false, {2, 2, 2, 2}, "11.7M"},  {"resnet34", false, {3, 4, 6, 3}, "21.8M"},
+    {"resnet50", true, {3, 4, 6, 3}, "25.6M"},   {"resnet101", true, {3, 4, 23, 3}, "44.5M"},
     {"resnet152", true, {3, 8, 36, 3}, "60.2M"},
 };
 
@@ -69,7 +67,8 @@ void build_resnet(GraphBuilder& b, const ModelConfig& c, const ResNetShape& shap
   const ValueId target = b.input("target", {c.batch}, DType::kInt64);
   {
     auto model = b.module("", "ResNet");
-    x = nn::conv2d(b, "conv1", x, {.out = 64, .kernel = 7, .stride = 2, .padding = 3, .bias = false});
+    x = nn::conv2d(b, "conv1", x,
+                   {.out = 64, .kernel = 7, .stride = 2, .padding = 3, .bias = false});
     x = nn::batch_norm2d(b, "bn1", x);
     x = nn::relu(b, "relu", x, true);
     x = nn::max_pool2d(b, "maxpool", x, 3, 2, 1);
@@ -101,7 +100,8 @@ void add_resnet_models(std::vector<ModelSpec>& models) {
     ModelSpec m;
     m.name = shape.name;
     m.family = "resnet";
-    m.doc = fmt::format("torchvision {} ({} parameters), cross-entropy loss", shape.name, shape.params);
+    m.doc =
+        fmt::format("torchvision {} ({} parameters), cross-entropy loss", shape.name, shape.params);
     m.input = InputKind::kImage;
     m.default_input = {3, 224, 224};
     m.keys = {{"num_classes", AttrKind::kInt, int64_t{1000}, "classifier outputs", {}, 1.0, {}}};

@@ -18,8 +18,10 @@ struct VggShape {
 };
 
 const std::vector<VggShape>& vgg_shapes() {
-  static const std::vector<VggShape> shapes = {
-      {"vgg11", {64, kPool, 128, kPool, 256, 256, kPool, 512, 512, kPool, 512, 512, kPool}, "132.9M"},
+  static const std::vector<VggShape> kShapes = {
+      {"vgg11",
+       {64, kPool, 128, kPool, 256, 256, kPool, 512, 512, kPool, 512, 512, kPool},
+       "132.9M"},
       {"vgg13",
        {64, 64, kPool, 128, 128, kPool, 256, 256, kPool, 512, 512, kPool, 512, 512, kPool},
        "133.0M"},
@@ -28,11 +30,11 @@ const std::vector<VggShape>& vgg_shapes() {
         kPool},
        "138.4M"},
       {"vgg19",
-       {64, 64, kPool, 128, 128, kPool, 256, 256, 256, 256, kPool, 512, 512, 512, 512, kPool, 512,
-        512, 512, 512, kPool},
+       {64,  64,  kPool, 128, 128,   kPool, 256, 256, 256, 256,  kPool,
+        512, 512, 512,   512, kPool, 512,   512, 512, 512, kPool},
        "143.7M"},
   };
-  return shapes;
+  return kShapes;
 }
 
 void build_vgg(GraphBuilder& b, const ModelConfig& c, const VggShape& shape, bool batch_norm) {

@@ -106,9 +106,10 @@ void add_vit_models(std::vector<ModelSpec>& models) {
                         s.params);
     m.input = InputKind::kImage;
     m.default_input = {3, 224, 224};
-    m.keys = {{"num_classes", AttrKind::kInt, int64_t{1000}, "classifier outputs", {}, 1.0, {}},
-              {"dropout", AttrKind::kFloat, 0.0, "dropout after attention and in the MLP", {}, 0.0, 1.0},
-              {"attention_dropout", AttrKind::kFloat, 0.0, "dropout on attention weights", {}, 0.0, 1.0}};
+    m.keys = {
+        {"num_classes", AttrKind::kInt, int64_t{1000}, "classifier outputs", {}, 1.0, {}},
+        {"dropout", AttrKind::kFloat, 0.0, "dropout after attention and in the MLP", {}, 0.0, 1.0},
+        {"attention_dropout", AttrKind::kFloat, 0.0, "dropout on attention weights", {}, 0.0, 1.0}};
     m.build = [s](GraphBuilder& b, const ModelConfig& c) { build_vit(b, c, s); };
     models.push_back(std::move(m));
   }

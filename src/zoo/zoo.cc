@@ -43,7 +43,8 @@ std::string closest(std::string_view word, const std::vector<std::string>& optio
 Result<int64_t> parse_int(std::string_view text) {
   int64_t v = 0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec == std::errc::result_out_of_range) return out_of_range(fmt::format("{} overflows int64", text));
+  if (ec == std::errc::result_out_of_range)
+    return out_of_range(fmt::format("{} overflows int64", text));
   if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) {
     return parse_error(fmt::format("'{}' is not an integer", text));
   }
@@ -72,7 +73,8 @@ Result<AttrValue> parse_value(const SetKey& key, std::string_view text) {
     case AttrKind::kString:
       if (!key.choices.empty() &&
           std::find(key.choices.begin(), key.choices.end(), text) == key.choices.end()) {
-        return invalid_argument(fmt::format("'{}' is not one of {}", text, fmt::join(key.choices, ", ")));
+        return invalid_argument(
+            fmt::format("'{}' is not one of {}", text, fmt::join(key.choices, ", ")));
       }
       return AttrValue{std::string(text)};
     case AttrKind::kInts:
@@ -83,9 +85,12 @@ Result<AttrValue> parse_value(const SetKey& key, std::string_view text) {
 
 Status check_range(const SetKey& key, const AttrValue& value) {
   double v = 0;
-  if (std::holds_alternative<int64_t>(value)) v = static_cast<double>(std::get<int64_t>(value));
-  else if (std::holds_alternative<double>(value)) v = std::get<double>(value);
-  else return {};
+  if (std::holds_alternative<int64_t>(value))
+    v = static_cast<double>(std::get<int64_t>(value));
+  else if (std::holds_alternative<double>(value))
+    v = std::get<double>(value);
+  else
+    return {};
   if (key.min && v < *key.min) {
     return invalid_argument(fmt::format("must be at least {}", *key.min));
   }
@@ -111,20 +116,24 @@ const AttrValue& ModelConfig::get(std::string_view key) const {
   TF_CHECK(it != values_.end()) << "model reads an undeclared key " << key;
   return it->second;
 }
-int64_t ModelConfig::get_int(std::string_view key) const { return std::get<int64_t>(get(key)); }
+int64_t ModelConfig::get_int(std::string_view key) const {
+  return std::get<int64_t>(get(key));
+}
 double ModelConfig::get_float(std::string_view key) const {
   const AttrValue& v = get(key);
   if (std::holds_alternative<int64_t>(v)) return static_cast<double>(std::get<int64_t>(v));
   return std::get<double>(v);
 }
-bool ModelConfig::get_bool(std::string_view key) const { return std::get<bool>(get(key)); }
+bool ModelConfig::get_bool(std::string_view key) const {
+  return std::get<bool>(get(key));
+}
 const std::string& ModelConfig::get_string(std::string_view key) const {
   return std::get<std::string>(get(key));
 }
 
 const std::vector<ModelSpec>& model_zoo() {
-  static const std::vector<ModelSpec> zoo = make_zoo();
-  return zoo;
+  static const std::vector<ModelSpec> kZoo = make_zoo();
+  return kZoo;
 }
 
 const ModelSpec* find_model(std::string_view name) {
@@ -154,11 +163,13 @@ Result<Graph> build_model(const ModelRequest& request) {
     for (const ModelSpec& m : model_zoo()) names.push_back(m.name);
     const std::string guess = closest(request.name, names);
     return not_found(fmt::format("unknown model '{}'", request.name),
-                     guess.empty() ? "trainfit models lists the zoo"
-                                   : fmt::format("did you mean '{}'? trainfit models lists the zoo", guess));
+                     guess.empty()
+                         ? "trainfit models lists the zoo"
+                         : fmt::format("did you mean '{}'? trainfit models lists the zoo", guess));
   }
   if (request.batch < 1) {
-    return invalid_argument(fmt::format("batch must be at least 1, got {}", request.batch));
+    return invalid_argument(fmt::format("batch must be at least 1, got {}", request.batch),
+                            "use --batch 1 or more");
   }
   ModelConfig config;
   config.batch = request.batch;
@@ -169,8 +180,9 @@ Result<Graph> build_model(const ModelRequest& request) {
     }
     config.input = request.input.value_or(spec->default_input);
     if (config.input.size() != 3) {
-      return invalid_argument(fmt::format("--input must be CxHxW, got {}", shape_string(config.input)),
-                              fmt::format("for example --input {}", shape_string(spec->default_input)));
+      return invalid_argument(
+          fmt::format("--input must be CxHxW, got {}", shape_string(config.input)),
+          fmt::format("for example --input {}", shape_string(spec->default_input)));
     }
   } else {
     if (request.input) {
@@ -178,17 +190,22 @@ Result<Graph> build_model(const ModelRequest& request) {
                               fmt::format("use --seq-len {}", spec->default_seq_len));
     }
     config.seq_len = request.seq_len.value_or(spec->default_seq_len);
-    if (config.seq_len < 1) return invalid_argument("--seq-len must be at least 1");
+    if (config.seq_len < 1) {
+      return invalid_argument("--seq-len must be at least 1", "use --seq-len 1 or more");
+    }
   }
   for (const SetKey& key : spec->keys) config.set(key.name, key.default_value);
-  for (const auto& [name, text] : request.sets) {
+  for (const auto& set : request.sets) {
+    const std::string& name = set.first;
+    const std::string& text = set.second;
     const auto key = std::find_if(spec->keys.begin(), spec->keys.end(),
                                   [&](const SetKey& k) { return k.name == name; });
     if (key == spec->keys.end()) {
       std::vector<std::string> names;
       for (const SetKey& k : spec->keys) names.push_back(k.name);
       const std::string guess = closest(name, names);
-      const std::string valid = names.empty() ? "it has none" : fmt::format("its keys: {}", fmt::join(names, ", "));
+      const std::string valid =
+          names.empty() ? "it has none" : fmt::format("its keys: {}", fmt::join(names, ", "));
       return not_found(fmt::format("{} has no --set key '{}'", spec->name, name),
                        guess.empty() ? valid : fmt::format("did you mean '{}'? {}", guess, valid));
     }

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages trainfit needs and does not find, with apt-get.
+#   scripts/deps.sh build   compilers, CMake and the libraries trainfit links
+#   scripts/deps.sh test    also GoogleTest, PyTorch and torchvision (CPU), clang-format, clang-tidy
+set -euo pipefail
+
+packages=(g++ cmake make libfmt-dev nlohmann-json3-dev libcli11-dev)
+if [ "${1:-build}" = test ]; then
+  packages+=(libgtest-dev python3-torch python3-torchvision clang-format clang-tidy)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "trainfit: installing Debian packages: ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

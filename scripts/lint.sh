@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Formatting and static analysis of src/, as the test suite runs them.
+#   scripts/lint.sh format            clang-format --dry-run --Werror
+#   scripts/lint.sh tidy BUILD_DIR    clang-tidy on every source, with BUILD_DIR/compile_commands.json
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mapfile -t sources < <(find src -name '*.cc' | sort)
+mapfile -t headers < <(find src -name '*.h' | sort)
+case "${1:-}" in
+  format)
+    clang-format --dry-run --Werror "${sources[@]}" "${headers[@]}"
+    echo "clang-format: ${#sources[@]} sources and ${#headers[@]} headers formatted"
+    ;;
+  tidy)
+    build="${2:?usage: scripts/lint.sh tidy BUILD_DIR}"
+    printf '%s\n' "${sources[@]}" | xargs -P "$(nproc)" -n 4 clang-tidy -p "$build" --quiet
+    echo "clang-tidy: ${#sources[@]} sources clean"
+    ;;
+  *)
+    echo "usage: scripts/lint.sh format | tidy BUILD_DIR" >&2
+    exit 2
+    ;;
+esac

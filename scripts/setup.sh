@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Sets trainfit up on a fresh Debian machine (installing what is missing), builds the release
+# binary, and runs it on a built-in example.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh build
+cmake --preset release > /dev/null
+cmake --build --preset release -j "$(nproc)"
+echo
+echo "$ build/release/trainfit summary --model resnet50 --batch 32 --depth 1"
+build/release/trainfit summary --model resnet50 --batch 32 --depth 1

@@ -1,0 +1,107 @@
+#include "cli/cli.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/op_registry.h"
+#include "zoo/zoo.h"
+
+namespace trainfit {
+namespace {
+
+struct CliRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CliRun run(std::vector<std::string> args) {
+  args.insert(args.begin(), "trainfit");
+  std::ostringstream out, err;
+  const int code = run_cli(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+int lines(const std::string& s) {
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
+
+TEST(Cli, SummaryJsonIsOneObject) {
+  const CliRun r = run({"summary", "--model", "resnet18", "--json", "--depth", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["parameters"], 11'689'512);
+  EXPECT_EQ(j["trainable_parameters"], 11'689'512);
+  EXPECT_GT(j["activation_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(j["modules"].size(), 12U);  // the model, its 10 children, the loss
+}
+
+TEST(Cli, SummaryTextHasTotals) {
+  const CliRun r = run({"summary", "--model", "gpt2", "--seq-len", "64", "--depth", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("124,439,808"), std::string::npos);
+  EXPECT_NE(r.out.find("Kept for backward"), std::string::npos);
+}
+
+TEST(Cli, ModelsListsKeys) {
+  const CliRun r = run({"models"});
+  ASSERT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("resnet50"), std::string::npos);
+  EXPECT_NE(r.out.find("num_classes=1000"), std::string::npos);
+  EXPECT_NE(r.out.find("attention=sdpa [sdpa|eager]"), std::string::npos);
+  const CliRun j = run({"models", "--json"});
+  EXPECT_EQ(nlohmann::json::parse(j.out)["models"].size(), model_zoo().size());
+}
+
+TEST(Cli, OpsListsTheRegistry) {
+  const CliRun r = run({"ops", "--json"});
+  ASSERT_EQ(r.code, 0);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["ops"].size(), op_registry().ops().size());
+}
+
+TEST(Cli, HelpTeaches) {
+  const CliRun r = run({"summary", "--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("--model"), std::string::npos);
+  EXPECT_NE(r.out.find("Examples"), std::string::npos);
+  EXPECT_EQ(run({"--help"}).code, 0);
+}
+
+TEST(Cli, BadInputIsOneLineWithAHintAndExitCode2) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"summary", "--model", "resnet5"},
+      {"summary", "--model", "resnet50", "--set", "num_class=10"},
+      {"summary", "--model", "resnet50", "--set", "num_classes"},
+      {"summary", "--model", "resnet50", "--set", "num_classes=ten"},
+      {"summary", "--model", "vgg16", "--input", "3x16x16"},
+      {"summary", "--model", "vit_b_16", "--input", "3x225x225"},
+      {"summary", "--model", "resnet50", "--input", "3x224"},
+      {"summary", "--model", "resnet50", "--input", "3xax224"},
+      {"summary", "--model", "resnet50", "--batch", "0"},
+      {"summary", "--model", "resnet50", "--batch", "99999999999999999"},
+      {"summary", "--model", "resnet50", "--precision", "fp64"},
+      {"summary", "--model", "resnet50", "--device-profile", "tpu"},
+      {"summary", "--model", "resnet50", "--device-profile", "cpu", "--precision", "amp-fp16"},
+      {"summary", "--model", "resnet50", "--freeze", "backbone"},
+      {"summary", "--model", "gpt2", "--seq-len", "4096"},
+      {"summary", "--model", "resnet50", "--bogus"},
+      {"summary"},
+      {"frobnicate"},
+      {},
+  };
+  for (const auto& args : bad) {
+    const CliRun r = run(args);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_EQ(r.code, 2) << joined;
+    EXPECT_EQ(lines(r.err), 1) << joined << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind("trainfit: error: ", 0), 0U) << r.err;
+    EXPECT_NE(r.err.find("hint:"), std::string::npos) << joined << "\n" << r.err;
+    EXPECT_TRUE(r.out.empty()) << joined;
+  }
+}
+
+}  // namespace
+}  // namespace trainfit

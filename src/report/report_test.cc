@@ -1,0 +1,92 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "report/format.h"
+#include "report/summary_report.h"
+#include "report/table.h"
+#include "zoo/zoo.h"
+
+namespace trainfit {
+namespace {
+
+TEST(Format, Bytes) {
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(1536), "1.50 KiB");
+  EXPECT_EQ(format_bytes(102'760'448), "98.0 MiB");
+  EXPECT_EQ(format_bytes(int64_t{3} << 30), "3.00 GiB");
+  EXPECT_EQ(format_bytes(int64_t{200} << 30), "200 GiB");
+  EXPECT_EQ(format_bytes(-2048), "-2.00 KiB");
+}
+
+TEST(Format, Counts) {
+  EXPECT_EQ(format_count(25'557'032), "25,557,032");
+  EXPECT_EQ(format_count(999), "999");
+  EXPECT_EQ(format_count(-1000), "-1,000");
+}
+
+TEST(Table, ShrinksFlexibleColumnsToFit) {
+  TextTable t({{"Name", Align::kLeft, true}, {"Bytes", Align::kRight, false}});
+  t.add_row({std::string(150, 'n'), "1.00 KiB"});
+  const std::string text = t.render(40);
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 40U) << line;
+  EXPECT_NE(text.find(".."), std::string::npos);
+}
+
+// Compares with tests/data/golden/<name>; TRAINFIT_UPDATE_GOLDEN=1 rewrites the file.
+void expect_golden(const std::string& name, const std::string& actual) {
+  const std::string path = std::string(TRAINFIT_TEST_DATA_DIR) + "/golden/" + name;
+  if (std::getenv("TRAINFIT_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(path) << actual;
+    return;
+  }
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good()) << "missing " << path << " (run with TRAINFIT_UPDATE_GOLDEN=1)";
+  std::stringstream expected;
+  expected << f.rdbuf();
+  EXPECT_EQ(actual, expected.str()) << "golden file " << name << " differs";
+}
+
+Summary summary_of(const std::string& model, int64_t batch) {
+  ModelRequest r;
+  r.name = model;
+  r.batch = batch;
+  r.options.target = {Device::kCpu, TorchVersion::k1_13};
+  const Graph g = *build_model(r);
+  r.batch = 1;
+  const Graph one = *build_model(r);
+  return summarize(g, &one);
+}
+
+TEST(SummaryReport, TextGolden) {
+  const std::string text = summary_text(summary_of("resnet18", 8), 2);
+  expect_golden("summary_resnet18_batch8_depth2.txt", text);
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100U) << line;
+}
+
+TEST(SummaryReport, JsonGolden) {
+  expect_golden("summary_vit_b_32_batch4_depth3.json",
+                summary_json(summary_of("vit_b_32", 4), 3).dump(1) + "\n");
+}
+
+TEST(SummaryReport, ModuleRowsAddUpToTheTotal) {
+  const Summary s = summary_of("vit_b_16", 2);
+  int64_t top = 0;
+  int64_t params = 0;
+  for (const ModuleRow& m : s.modules) {
+    if (m.depth == 0) {
+      top += m.kept_bytes;
+      params += m.parameters;
+    }
+  }
+  EXPECT_EQ(top, s.activation_bytes);
+  EXPECT_EQ(params, s.parameters);
+}
+
+}  // namespace
+}  // namespace trainfit
