@@ -79,3 +79,123 @@ class Report:
     def finish(self):
         print(f"{self.title}: {self.checks - self.failures}/{self.checks} passed", flush=True)
         sys.exit(1 if self.failures or not self.checks else 0)
+
+
+# ---- peak of live tensor bytes over training iterations -------------------------------------
+
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._pytree import tree_flatten  # noqa: E402
+
+try:
+    from torch.multiprocessing.reductions import StorageWeakRef  # noqa: E402
+except ImportError:  # pragma: no cover
+    StorageWeakRef = None
+
+
+def _untyped(t):
+    if hasattr(t, "untyped_storage"):
+        return t.untyped_storage()
+    s = t.storage()
+    return s._untyped() if hasattr(s, "_untyped") else s
+
+
+class LiveBytes(TorchDispatchMode):
+    """Tracks every tensor storage that aten ops produce or receive; after each op returns,
+    sums the storages still alive (a weak reference to the storage itself, so tensors held
+    only inside autograd count too) and keeps the peak, with the phase and op where it was."""
+
+    def __init__(self):
+        super().__init__()
+        self.refs = {}
+        self.phase = "setup"
+        self.iteration = 0
+        self.peak = 0
+        self.peak_at = None
+        self.ops = 0
+
+    def track(self, t):
+        if not isinstance(t, torch.Tensor) or t.is_meta:
+            return
+        s = _untyped(t)
+        nbytes = s.nbytes()
+        if nbytes == 0:
+            return
+        ptr = s.data_ptr()
+        old = self.refs.get(ptr)
+        if old is None or old[0].expired():
+            self.refs[ptr] = (StorageWeakRef(s), nbytes)
+
+    def live(self):
+        dead = [p for p, (ref, _) in self.refs.items() if ref.expired()]
+        for p in dead:
+            del self.refs[p]
+        return sum(n for _, n in self.refs.values())
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            self.track(t)
+        for t in tree_flatten((args, kwargs))[0]:
+            self.track(t)
+        self.ops += 1
+        live = self.live()
+        if live > self.peak:
+            self.peak = live
+            self.peak_at = (self.phase, self.iteration, str(func))
+        return out
+
+
+def make_optimizer(name, params):
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=0.01)
+    if name == "momentum":
+        return torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-3)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-3)
+    raise KeyError(name)
+
+
+def module_matches(path, pattern):
+    a, b = path.split("."), pattern.split(".")
+    return len(a) == len(b) and all(q == "*" or q == p for p, q in zip(a, b))
+
+
+def checkpoint_modules(model, patterns):
+    """Runs each module matching a pattern (the outermost ones) under non-reentrant
+    torch.utils.checkpoint, as `trainfit --checkpoint PATTERN` models it."""
+    import torch.utils.checkpoint as cp
+    chosen = []
+    for name, module in model.named_modules():
+        if any(module_matches(name, p) for p in patterns) and not any(
+                name.startswith(c + ".") for c in chosen):
+            chosen.append(name)
+            forward = module.forward
+            module.forward = (lambda f: lambda *a, **k: cp.checkpoint(f, *a, use_reentrant=False, **k))(forward)
+    return chosen
+
+
+def training_peak(case, optimizer, make_batch, iterations=2):
+    """Peak of live tensor bytes over `iterations` training steps: forward and loss, backward,
+    optimizer.step(), zero_grad(set_to_none=True); the batch is made fresh each step and
+    released at its end, with the model output and loss."""
+    model = case.model
+    opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
+    mode = LiveBytes()
+    for t in list(model.parameters()) + list(model.buffers()):
+        mode.track(t)
+    with mode:
+        for it in range(iterations):
+            mode.iteration = it + 1
+            mode.phase = "forward"
+            inputs, targets = make_batch()
+            out = model(*inputs)
+            loss = case.loss_fn(out, *targets)
+            mode.phase = "backward"
+            loss.backward()
+            mode.phase = "optimizer"
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            del inputs, targets, out, loss
+    return mode.peak, mode.peak_at

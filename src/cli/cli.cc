@@ -14,9 +14,12 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
+    {"estimate", "peak GPU memory of training: allocated, reserved, device used, breakdown",
+     setup_estimate},
     {"summary", "per-module table: output shape, parameters, bytes kept for backward",
      setup_summary},
     {"models", "list the model zoo with each model's --set keys", setup_models},
+    {"gpus", "list the GPU catalog", setup_gpus},
     {"ops", "list the op registry: what each op keeps for backward", setup_ops},
 };
 

@@ -28,7 +28,9 @@ using CommandRun = std::function<int(std::ostream& out, std::ostream& err)>;
 int report_error(std::ostream& err, const Status& status);
 
 // One setup function per subcommand, each in cmd_<name>.cc.
+CommandRun setup_estimate(CLI::App& app);
 CommandRun setup_summary(CLI::App& app);
+CommandRun setup_gpus(CLI::App& app);
 CommandRun setup_models(CLI::App& app);
 CommandRun setup_ops(CLI::App& app);
 

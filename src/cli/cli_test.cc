@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -61,6 +62,49 @@ TEST(Cli, OpsListsTheRegistry) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["ops"].size(), op_registry().ops().size());
 }
 
+TEST(Cli, EstimateJsonFollowsTheContract) {
+  const CliRun r =
+      run({"estimate", "--model", "resnet18", "--batch", "8", "--gpu", "rtx4090", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key :
+       {"parameters", "trainable_parameters", "activation_bytes", "peak_allocated_bytes",
+        "peak_reserved_bytes", "device_used_bytes", "peak_phase", "breakdown", "gpu", "fits"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_TRUE(j["fits"].get<bool>());
+  const std::string phase = j["peak_phase"];
+  EXPECT_TRUE(phase == "forward" || phase == "backward" || phase == "optimizer") << phase;
+  int64_t total = 0;
+  for (const auto& [k, v] : j["breakdown"].items()) total += v.get<int64_t>();
+  EXPECT_EQ(total, j["device_used_bytes"].get<int64_t>());
+}
+
+TEST(Cli, EstimateTextAndTimeline) {
+  const std::string csv = testing::TempDir() + "timeline.csv";
+  const CliRun r =
+      run({"estimate", "--model", "resnet18", "--timeline", csv, "--optimizer", "sgd"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("peak allocated"), std::string::npos);
+  std::ifstream f(csv);
+  std::string header;
+  std::getline(f, header);
+  EXPECT_EQ(header, "event,iteration,phase,module,op,allocated_bytes,reserved_bytes");
+  int rows = 0;
+  for (std::string line; std::getline(f, line);) ++rows;
+  EXPECT_GT(rows, 100);
+}
+
+TEST(Cli, GpusListsTheCatalog) {
+  const CliRun r = run({"gpus"});
+  ASSERT_EQ(r.code, 0);
+  for (const char* gpu :
+       {"rtx3060", "rtx3090", "rtx4090", "rtx5090", "a10", "l4", "t4", "v100-16gb", "v100-32gb",
+        "a100-40gb", "a100-80gb", "h100-80gb", "h200"}) {
+    EXPECT_NE(r.out.find(gpu), std::string::npos) << gpu;
+  }
+}
+
 TEST(Cli, HelpTeaches) {
   const CliRun r = run({"summary", "--help"});
   EXPECT_EQ(r.code, 0);
@@ -87,6 +131,17 @@ TEST(Cli, BadInputIsOneLineWithAHintAndExitCode2) {
       {"summary", "--model", "resnet50", "--freeze", "backbone"},
       {"summary", "--model", "gpt2", "--seq-len", "4096"},
       {"summary", "--model", "resnet50", "--bogus"},
+      {"estimate", "--model", "resnet50", "--gpu", "rtx9090"},
+      {"estimate", "--model", "resnet50", "--gpu-memory", "lots"},
+      {"estimate", "--model", "resnet50", "--gpu", "t4", "--gpu-memory", "16GiB"},
+      {"estimate", "--model", "resnet50", "--optimizer", "lion"},
+      {"estimate", "--model", "resnet50", "--optimizer-impl", "vectorized"},
+      {"estimate", "--model", "resnet50", "--checkpoint", "encoder.*"},
+      {"estimate", "--model", "resnet50", "--grad-accum", "0"},
+      {"estimate", "--model", "resnet50", "--max-split-size", "8MiB"},
+      {"estimate", "--model", "resnet50", "--device-profile", "cpu", "--gpu", "t4"},
+      {"estimate", "--model", "resnet50", "--device-profile", "cpu", "--optimizer-impl", "fused"},
+      {"estimate", "--model", "resnet50", "--timeline", "/nonexistent/dir/t.csv"},
       {"summary"},
       {"frobnicate"},
       {},

@@ -35,6 +35,23 @@ OutputSpec OutputSpec::aux(Dims shape, DType dtype) {
   return s;
 }
 
+BackwardSpec backward_of(const OpSchema& schema, const OpCall& call) {
+  if (schema.backward) return schema.backward(call);
+  BackwardSpec spec;
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    if (call.requires_grad(i)) spec.grads.push_back({static_cast<int>(i), -1});
+  }
+  return spec;
+}
+
+BackwardSpec alias_backward(const OpCall& call) {
+  BackwardSpec spec;
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    if (call.requires_grad(i)) spec.grads.push_back({static_cast<int>(i), 0});
+  }
+  return spec;
+}
+
 Result<Dims> spatial_attr(const Attrs& attrs, std::string_view name, size_t n) {
   const AttrValue* v = attrs.find(name);
   if (v == nullptr) return invalid_argument(fmt::format("missing attribute {}", name));

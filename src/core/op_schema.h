@@ -93,6 +93,21 @@ struct ParamSpec {
 };
 
 using InferFn = std::function<Status(const OpCall&, std::vector<OutputSpec>&)>;
+// The gradient a backward node produces for one input: a new tensor of the input's shape and
+// dtype, or a view of the gradient arriving for output `alias_output` (views, add, cat, ...).
+struct GradRule {
+  int input = 0;
+  int alias_output = -1;
+  // With alias_output: the very tensor that arrived (add's pass-through) rather than a new view
+  // of it. AccumulateGrad steals a view, even of a shared buffer, but copies a shared tensor.
+  bool same_tensor = false;
+};
+struct BackwardSpec {
+  std::vector<GradRule> grads;
+  int64_t workspace_bytes = 0;  // transient memory inside the backward kernel (CUDA)
+};
+using BackwardFn = std::function<BackwardSpec(const OpCall&)>;
+
 // Validates what parameter shapes depend on (input ranks, channel counts) before creating them.
 using ParamsFn = std::function<Result<std::vector<ParamSpec>>(const OpCall&)>;
 using SavedFn = std::function<SavedList(const OpCall&)>;
@@ -115,9 +130,18 @@ struct OpSchema {
   SavedFn saved;          // primitive ops
   WorkspaceFn workspace;  // primitive ops
   DecomposeFn decompose;  // composite ops (instead of infer/saved/workspace)
+  // Optional: without it, every input that needs a gradient gets a new tensor.
+  BackwardFn backward;
+  bool uses_cublas = false;  // its forward and backward run cuBLAS GEMMs (CUDA workspace)
 
   bool composite() const { return static_cast<bool>(decompose); }
 };
+
+// The gradients a primitive node produces: its schema's rule, or a new tensor per input that
+// needs a gradient.
+BackwardSpec backward_of(const OpSchema& schema, const OpCall& call);
+// A rule making every input that needs a gradient a view of output 0's gradient.
+BackwardSpec alias_backward(const OpCall& call);
 
 // Rule helpers shared by the op families.
 Result<Dims> spatial_attr(const Attrs& attrs, std::string_view name, size_t n);

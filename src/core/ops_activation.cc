@@ -194,6 +194,9 @@ OpSchema dropout_schema() {
     if (dropout_is_identity(call)) return SavedList{};
     return SavedList{saved_output(1)};
   };
+  s.backward = [](const OpCall& call) {
+    return dropout_is_identity(call) ? alias_backward(call) : backward_of(OpSchema{}, call);
+  };
   s.workspace = no_workspace;
   return s;
 }

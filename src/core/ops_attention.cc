@@ -157,6 +157,17 @@ OpSchema fused_schema(std::string_view name, std::string_view doc, bool flash) {
     saved.push_back(saved_output(1));
     return saved;
   };
+  // Backward: new gradients for q, k and v, plus fp32 scratch. Flash (flash_api.cpp mha_bwd):
+  // softmax_d (B, H, L rounded to 128) and dq_accum (B, L rounded to 128, H, E). Memory-efficient:
+  // delta (B, H, L). Not yet measured on a GPU.
+  s.backward = [flash](const OpCall& call) {
+    BackwardSpec spec = backward_of(OpSchema{}, call);
+    const Dims& q = call.in(0).shape;
+    const int64_t rows = flash ? ceil_div(q[2], 128) * 128 : q[2];
+    spec.workspace_bytes = 4 * q[0] * q[1] * rows;
+    if (flash) spec.workspace_bytes += 4 * q[0] * rows * q[1] * q[3];
+    return spec;
+  };
   // The memory-efficient kernel accumulates fp16/bf16 outputs wider than 64 in an fp32 buffer
   // (kernel_forward.h kNeedsOutputAccumulatorBuffer).
   s.workspace = [flash](const OpCall& call) -> int64_t {
@@ -177,13 +188,25 @@ struct Mha {
   bool bias = true;
   ValueId in_w = kNone, in_b = kNone, out_w = kNone, out_b = kNone;
 
-  ValueId rows(ValueId t, int64_t begin, int64_t end) const {
-    return b.call1("slice", {t}, {{"dim", int64_t{0}}, {"start", begin}, {"end", end}});
+  // The packed weight (and bias) as functional.py splits them: whole, w.split([E, 2E]) for
+  // encoder-decoder attention, or w.chunk(3). The backward of a split or chunk assembles one
+  // full-size gradient from its pieces.
+  std::vector<ValueId> pieces(ValueId t, const Dims& sizes) const {
+    if (sizes.size() == 1) return {t};
+    return b.call("split", {t}, {{"sizes", sizes}, {"dim", int64_t{0}}});
   }
-  ValueId project(ValueId x, int64_t begin, int64_t end) const {
-    std::vector<ValueId> params{rows(in_w, begin, end)};
-    if (bias) params.push_back(rows(in_b, begin, end));
-    return b.call1("linear", {x}, {{"out_features", end - begin}, {"bias", bias}}, params);
+  std::vector<ValueId> project(const std::vector<ValueId>& xs, const Dims& sizes) const {
+    const std::vector<ValueId> w = pieces(in_w, sizes);
+    const std::vector<ValueId> bs =
+        bias ? pieces(in_b, sizes) : std::vector<ValueId>(sizes.size(), kNone);
+    std::vector<ValueId> out;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::vector<ValueId> params{w[i]};
+      if (bias) params.push_back(bs[i]);
+      out.push_back(
+          b.call1("linear", {xs[i]}, {{"out_features", sizes[i]}, {"bias", bias}}, params));
+    }
+    return out;
   }
   // (L, B, E) -> (B*H, L, hd)
   ValueId split_heads(ValueId t, bool make_contiguous) const {
@@ -257,7 +280,7 @@ std::vector<ValueId> mha_decompose(GraphBuilder& b, std::span<const ValueId> in,
   // In-projection.
   ValueId q = kNone, k = kNone, v = kNone;
   if (same_qk && same_kv) {
-    const ValueId proj = m.project(query, 0, 3 * e);
+    const ValueId proj = m.project({query}, {3 * e})[0];
     std::vector<ValueId> p;
     if (torch2) {
       p = m.packed_pieces(proj, 3);
@@ -266,8 +289,9 @@ std::vector<ValueId> mha_decompose(GraphBuilder& b, std::span<const ValueId> in,
     }
     q = p[0], k = p[1], v = p[2];
   } else if (same_kv) {
-    q = m.project(query, 0, e);
-    const ValueId kv = m.project(key, e, 3 * e);
+    const std::vector<ValueId> qkv = m.project({query, key}, {e, 2 * e});
+    q = qkv[0];
+    const ValueId kv = qkv[1];
     std::vector<ValueId> p;
     if (torch2) {
       p = m.packed_pieces(kv, 2);
@@ -276,9 +300,8 @@ std::vector<ValueId> mha_decompose(GraphBuilder& b, std::span<const ValueId> in,
     }
     k = p[0], v = p[1];
   } else {
-    q = m.project(query, 0, e);
-    k = m.project(key, e, 2 * e);
-    v = m.project(value, 2 * e, 3 * e);
+    const std::vector<ValueId> qkv = m.project({query, key, value}, {e, e, e});
+    q = qkv[0], k = qkv[1], v = qkv[2];
   }
   // 1.13 makes each piece contiguous; 2.x views them directly.
   q = m.split_heads(q, !torch2);

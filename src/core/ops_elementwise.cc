@@ -86,6 +86,22 @@ OpSchema binary_schema(std::string_view name, std::string_view doc, Binary kind)
     return saved;
   };
   s.workspace = no_workspace;
+  // add and sub hand the gradient through unless it must be reduced to a broadcast input or
+  // scaled (alpha, or the negation of sub's second operand).
+  s.backward = [kind](const OpCall& call) {
+    BackwardSpec spec;
+    if (kind != Binary::kAdd && kind != Binary::kSub) return backward_of(OpSchema{}, call);
+    Dims out = call.in(0).shape;
+    if (auto b = broadcast_shapes(call.in(0).shape, call.in(1).shape); b.ok()) out = *b;
+    const double alpha = call.attrs.get_float("alpha");
+    for (int i = 0; i < 2; ++i) {
+      if (!call.requires_grad(static_cast<size_t>(i))) continue;
+      const bool same = call.in(static_cast<size_t>(i)).shape == out;
+      const bool scaled = i == 1 && (kind == Binary::kSub || alpha != 1.0);
+      spec.grads.push_back({i, same && !scaled ? 0 : -1, true});
+    }
+    return spec;
+  };
   return s;
 }
 
@@ -113,6 +129,7 @@ OpSchema scalar_schema(std::string_view name, std::string_view doc, ScalarKeeps 
     }
     return Status();
   };
+  if (name == "add_scalar" || name == "sub_scalar") s.backward = alias_backward;
   s.saved = [keeps](const OpCall&) {
     if (keeps == ScalarKeeps::kScalar) return SavedList{saved_output(1)};
     if (keeps == ScalarKeeps::kInput) return SavedList{saved_input(0)};

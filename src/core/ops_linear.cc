@@ -190,6 +190,7 @@ OpSchema matrix_schema(std::string_view name, std::string_view doc, int inputs) 
   s.max_inputs = inputs;
   s.autocast = Autocast::kLower;
   s.workspace = no_workspace;
+  s.uses_cublas = true;
   return s;
 }
 

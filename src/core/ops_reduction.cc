@@ -56,6 +56,7 @@ OpSchema reduce_schema(std::string_view name, std::string_view doc) {
 void add_reduction_ops(std::vector<OpSchema>& ops) {
   OpSchema sum = reduce_schema("sum", "sum over dims; keeps nothing");
   sum.saved = [](const OpCall&) { return SavedList{}; };
+  sum.backward = alias_backward;  // grad.expand(input shape): a view
   ops.push_back(std::move(sum));
   OpSchema mean =
       reduce_schema("mean", "mean over dims; keeps its input on PyTorch 1.13 when dims are given");

@@ -28,7 +28,16 @@ OpSchema shape_schema(std::string_view name, std::string_view doc, InferFn infer
   s.infer = std::move(infer);
   s.saved = [](const OpCall&) { return SavedList{}; };
   s.workspace = no_workspace;
+  // Views, copies that keep the shape, cat, stack and pad hand back views of the incoming
+  // gradient; select, slice, split, chunk and expand override this below.
+  s.backward = alias_backward;
   return s;
+}
+
+// select/slice backward scatter into zeros of the input's shape; split/chunk backward cat the
+// pieces' gradients: both are new tensors (the default rule).
+void new_grad_backward(OpSchema& s) {
+  s.backward = nullptr;
 }
 
 // A view when the strides allow it, otherwise a contiguous copy.
@@ -345,10 +354,20 @@ void add_shape_ops(std::vector<OpSchema>& ops) {
   OpSchema expand =
       shape_schema("expand", "broadcast size-1 dims without copying (a view)", expand_infer);
   expand.attrs = {{"sizes", AttrKind::kInts, std::nullopt, "target sizes (-1 keeps a dim)"}};
+  expand.backward = [](const OpCall& call) {
+    const Value& x = call.in(0);
+    const Dims& sizes = call.attrs.get_ints("sizes");
+    bool broadcast = sizes.size() != x.shape.size();
+    for (size_t i = 0; !broadcast && i < sizes.size(); ++i) {
+      broadcast = sizes[i] != -1 && sizes[i] != x.shape[i];
+    }
+    return broadcast ? backward_of(OpSchema{}, call) : alias_backward(call);
+  };
   ops.push_back(std::move(expand));
   OpSchema select = shape_schema("select", "x[..., index, ...] along dim (a view)", select_infer);
   select.attrs = {{"dim", AttrKind::kInt, std::nullopt, "dim"},
                   {"index", AttrKind::kInt, std::nullopt, "index"}};
+  new_grad_backward(select);
   ops.push_back(std::move(select));
   OpSchema slice = shape_schema("slice", "x[start:end:step] along dim (a view)", slice_infer);
   slice.attrs = {
@@ -356,6 +375,7 @@ void add_shape_ops(std::vector<OpSchema>& ops) {
       {"start", AttrKind::kInt, AttrValue{int64_t{0}}, "first index"},
       {"end", AttrKind::kInt, AttrValue{std::numeric_limits<int64_t>::max()}, "end index"},
       {"step", AttrKind::kInt, AttrValue{int64_t{1}}, "step"}};
+  new_grad_backward(slice);
   ops.push_back(std::move(slice));
   OpSchema unsqueeze = shape_schema("unsqueeze", "insert a size-1 dim (a view)", unsqueeze_infer);
   unsqueeze.attrs = {{"dim", AttrKind::kInt, std::nullopt, "where"}};
@@ -366,11 +386,13 @@ void add_shape_ops(std::vector<OpSchema>& ops) {
   OpSchema chunk = shape_schema("chunk", "split into equal pieces along dim (views)", chunk_infer);
   chunk.attrs = {{"chunks", AttrKind::kInt, std::nullopt, "number of pieces"},
                  {"dim", AttrKind::kInt, AttrValue{int64_t{0}}, "dim"}};
+  new_grad_backward(chunk);
   ops.push_back(std::move(chunk));
   OpSchema split =
       shape_schema("split", "split into pieces of given sizes along dim (views)", split_infer);
   split.attrs = {{"sizes", AttrKind::kInts, std::nullopt, "piece sizes"},
                  {"dim", AttrKind::kInt, AttrValue{int64_t{0}}, "dim"}};
+  new_grad_backward(split);
   ops.push_back(std::move(split));
 
   OpSchema pad =

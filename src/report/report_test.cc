@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "report/estimate_report.h"
 #include "report/format.h"
 #include "report/summary_report.h"
 #include "report/table.h"
@@ -72,6 +73,25 @@ TEST(SummaryReport, TextGolden) {
 TEST(SummaryReport, JsonGolden) {
   expect_golden("summary_vit_b_32_batch4_depth3.json",
                 summary_json(summary_of("vit_b_32", 4), 3).dump(1) + "\n");
+}
+
+TEST(EstimateReport, TextGolden) {
+  ModelRequest r;
+  r.name = "resnet18";
+  r.batch = 8;
+  const Graph g = *build_model(r);
+  EstimateHeader h;
+  h.model = "resnet18";
+  h.batch = 8;
+  h.device = cuda_profile(*find_gpu("rtx4090"));
+  h.resolved_impl = resolve_optimizer_impl(h.optimizer.impl, h.device.target);
+  EstimateOptions o;
+  o.device = h.device;
+  o.explain = true;
+  const std::string text = estimate_text(h, *estimate(g, o));
+  expect_golden("estimate_resnet18_batch8_rtx4090.txt", text);
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100U) << line;
 }
 
 TEST(SummaryReport, ModuleRowsAddUpToTheTotal) {

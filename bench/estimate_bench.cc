@@ -1,0 +1,62 @@
+// Speed of the estimate pipeline: graph build, lowering, allocator model. Reported in the
+// README's performance section; never asserted in a test.
+//
+//   cmake --preset release && cmake --build --preset release
+//   build/release/trainfit_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only
+#include <benchmark/benchmark.h>
+
+#include "core/estimate.h"
+#include "zoo/zoo.h"
+
+namespace trainfit {
+namespace {
+
+Estimate run(const std::string& model, int64_t batch) {
+  ModelRequest r;
+  r.name = model;
+  r.batch = batch;
+  const Graph g = *build_model(r);
+  EstimateOptions o;
+  o.device = cuda_profile(*find_gpu("a100-80gb"));
+  return *estimate(g, o);
+}
+
+// One estimate, end to end, as `trainfit estimate` computes it.
+void BM_Estimate(benchmark::State& state, const std::string& model, int64_t batch) {
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(run(model, batch).peak_reserved_bytes);
+  }
+}
+BENCHMARK_CAPTURE(BM_Estimate, resnet50_batch256, std::string("resnet50"), 256)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Estimate, vit_b_16_batch128, std::string("vit_b_16"), 128)
+    ->Unit(benchmark::kMillisecond);
+
+// A batch-size search: 20 estimates at the batch sizes a bisection over 1..1024 visits.
+void BM_BatchSearch20(benchmark::State& state, const std::string& model) {
+  for (auto _ : state) {
+    int64_t lo = 1, hi = 1024;
+    for (int i = 0; i < 20; ++i) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      const Estimate e = run(model, mid);
+      benchmark::DoNotOptimize(e.device_used_bytes);
+      if (e.fits)
+        lo = mid;
+      else
+        hi = mid - 1;
+      if (lo >= hi) {
+        lo = 1;
+        hi = 1024;
+      }
+    }
+  }
+}
+BENCHMARK_CAPTURE(BM_BatchSearch20, resnet50, std::string("resnet50"))
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_BatchSearch20, vit_b_16, std::string("vit_b_16"))
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace trainfit
+
+BENCHMARK_MAIN();

@@ -1,0 +1,41 @@
+// TRAINING OPTIONS (optimizer, checkpointing, accumulation) and the device flags shared by the
+// commands that estimate memory.
+//
+//   TrainingFlags t; DeviceFlags d;
+//   add_training_flags(app, t); add_device_flags(app, d);
+//   Result<TrainingConfig> cfg = to_training_config(t, target);
+//   Result<DeviceProfile> dev = to_device_profile(d, target);
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/estimate.h"
+
+namespace trainfit {
+
+struct TrainingFlags {
+  std::string optimizer = "adamw";
+  std::string optimizer_impl = "default";
+  double weight_decay = -1;
+  std::vector<std::string> checkpoint;
+  int grad_accum = 1;
+};
+
+struct DeviceFlags {
+  std::string gpu;
+  std::string gpu_memory;
+  std::string cuda_context;
+  bool expandable_segments = false;
+  std::string max_split_size;
+};
+
+void add_training_flags(CLI::App& app, TrainingFlags& flags);
+void add_device_flags(CLI::App& app, DeviceFlags& flags);
+Result<TrainingConfig> to_training_config(const TrainingFlags& flags, const KernelTarget& target);
+Result<DeviceProfile> to_device_profile(const DeviceFlags& flags, const KernelTarget& target);
+Result<AllocatorConfig> to_allocator_config(const DeviceFlags& flags);
+
+}  // namespace trainfit

@@ -1,0 +1,215 @@
+#include "core/lowering.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "core/builder.h"
+#include "zoo/zoo.h"
+
+namespace trainfit {
+namespace {
+
+constexpr KernelTarget kCpu{Device::kCpu, TorchVersion::k1_13};
+constexpr KernelTarget kCuda{Device::kCuda, TorchVersion::k2};
+
+// Exact bytes live after every event, with the peak per phase.
+struct Replayed {
+  int64_t peak = 0;
+  Phase peak_phase = Phase::kSetup;
+  std::array<int64_t, 4> phase_peak{};
+  std::array<int64_t, kCategoryCount> live_at_end{};
+};
+
+Replayed replay(const EventList& list) {
+  Replayed r;
+  std::vector<bool> live(list.buffers.size(), false);
+  int64_t bytes = 0;
+  for (const Event& e : list.events) {
+    const Buffer& b = list.buffers[static_cast<size_t>(e.buffer)];
+    EXPECT_NE(live[static_cast<size_t>(e.buffer)], e.alloc)
+        << "buffer " << e.buffer << (e.alloc ? " allocated twice" : " freed while not live");
+    live[static_cast<size_t>(e.buffer)] = e.alloc;
+    bytes += e.alloc ? b.bytes : -b.bytes;
+    r.live_at_end[static_cast<size_t>(b.category)] += e.alloc ? b.bytes : -b.bytes;
+    auto& pp = r.phase_peak[static_cast<size_t>(e.phase)];
+    pp = std::max(pp, bytes);
+    if (bytes > r.peak) {
+      r.peak = bytes;
+      r.peak_phase = e.phase;
+    }
+  }
+  return r;
+}
+
+// x (B, 1024) -> linear 1024x1024 -> relu -> linear 1024x10 -> cross_entropy
+Graph mlp(KernelTarget target, int64_t batch = 4, std::vector<std::string> freeze = {}) {
+  BuildOptions o;
+  o.target = target;
+  o.freeze = std::move(freeze);
+  GraphBuilder b("mlp", o);
+  ValueId x = b.input("x", {batch, 1024}, DType::kFloat32);
+  const ValueId y = b.input("y", {batch}, DType::kInt64);
+  {
+    auto root = b.module("", "MLP");
+    {
+      auto fc1 = b.module("fc1", "Linear");
+      x = b.call1("linear", {x}, {{"out_features", int64_t{1024}}});
+    }
+    x = b.call1("relu", {x});
+    {
+      auto fc2 = b.module("fc2", "Linear");
+      x = b.call1("linear", {x}, {{"out_features", int64_t{10}}});
+    }
+  }
+  {
+    auto loss = b.module("loss", "CrossEntropyLoss");
+    b.set_loss(b.call1("cross_entropy", {x, y}));
+  }
+  return *std::move(b).finish();
+}
+
+TrainingConfig with(OptimizerKind kind, OptimizerImpl impl = OptimizerImpl::kDefault) {
+  TrainingConfig c;
+  c.optimizer.kind = kind;
+  c.optimizer.impl = impl;
+  return c;
+}
+
+constexpr int64_t kW1 = 1024 * 1024 * 4;  // fc1.weight
+constexpr int64_t kParams = kW1 + 1024 * 4 + 1024 * 10 * 4 + 10 * 4;
+
+TEST(Lowering, EveryModelAndConfigurationBalances) {
+  for (const ModelSpec& m : model_zoo()) {
+    ModelRequest r;
+    r.name = m.name;
+    r.batch = 2;
+    if (m.input == InputKind::kSequence) r.seq_len = 32;
+    if (m.name == "vgg19" || m.name == "vgg19_bn" || m.name == "vit_l_16" || m.name == "gpt2-large")
+      continue;
+    for (KernelTarget t : {kCpu, kCuda}) {
+      r.options.target = t;
+      const Graph g = *build_model(r);
+      for (OptimizerKind k :
+           {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam}) {
+        SCOPED_TRACE(m.name);
+        TrainingConfig c = with(k);
+        c.grad_accum = 2;
+        const Result<EventList> events = lower_training_step(g, c, {});
+        ASSERT_TRUE(events.ok()) << events.status().to_string();
+        const Replayed rp = replay(*events);
+        // After two steps only parameters and optimizer state are left.
+        for (int cat = 0; cat < kCategoryCount; ++cat) {
+          const auto c2 = static_cast<Category>(cat);
+          if (c2 == Category::kParameter || c2 == Category::kOptimizerState) continue;
+          EXPECT_EQ(rp.live_at_end[static_cast<size_t>(cat)], 0) << category_name(c2);
+        }
+      }
+    }
+  }
+}
+
+TEST(Lowering, ForLoopAdamHoldsTwoCopiesOfTheLargestParameter) {
+  const Graph g = mlp(kCpu);
+  const Replayed loop =
+      replay(*lower_training_step(g, with(OptimizerKind::kAdam, OptimizerImpl::kLoop), {}));
+  // At fc1.weight's step: parameters, gradients, exp_avg and exp_avg_sq, sqrt and the division.
+  EXPECT_EQ(loop.peak_phase, Phase::kOptimizer);
+  EXPECT_GE(loop.phase_peak[static_cast<size_t>(Phase::kOptimizer)], 4 * kParams + 2 * kW1);
+  EXPECT_LT(loop.phase_peak[static_cast<size_t>(Phase::kOptimizer)],
+            4 * kParams + 2 * kW1 + 64 * 1024);
+}
+
+TEST(Lowering, ForeachAdamHoldsOneCopyOfEveryParameter) {
+  const Graph g = mlp(kCuda);
+  const Replayed foreach =
+      replay(*lower_training_step(g, with(OptimizerKind::kAdam, OptimizerImpl::kForeach), {}));
+  const Replayed fused =
+      replay(*lower_training_step(g, with(OptimizerKind::kAdam, OptimizerImpl::kFused), {}));
+  const auto opt = static_cast<size_t>(Phase::kOptimizer);
+  EXPECT_EQ(foreach.phase_peak[opt] - fused.phase_peak[opt], kParams);
+}
+
+TEST(Lowering, MomentumStateAppearsAtTheFirstStep) {
+  const Graph g = mlp(kCpu);
+  const Replayed sgd = replay(*lower_training_step(g, with(OptimizerKind::kSgd), {}));
+  const Replayed momentum = replay(*lower_training_step(g, with(OptimizerKind::kMomentum), {}));
+  EXPECT_EQ(sgd.live_at_end[static_cast<size_t>(Category::kOptimizerState)], 0);
+  EXPECT_EQ(momentum.live_at_end[static_cast<size_t>(Category::kOptimizerState)], kParams);
+}
+
+TEST(Lowering, FrozenLayersGetNoGradients) {
+  const Graph g = mlp(kCpu, 4, {"fc1"});
+  const EventList events = *lower_training_step(g, with(OptimizerKind::kAdam), {});
+  int64_t grads = 0;
+  for (const Event& e : events.events) {
+    const Buffer& b = events.buffers[static_cast<size_t>(e.buffer)];
+    if (e.alloc && b.category == Category::kGradient && e.iteration == 0) grads += b.bytes;
+  }
+  EXPECT_EQ(grads, kParams - kW1 - 1024 * 4);
+}
+
+TEST(Lowering, GradientAccumulationAddsIntoTheFirstGradients) {
+  const Graph g = mlp(kCpu);
+  TrainingConfig c = with(OptimizerKind::kSgd);
+  c.grad_accum = 3;
+  c.iterations = 1;
+  const EventList events = *lower_training_step(g, c, {});
+  int64_t grads = 0;
+  for (const Event& e : events.events) {
+    const Buffer& b = events.buffers[static_cast<size_t>(e.buffer)];
+    if (e.alloc && b.category == Category::kGradient) grads += b.bytes;
+  }
+  EXPECT_EQ(grads, kParams);  // later micro-batches' gradients are temporaries, added in place
+}
+
+TEST(Lowering, CheckpointingKeepsOnlyTheSegmentInput) {
+  ModelRequest r;
+  r.name = "resnet50";
+  r.batch = 2;
+  r.options.target = kCpu;
+  const Graph g = *build_model(r);
+  const Replayed plain = replay(*lower_training_step(g, with(OptimizerKind::kSgd), {}));
+  TrainingConfig c = with(OptimizerKind::kSgd);
+  c.checkpoint = {"layer1.*", "layer2.*", "layer3.*"};
+  const Replayed ckpt = replay(*lower_training_step(g, c, {}));
+  // Forward memory above the parameters: layer1-3 hold most of resnet50's activations.
+  const int64_t params = plain.live_at_end[static_cast<size_t>(Category::kParameter)];
+  const auto fwd = static_cast<size_t>(Phase::kForward);
+  EXPECT_LT(ckpt.phase_peak[fwd] - params, (plain.phase_peak[fwd] - params) / 2);
+  EXPECT_LT(ckpt.peak, plain.peak);
+}
+
+TEST(Lowering, CheckpointPatternMustMatch) {
+  const Graph g = mlp(kCpu);
+  TrainingConfig c = with(OptimizerKind::kSgd);
+  c.checkpoint = {"encoder.*"};
+  const Result<EventList> r = lower_training_step(g, c, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kNotFound);
+}
+
+TEST(Lowering, ModulePatterns) {
+  EXPECT_TRUE(module_matches("encoder.layers.encoder_layer_3", "encoder.layers.*"));
+  EXPECT_FALSE(module_matches("encoder.layers", "encoder.layers.*"));
+  EXPECT_FALSE(module_matches("encoder.layers.encoder_layer_3.mlp", "encoder.layers.*"));
+  EXPECT_TRUE(module_matches("layer2", "layer2"));
+  EXPECT_TRUE(module_matches("layer2.0", "*.0"));
+}
+
+TEST(Lowering, CublasWorkspacesAppearOncePerDirection) {
+  const Graph g = mlp(kCuda);
+  LoweringOptions o;
+  o.cublas_workspace_bytes = 8519680;
+  const EventList events = *lower_training_step(g, with(OptimizerKind::kSgd), o);
+  int workspaces = 0;
+  for (const Event& e : events.events) {
+    const Buffer& b = events.buffers[static_cast<size_t>(e.buffer)];
+    if (e.alloc && b.category == Category::kWorkspace && b.bytes == o.cublas_workspace_bytes)
+      ++workspaces;
+  }
+  EXPECT_EQ(workspaces, 2);
+}
+
+}  // namespace
+}  // namespace trainfit

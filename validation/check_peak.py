@@ -1,0 +1,81 @@
+"""Peak memory of training: trainfit's cpu profile against real PyTorch on CPU.
+
+Each case trains two iterations (forward, loss, backward, optimizer.step,
+zero_grad(set_to_none=True)) under a dispatch mode that sums live tensor storages after every
+aten op (harness.training_peak); `trainfit estimate --device-profile cpu --json` must give the
+same peak within 2%.
+
+    /usr/bin/python3 validation/check_peak.py --trainfit build/release/trainfit [--quick]
+"""
+import argparse
+import gc
+
+import torch
+
+import torch_models
+from harness import Report, checkpoint_modules, run_trainfit, training_peak
+
+TOLERANCE = 0.02
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+
+# (model, batch sizes, CxHxW, optimizers, --freeze prefixes, --checkpoint patterns)
+CASES = [
+    ("resnet18", (1, 4), (3, 128, 128), OPTIMIZERS, (), ()),
+    ("resnet50", (1, 4), (3, 128, 128), OPTIMIZERS, (), ()),
+    ("vgg16", (1, 2), (3, 128, 128), OPTIMIZERS, (), ()),
+    ("vgg16_bn", (1, 2), (3, 128, 128), OPTIMIZERS, (), ()),
+    ("vit_b_16", (1, 2), (3, 128, 128), OPTIMIZERS, (), ()),
+    ("resnet50", (4,), (3, 128, 128), ("adamw",), ("conv1", "bn1", "layer1", "layer2"), ()),
+    ("resnet50", (4,), (3, 128, 128), ("adam",), (), ("layer1.*", "layer2.*", "layer3.*")),
+    ("vit_b_16", (4,), (3, 128, 128), ("sgd",), (), ("encoder.layers.*.mlp",)),
+]
+
+
+def freeze(model, prefixes):
+    for name, p in model.named_parameters():
+        if any(name == q or name.startswith(q + ".") for q in prefixes):
+            p.requires_grad_(False)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trainfit", required=True)
+    ap.add_argument("--quick", action="store_true", help="only the first optimizer of each case")
+    args = ap.parse_args()
+    report = Report(f"training peak: trainfit estimate --device-profile cpu vs PyTorch {torch.__version__} (CPU)")
+    for name, batches, image, optimizers, frozen, checkpoint in CASES:
+        for batch in batches:
+            for optimizer in optimizers[:1] if args.quick else optimizers:
+                case = torch_models.build(name, batch=batch, image=image)
+                freeze(case.model, frozen)
+                checkpoint_modules(case.model, checkpoint)
+                classes = case.targets[0].max().item() + 1
+
+                def make_batch():
+                    return [torch.randn(batch, *image)], [torch.randint(0, 1000, (batch,))]
+
+                measured, where = training_peak(case, optimizer, make_batch)
+                flags = ["--input", "x".join(map(str, image)), "--optimizer", optimizer]
+                for q in frozen:
+                    flags += ["--freeze", q]
+                for q in checkpoint:
+                    flags += ["--checkpoint", q]
+                ours = run_trainfit(args.trainfit, ["estimate", "--model", name, "--batch", str(batch),
+                                                    "--device-profile", "cpu", "--json"] + flags)
+                predicted = ours["peak_allocated_bytes"]
+                error = (predicted - measured) / measured
+                label = f"{name} b{batch} {optimizer}"
+                if frozen:
+                    label += " freeze " + ",".join(frozen)
+                if checkpoint:
+                    label += " ckpt " + ",".join(checkpoint)
+                report.check(abs(error) <= TOLERANCE,
+                             f"{label:52s} torch {measured:>12,} ({where[0]} {where[1]}) trainfit "
+                             f"{predicted:>12,} ({ours['peak_phase']} {ours['peak_iteration']}) {error:+.3%}")
+                del case
+                gc.collect()
+    report.finish()
+
+
+if __name__ == "__main__":
+    main()
