@@ -7,5 +7,5 @@ scripts/deps.sh build
 cmake --preset release > /dev/null
 cmake --build --preset release -j "$(nproc)"
 echo
-echo "$ build/release/trainfit summary --model resnet50 --batch 32 --depth 1"
-build/release/trainfit summary --model resnet50 --batch 32 --depth 1
+echo "$ build/release/trainfit estimate --model resnet50 --batch 64 --gpu rtx4090"
+build/release/trainfit estimate --model resnet50 --batch 64 --gpu rtx4090

@@ -30,7 +30,7 @@
 namespace trainfit {
 
 inline constexpr int64_t kKiB = 1024;
-inline constexpr int64_t kMiB = 1024 * 1024;
+inline constexpr int64_t kMiB = int64_t{1024} * 1024;
 inline constexpr int64_t kMinBlockSize = 512;       // all sizes are multiples of this
 inline constexpr int64_t kSmallSize = 1 * kMiB;     // largest small-pool request
 inline constexpr int64_t kSmallBuffer = 2 * kMiB;   // small-pool segment size

@@ -53,6 +53,8 @@ class Lowerer {
   void recompute(size_t segment);
   void route_gradient(ValueId value, int32_t buffer, bool shared_tensor, NodeId node);
   void optimizer_step(bool first_step);
+  bool uses_grad_scaler() const;
+  void scale_loss();
   void optimizer_math(bool first_step);
   void zero_grad();
   void end_micro_step(bool last);
@@ -94,6 +96,8 @@ class Lowerer {
   std::vector<int32_t> param_grad_;  // per param: its .grad
   std::vector<int> received_grads_;  // per param, this backward
   std::vector<int32_t> optimizer_state_;
+  std::vector<int32_t> scaler_state_;  // GradScaler's _scale and _growth_tracker
+  int32_t scaled_loss_ = kNoBuffer;
   bool cublas_forward_ = false;
   bool cublas_backward_ = false;
   int micro_step_ = 0;
@@ -521,8 +525,32 @@ void Lowerer::backward() {
 // (profiler._record_function_enter) held for the whole step. 2.x returns a script object.
 constexpr int64_t kRecordFunctionHandleBytes = 288;
 
+// torch.amp.GradScaler with fp16 autocast (grad_scaler.py): scale(loss) creates _scale and
+// _growth_tracker on first use and a scaled loss that backward runs on; step() unscales the
+// gradients in place with a found_inf flag and an inverse scale. All are one-element tensors.
+bool Lowerer::uses_grad_scaler() const {
+  return on_cuda() && g_.precision == Precision::kAmpFp16;
+}
+
+void Lowerer::scale_loss() {
+  if (scaler_state_.empty()) {
+    scaler_state_.push_back(alloc_new(4, Category::kOptimizerState, kNone));  // _scale
+    scaler_state_.push_back(alloc_new(4, Category::kOptimizerState, kNone));  // _growth_tracker
+  }
+  scaled_loss_ = alloc_new(value_bytes(g_.value(g_.loss)), Category::kTemporary, kNone);
+}
+
 void Lowerer::optimizer_step(bool first_step) {
   phase_ = Phase::kOptimizer;
+  std::vector<int32_t> unscale;
+  if (uses_grad_scaler()) {
+    const int32_t as_double = alloc_new(8, Category::kTemporary, kNone);  // _scale.double()
+    const int32_t reciprocal = alloc_new(8, Category::kTemporary, kNone);
+    unscale.push_back(alloc_new(4, Category::kTemporary, kNone));  // inv_scale (.float())
+    free_buffer(as_double, kNone);
+    free_buffer(reciprocal, kNone);
+    unscale.push_back(alloc_new(4, Category::kTemporary, kNone));  // found_inf
+  }
   int32_t handle = kNoBuffer;
   if (g_.target.torch == TorchVersion::k1_13) {
     const int32_t placeholder = alloc_new(4, Category::kTemporary, kNone, true);
@@ -531,6 +559,7 @@ void Lowerer::optimizer_step(bool first_step) {
   }
   optimizer_math(first_step);
   free_buffer(handle, kNone);
+  for (int32_t b : unscale) free_buffer(b, kNone);
 }
 
 void Lowerer::optimizer_math(bool first_step) {
@@ -661,7 +690,10 @@ Result<EventList> Lowerer::run() {
     for (micro_step_ = 0; micro_step_ < config_.grad_accum; ++micro_step_) {
       const bool last = micro_step_ + 1 == config_.grad_accum;
       forward(last);
+      if (uses_grad_scaler()) scale_loss();
       backward();
+      free_buffer(scaled_loss_, kNone);
+      scaled_loss_ = kNoBuffer;
       if (!last) end_micro_step(false);
     }
     optimizer_step(it == 0);

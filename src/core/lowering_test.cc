@@ -76,8 +76,9 @@ TrainingConfig with(OptimizerKind kind, OptimizerImpl impl = OptimizerImpl::kDef
   return c;
 }
 
-constexpr int64_t kW1 = 1024 * 1024 * 4;  // fc1.weight
-constexpr int64_t kParams = kW1 + 1024 * 4 + 1024 * 10 * 4 + 10 * 4;
+constexpr int64_t kW1 = int64_t{1024} * 1024 * 4;  // fc1.weight
+constexpr int64_t kBias1 = int64_t{1024} * 4;
+constexpr int64_t kParams = kW1 + kBias1 + int64_t{1024} * 10 * 4 + int64_t{10} * 4;
 
 TEST(Lowering, EveryModelAndConfigurationBalances) {
   for (const ModelSpec& m : model_zoo()) {
@@ -117,7 +118,7 @@ TEST(Lowering, ForLoopAdamHoldsTwoCopiesOfTheLargestParameter) {
   EXPECT_EQ(loop.peak_phase, Phase::kOptimizer);
   EXPECT_GE(loop.phase_peak[static_cast<size_t>(Phase::kOptimizer)], 4 * kParams + 2 * kW1);
   EXPECT_LT(loop.phase_peak[static_cast<size_t>(Phase::kOptimizer)],
-            4 * kParams + 2 * kW1 + 64 * 1024);
+            4 * kParams + 2 * kW1 + int64_t{64} * 1024);
 }
 
 TEST(Lowering, ForeachAdamHoldsOneCopyOfEveryParameter) {
@@ -146,7 +147,7 @@ TEST(Lowering, FrozenLayersGetNoGradients) {
     const Buffer& b = events.buffers[static_cast<size_t>(e.buffer)];
     if (e.alloc && b.category == Category::kGradient && e.iteration == 0) grads += b.bytes;
   }
-  EXPECT_EQ(grads, kParams - kW1 - 1024 * 4);
+  EXPECT_EQ(grads, kParams - kW1 - kBias1);
 }
 
 TEST(Lowering, GradientAccumulationAddsIntoTheFirstGradients) {

@@ -1,0 +1,168 @@
+"""GPU validation: measure real CUDA training memory, record it, and compare trainfit with it.
+
+On a machine with an NVIDIA GPU and CUDA PyTorch (with torchvision):
+
+    python3 validation/gpu_cases.py measure            # writes validation/gpu_results/<gpu>.json
+
+Anywhere (this is what the test suite runs; it is skipped while no results are recorded):
+
+    /usr/bin/python3 validation/gpu_cases.py compare --trainfit build/release/trainfit
+
+Each case runs in a fresh Python process so that cached blocks, cuBLAS workspaces and the CUDA
+context of one case do not leak into the next: two training iterations (forward and loss,
+backward, optimizer.step, zero_grad(set_to_none=True)), then torch.cuda.max_memory_allocated(),
+max_memory_reserved(), and the memory the device reports in use (total - free).
+"""
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "gpu_results")
+SKIPPED = 77  # ctest's SKIP_RETURN_CODE
+
+# id, model, batch, image, precision, optimizer, --freeze, --checkpoint
+CASES = []
+for model in ("resnet18", "resnet50", "vgg16", "vgg16_bn", "vit_b_16"):
+    for batch in (8, 32):
+        for optimizer in ("sgd", "momentum", "adam", "adamw"):
+            CASES.append((f"{model}-b{batch}-{optimizer}", model, batch, 224, "fp32", optimizer, (), ()))
+for model in ("resnet50", "vit_b_16"):
+    for precision in ("amp-fp16", "amp-bf16"):
+        CASES.append((f"{model}-b32-adamw-{precision}", model, 32, 224, precision, "adamw", (), ()))
+CASES.append(("resnet50-b32-adamw-freeze", "resnet50", 32, 224, "fp32", "adamw",
+              ("conv1", "bn1", "layer1", "layer2"), ()))
+CASES.append(("resnet50-b32-adam-checkpoint", "resnet50", 32, 224, "fp32", "adam", (),
+              ("layer1.*", "layer2.*", "layer3.*")))
+
+RUN_ONE = r'''
+import json, sys, torch, torchvision
+sys.path.insert(0, {here!r})
+from harness import make_optimizer, checkpoint_modules
+model_name, batch, image, precision, optimizer, frozen, checkpoint = {args!r}
+dev = torch.device("cuda")
+torch.manual_seed(0)
+model = getattr(torchvision.models, model_name)().to(dev).train()
+for name, p in model.named_parameters():
+    if any(name == q or name.startswith(q + ".") for q in frozen):
+        p.requires_grad_(False)
+checkpoint_modules(model, checkpoint)
+opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
+amp = {{"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}}.get(precision)
+scaler = torch.cuda.amp.GradScaler() if amp == torch.float16 else None
+torch.cuda.reset_peak_memory_stats()
+for _ in range(2):
+    x = torch.randn(batch, 3, image, image, device=dev)
+    y = torch.randint(0, 1000, (batch,), device=dev)
+    with torch.autocast("cuda", dtype=amp or torch.float32, enabled=amp is not None):
+        out = model(x)
+        loss = torch.nn.functional.cross_entropy(out, y)
+    if scaler:
+        scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
+    else:
+        loss.backward(); opt.step()
+    opt.zero_grad(set_to_none=True)
+    del x, y, out, loss
+torch.cuda.synchronize()
+free, total = torch.cuda.mem_get_info()
+print(json.dumps({{"max_memory_allocated": torch.cuda.max_memory_allocated(),
+                  "max_memory_reserved": torch.cuda.max_memory_reserved(),
+                  "device_used": total - free}}))
+'''
+
+
+def trainfit_args(case):
+    _, model, batch, image, precision, optimizer, frozen, checkpoint = case
+    args = ["--model", model, "--batch", str(batch), "--input", f"3x{image}x{image}",
+            "--precision", precision, "--optimizer", optimizer]
+    for q in frozen:
+        args += ["--freeze", q]
+    for q in checkpoint:
+        args += ["--checkpoint", q]
+    return args
+
+
+def measure(args):
+    import torch
+    props = torch.cuda.get_device_properties(0)
+    device = {"name": props.name, "total_bytes": props.total_memory, "sm": props.major * 10 + props.minor,
+              "torch": torch.__version__, "cuda": torch.version.cuda,
+              "cudnn": torch.backends.cudnn.version()}
+    results = []
+    for case in CASES:
+        if args.only and args.only not in case[0]:
+            continue
+        code = RUN_ONE.format(here=HERE, args=case[1:])
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(f"  {case[0]}: failed\n{proc.stderr[-2000:]}", flush=True)
+            continue
+        measured = json.loads(proc.stdout.strip().splitlines()[-1])
+        results.append({"id": case[0], "trainfit_args": trainfit_args(case), **measured})
+        print(f"  {case[0]:36s} allocated {measured['max_memory_allocated']:>14,} "
+              f"reserved {measured['max_memory_reserved']:>14,}", flush=True)
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, props.name.replace(" ", "_") + ".json")
+    with open(path, "w") as f:
+        json.dump({"device": device, "cases": results}, f, indent=1)
+        f.write("\n")
+    print(f"wrote {path}")
+
+
+def gpu_flags(device):
+    """The catalog entry of the measured GPU, else its memory and architecture."""
+    names = {"H100": "h100-80gb", "H200": "h200", "A100-SXM4-80GB": "a100-80gb", "A100-SXM4-40GB": "a100-40gb",
+             "RTX 4090": "rtx4090", "RTX 3090": "rtx3090", "L4": "l4", "A10": "a10", "T4": "t4"}
+    for key, name in names.items():
+        if key in device["name"]:
+            return ["--gpu", name]
+    return ["--gpu-memory", str(device["total_bytes"])]
+
+
+def compare(args):
+    files = sorted(glob.glob(os.path.join(RESULTS, "*.json")))
+    if not files:
+        print("gpu replay: skipped, no GPU measurements are recorded in validation/gpu_results/")
+        sys.exit(SKIPPED)
+    failures = 0
+    for path in files:
+        with open(path) as f:
+            data = json.load(f)
+        device = data["device"]
+        print(f"{device['name']} (torch {device['torch']}, CUDA {device['cuda']}): {os.path.basename(path)}")
+        errors = {"allocated": [], "reserved": []}
+        for case in data["cases"]:
+            ours = json.loads(subprocess.run(
+                [args.trainfit, "estimate", *case["trainfit_args"], *gpu_flags(device), "--json"],
+                capture_output=True, text=True, check=True).stdout)
+            ea = (ours["peak_allocated_bytes"] - case["max_memory_allocated"]) / case["max_memory_allocated"]
+            er = (ours["peak_reserved_bytes"] - case["max_memory_reserved"]) / case["max_memory_reserved"]
+            errors["allocated"].append(ea)
+            errors["reserved"].append(er)
+            bad = abs(ea) > args.tolerance or abs(er) > args.tolerance
+            failures += bad
+            print(f"  {'FAIL' if bad else 'ok  '} {case['id']:36s} allocated {ea:+.2%} reserved {er:+.2%}")
+        for key, values in errors.items():
+            print(f"  {key}: median error {statistics.median(values):+.2%}, "
+                  f"max |error| {max(abs(v) for v in values):.2%} over {len(values)} cases")
+    sys.exit(1 if failures else 0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("--only", help="run only cases whose id contains this")
+    c = sub.add_parser("compare")
+    c.add_argument("--trainfit", required=True)
+    c.add_argument("--tolerance", type=float, default=0.02)
+    args = ap.parse_args()
+    measure(args) if args.command == "measure" else compare(args)
+
+
+if __name__ == "__main__":
+    main()
