@@ -48,9 +48,9 @@ struct Replay {
   std::vector<TimelinePoint> timeline;
 };
 
-Replay replay(const Graph& g, const EventList& list, const DeviceProfile& device,
-              AllocatorConfig config, bool timeline, const std::vector<int>& slot_of_buffer,
-              size_t slots, std::optional<size_t> stop_after = std::nullopt) {
+Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfig config,
+              bool timeline, const std::vector<int>& slot_of_buffer, size_t slots,
+              std::optional<size_t> stop_after = std::nullopt) {
   Replay r;
   r.activations.assign(slots, 0);
   const bool caching = device.caching_allocator;
@@ -115,7 +115,6 @@ Replay replay(const Graph& g, const EventList& list, const DeviceProfile& device
     }
   }
   r.retries = allocator.stats().num_alloc_retries;
-  (void)g;
   return r;
 }
 
@@ -181,14 +180,14 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   if (device.total_bytes >= 0 && device.caching_allocator) {
     config.capacity = std::max<int64_t>(0, device.total_bytes - e.cuda_context_bytes);
   }
-  Replay r = replay(g, list, device, config, options.timeline, slot_of_buffer, slot_modules.size());
+  Replay r = replay(list, device, config, options.timeline, slot_of_buffer, slot_modules.size());
   if (r.oom_event) {
     e.oom = moment_of(g, list.events[*r.oom_event]);
     e.oom_numbers = r.oom;
     e.fits = false;
     // What the run would need: the same events on an unbounded device.
     config.capacity = -1;
-    r = replay(g, list, device, config, options.timeline, slot_of_buffer, slot_modules.size());
+    r = replay(list, device, config, options.timeline, slot_of_buffer, slot_modules.size());
   }
   e.peak_allocated_bytes = r.peak_allocated;
   e.peak_reserved_bytes = r.peak_reserved;
@@ -224,7 +223,7 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   if (options.explain) {
     const size_t peak_event = r.peak_event;
     const Replay at_peak =
-        replay(g, list, device, config, false, slot_of_buffer, slot_modules.size(), peak_event);
+        replay(list, device, config, false, slot_of_buffer, slot_modules.size(), peak_event);
     std::vector<int> first_phase(list.buffers.size(), 0);
     for (const Event& ev : list.events) {
       if (ev.alloc) first_phase[static_cast<size_t>(ev.buffer)] = static_cast<int>(ev.phase);

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/op_registry.h"
+#include "core/optimizer_step.h"
 #include "core/size_math.h"
 
 namespace trainfit {
@@ -28,7 +29,7 @@ int64_t value_bytes(const Value& v) {
   return checked_numel(v.shape).value_or(0) * dtype_bytes(v.dtype);
 }
 
-class Lowerer {
+class Lowerer : public EventSink {
  public:
   Lowerer(const Graph& g, const TrainingConfig& c, const LoweringOptions& o)
       : g_(g), config_(c), options_(o) {}
@@ -48,16 +49,17 @@ class Lowerer {
   void free_buffer(int32_t buffer, NodeId node);
   void unref_grad(int32_t buffer, NodeId node);
 
-  void forward(bool last_micro_step);
+  void forward();
   void backward();
   void recompute(size_t segment);
   void route_gradient(ValueId value, int32_t buffer, bool shared_tensor, NodeId node);
   void optimizer_step(bool first_step);
   bool uses_grad_scaler() const;
   void scale_loss();
-  void optimizer_math(bool first_step);
+  int32_t alloc(int64_t bytes, Category category, bool host, int32_t param) override;
+  void release(int32_t buffer) override;
   void zero_grad();
-  void end_micro_step(bool last);
+  void end_micro_step();
 
   bool is_param(ValueId v) const {
     const Value& val = g_.value(v);
@@ -95,8 +97,7 @@ class Lowerer {
   std::vector<int> grad_refs_;       // per buffer: references by gradient slots
   std::vector<int32_t> param_grad_;  // per param: its .grad
   std::vector<int> received_grads_;  // per param, this backward
-  std::vector<int32_t> optimizer_state_;
-  std::vector<int32_t> scaler_state_;  // GradScaler's _scale and _growth_tracker
+  bool scaler_created_ = false;      // GradScaler's _scale and _growth_tracker exist
   int32_t scaled_loss_ = kNoBuffer;
   bool cublas_forward_ = false;
   bool cublas_backward_ = false;
@@ -288,8 +289,7 @@ void Lowerer::allocate_parameters() {
 
 // ---- forward -------------------------------------------------------------------------------
 
-void Lowerer::forward(bool last_micro_step) {
-  (void)last_micro_step;
+void Lowerer::forward() {
   phase_ = Phase::kForward;
   for (ValueId in : g_.inputs) {
     const StorageId s = g_.value(in).storage;
@@ -520,132 +520,48 @@ void Lowerer::backward() {
 
 // ---- optimizer -----------------------------------------------------------------------------
 
-// PyTorch 1.13 wraps Optimizer.step in torch.autograd.profiler.record_function: its __init__ sets
-// a placeholder torch.zeros(1), which __enter__ replaces with a 288-byte CPU handle tensor
-// (profiler._record_function_enter) held for the whole step. 2.x returns a script object.
-constexpr int64_t kRecordFunctionHandleBytes = 288;
-
 // torch.amp.GradScaler with fp16 autocast (grad_scaler.py): scale(loss) creates _scale and
-// _growth_tracker on first use and a scaled loss that backward runs on; step() unscales the
-// gradients in place with a found_inf flag and an inverse scale. All are one-element tensors.
+// _growth_tracker on first use and a scaled loss that backward runs on. All are one-element
+// tensors; step()'s unscaling is part of the optimizer step.
 bool Lowerer::uses_grad_scaler() const {
   return on_cuda() && g_.precision == Precision::kAmpFp16;
 }
 
 void Lowerer::scale_loss() {
-  if (scaler_state_.empty()) {
-    scaler_state_.push_back(alloc_new(4, Category::kOptimizerState, kNone));  // _scale
-    scaler_state_.push_back(alloc_new(4, Category::kOptimizerState, kNone));  // _growth_tracker
+  if (!scaler_created_) {
+    alloc_new(4, Category::kOptimizerState, kNone);  // _scale
+    alloc_new(4, Category::kOptimizerState, kNone);  // _growth_tracker
+    scaler_created_ = true;
   }
   scaled_loss_ = alloc_new(value_bytes(g_.value(g_.loss)), Category::kTemporary, kNone);
 }
 
-void Lowerer::optimizer_step(bool first_step) {
-  phase_ = Phase::kOptimizer;
-  std::vector<int32_t> unscale;
-  if (uses_grad_scaler()) {
-    const int32_t as_double = alloc_new(8, Category::kTemporary, kNone);  // _scale.double()
-    const int32_t reciprocal = alloc_new(8, Category::kTemporary, kNone);
-    unscale.push_back(alloc_new(4, Category::kTemporary, kNone));  // inv_scale (.float())
-    free_buffer(as_double, kNone);
-    free_buffer(reciprocal, kNone);
-    unscale.push_back(alloc_new(4, Category::kTemporary, kNone));  // found_inf
+int32_t Lowerer::alloc(int64_t bytes, Category category, bool host, int32_t param) {
+  const int32_t b = new_buffer(bytes, category, kNone, host);
+  if (param >= 0) {
+    out_.buffers[static_cast<size_t>(b)].param = param;
+    out_.buffers[static_cast<size_t>(b)].module = g_.params[static_cast<size_t>(param)].module;
   }
-  int32_t handle = kNoBuffer;
-  if (g_.target.torch == TorchVersion::k1_13) {
-    const int32_t placeholder = alloc_new(4, Category::kTemporary, kNone, true);
-    handle = alloc_new(kRecordFunctionHandleBytes, Category::kTemporary, kNone, true);
-    free_buffer(placeholder, kNone);
-  }
-  optimizer_math(first_step);
-  free_buffer(handle, kNone);
-  for (int32_t b : unscale) free_buffer(b, kNone);
+  emit(b, true, kNone);
+  return b;
 }
 
-void Lowerer::optimizer_math(bool first_step) {
-  const OptimizerConfig& opt = config_.optimizer;
-  OptimizerImpl impl = opt.impl;
-  if (impl == OptimizerImpl::kDefault) {
-    impl = on_cuda() && g_.target.torch == TorchVersion::k2 ? OptimizerImpl::kForeach
-                                                            : OptimizerImpl::kLoop;
-  }
-  const bool adam = opt.kind == OptimizerKind::kAdam || opt.kind == OptimizerKind::kAdamW;
-  const double wd =
-      opt.weight_decay >= 0 ? opt.weight_decay : (opt.kind == OptimizerKind::kAdamW ? 0.01 : 0.0);
-  // Weight decay as a gradient copy: Adam (not AdamW) and SGD.
-  const bool decay_copies = wd != 0 && opt.kind != OptimizerKind::kAdamW;
-  std::vector<size_t> params;
+void Lowerer::release(int32_t buffer) {
+  free_buffer(buffer, kNone);
+}
+
+void Lowerer::optimizer_step(bool first_step) {
+  phase_ = Phase::kOptimizer;
+  OptimizerStep step;
+  step.optimizer = config_.optimizer;
+  step.target = g_.target;
+  step.first_step = first_step;
+  step.grad_scaler = uses_grad_scaler();
   for (size_t p = 0; p < g_.params.size(); ++p) {
-    if (param_grad_[p] != kNoBuffer) params.push_back(p);
+    if (param_grad_[p] == kNoBuffer) continue;
+    step.params.push_back({static_cast<int32_t>(p), value_bytes(g_.value(g_.params[p].value))});
   }
-  auto bytes_of = [&](size_t p) { return value_bytes(g_.value(g_.params[p].value)); };
-  // State tensors are labelled with their parameter.
-  auto state = [&](size_t p, int64_t bytes, bool host) {
-    const int32_t b = new_buffer(bytes, Category::kOptimizerState, kNone, host);
-    out_.buffers[static_cast<size_t>(b)].param = static_cast<int32_t>(p);
-    out_.buffers[static_cast<size_t>(b)].module = g_.params[p].module;
-    emit(b, true, kNone);
-    optimizer_state_.push_back(b);
-  };
-  if (first_step && adam) {
-    // Adam._init_group: per parameter a step counter (a host scalar unless fused), exp_avg and
-    // exp_avg_sq like the parameter.
-    for (size_t p : params) {
-      const bool fused = impl == OptimizerImpl::kFused;
-      state(p, 4, !fused && on_cuda());
-      state(p, bytes_of(p), false);
-      state(p, bytes_of(p), false);
-    }
-  }
-  const bool momentum = opt.kind == OptimizerKind::kMomentum;
-  if (impl == OptimizerImpl::kLoop) {
-    // _single_tensor_*: per parameter; a rebound local keeps the previous temporary alive until
-    // the new one exists.
-    int32_t prev_decayed = kNoBuffer;
-    int32_t prev_denom = kNoBuffer;
-    for (size_t p : params) {
-      free_buffer(prev_decayed, kNone);
-      prev_decayed = kNoBuffer;
-      if (decay_copies) prev_decayed = alloc_new(bytes_of(p), Category::kTemporary, kNone);
-      if (momentum && first_step) {
-        state(p, bytes_of(p), false);
-      }
-      if (adam) {
-        const int32_t root = alloc_new(bytes_of(p), Category::kTemporary, kNone);   // sqrt
-        const int32_t denom = alloc_new(bytes_of(p), Category::kTemporary, kNone);  // / bc2
-        free_buffer(root, kNone);
-        free_buffer(prev_denom, kNone);
-        prev_denom = denom;
-      }
-    }
-    free_buffer(prev_decayed, kNone);
-    free_buffer(prev_denom, kNone);
-    return;
-  }
-  if (impl == OptimizerImpl::kFused) {
-    if (momentum && first_step) {
-      for (size_t p : params) {
-        state(p, bytes_of(p), false);
-      }
-    }
-    return;
-  }
-  // _multi_tensor_*: list-wide temporaries, one tensor per parameter.
-  std::vector<int32_t> list;
-  if (decay_copies) {
-    for (size_t p : params) list.push_back(alloc_new(bytes_of(p), Category::kTemporary, kNone));
-  }
-  if (momentum && first_step) {
-    for (size_t p : params) {
-      state(p, bytes_of(p), false);
-    }
-  }
-  if (adam) {
-    for (int32_t b : list) free_buffer(b, kNone);  // `del device_grads`
-    list.clear();
-    for (size_t p : params) list.push_back(alloc_new(bytes_of(p), Category::kTemporary, kNone));
-  }
-  for (int32_t b : list) free_buffer(b, kNone);
+  lower_optimizer_step(step, *this);
 }
 
 void Lowerer::zero_grad() {
@@ -655,8 +571,7 @@ void Lowerer::zero_grad() {
   }
 }
 
-void Lowerer::end_micro_step(bool last) {
-  (void)last;
+void Lowerer::end_micro_step() {
   for (size_t s = 0; s < g_.storages.size(); ++s) {
     if (held_to_end_[s] && storage_buffer_[s] != kNoBuffer) {
       free_buffer(storage_buffer_[s], kNone);
@@ -689,16 +604,16 @@ Result<EventList> Lowerer::run() {
     iteration_ = static_cast<uint8_t>(std::min(it, 255));
     for (micro_step_ = 0; micro_step_ < config_.grad_accum; ++micro_step_) {
       const bool last = micro_step_ + 1 == config_.grad_accum;
-      forward(last);
+      forward();
       if (uses_grad_scaler()) scale_loss();
       backward();
       free_buffer(scaled_loss_, kNone);
       scaled_loss_ = kNoBuffer;
-      if (!last) end_micro_step(false);
+      if (!last) end_micro_step();
     }
     optimizer_step(it == 0);
     zero_grad();
-    end_micro_step(true);
+    end_micro_step();
   }
   return std::move(out_);
 }

@@ -36,13 +36,6 @@ std::string optimizer_line(const EstimateHeader& h) {
 
 }  // namespace
 
-OptimizerImpl resolve_optimizer_impl(OptimizerImpl impl, const KernelTarget& target) {
-  if (impl != OptimizerImpl::kDefault) return impl;
-  return target.device == Device::kCuda && target.torch == TorchVersion::k2
-             ? OptimizerImpl::kForeach
-             : OptimizerImpl::kLoop;
-}
-
 std::string estimate_text(const EstimateHeader& h, const Estimate& e) {
   const bool cuda = h.device.target.device == Device::kCuda;
   std::string out =

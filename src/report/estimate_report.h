@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/estimate.h"
+#include "core/optimizer_step.h"
 
 namespace trainfit {
 
@@ -27,8 +28,5 @@ std::string estimate_text(const EstimateHeader& header, const Estimate& e);
 nlohmann::json estimate_json(const EstimateHeader& header, const Estimate& e);
 // One row per event: event,iteration,phase,module,op,allocated_bytes,reserved_bytes.
 std::string timeline_csv(const Graph& graph, const Estimate& e);
-
-// The implementation PyTorch picks when none is given.
-OptimizerImpl resolve_optimizer_impl(OptimizerImpl impl, const KernelTarget& target);
 
 }  // namespace trainfit
