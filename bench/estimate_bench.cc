@@ -11,10 +11,12 @@
 namespace trainfit {
 namespace {
 
-Estimate run(const std::string& model, int64_t batch) {
+Estimate run(const std::string& model, int64_t batch,
+             std::vector<std::pair<std::string, std::string>> sets = {}) {
   ModelRequest r;
   r.name = model;
   r.batch = batch;
+  r.sets = std::move(sets);
   const Graph g = *build_model(r);
   EstimateOptions o;
   o.device = cuda_profile(*find_gpu("a100-80gb"));
@@ -30,6 +32,21 @@ void BM_Estimate(benchmark::State& state, const std::string& model, int64_t batc
 BENCHMARK_CAPTURE(BM_Estimate, resnet50_batch256, std::string("resnet50"), 256)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Estimate, vit_b_16_batch128, std::string("vit_b_16"), 128)
+    ->Unit(benchmark::kMillisecond);
+
+// LeRobot's policies: ACT with the README example's three cameras, Diffusion (v0.6).
+void BM_Policy(benchmark::State& state, const std::string& model, int64_t batch,
+               const std::vector<std::pair<std::string, std::string>>& sets) {
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(run(model, batch, sets).peak_reserved_bytes);
+  }
+}
+BENCHMARK_CAPTURE(BM_Policy, act_3cams_batch8, std::string("act"), 8,
+                  std::vector<std::pair<std::string, std::string>>{
+                      {"cameras", "640x360,640x480,640x480"}})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Policy, diffusion_batch64, std::string("diffusion"), 64,
+                  std::vector<std::pair<std::string, std::string>>{})
     ->Unit(benchmark::kMillisecond);
 
 // A batch-size search: 20 estimates at the batch sizes a bisection over 1..1024 visits.

@@ -29,6 +29,48 @@ CASES = [
 ]
 
 
+# LeRobot's policies (model, batch, --set keys): one and three cameras (the README example's), with and
+# without the VAE; Diffusion's two presets, one and two cameras.
+POLICY_CASES = [
+    ("act", 1, {}),
+    ("act", 1, {"cameras": "640x360,640x480,640x480"}),
+    ("act", 2, {"cameras": "320x240", "use_vae": "false"}),
+    ("act", 2, {"cameras": "320x180,320x240,320x240", "use_vae": "false"}),
+    ("act", 2, {"cameras": "320x240", "pre_norm": "true", "feedforward_activation": "gelu",
+                "state_dim": "0", "env_state_dim": "7"}),
+    ("diffusion", 2, {}),
+    ("diffusion", 2, {"preset": "classic"}),
+    ("diffusion", 2, {"cameras": "96x96,96x96"}),
+    ("diffusion", 2, {"preset": "classic", "cameras": "96x96,96x96"}),
+]
+
+
+def amp_backbone_check(report, binary):
+    """Under autocast, ACT's FrozenBatchNorm2d computes x * scale + bias with fp32 buffers, so
+    its outputs are fp32 and each conv keeps a bf16 copy besides: the trunk keeps more than in
+    fp32, not half. CPU autocast casts convolutions as CUDA autocast does, and the trunk has no
+    dropout, so the cuda profile's figure for model.backbone is checked against it here."""
+    import torchvision
+    from torchvision.models._utils import IntermediateLayerGetter
+    from torchvision.ops.misc import FrozenBatchNorm2d
+    trunk = IntermediateLayerGetter(torchvision.models.resnet18(norm_layer=FrozenBatchNorm2d),
+                                    return_layers={"layer4": "feature_map"})
+    image = torch.randn(1, 3, 480, 640)
+
+    def forward():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return trunk(image)["feature_map"].float().sum()
+
+    measured = saved_tensor_bytes(trunk, forward, exclude=[image])
+    modules = run_trainfit(binary, ["summary", "--model", "act", "--precision", "amp-bf16",
+                                    "--json"])["modules"]
+    ours = next(m["kept_bytes"] for m in modules if m["path"] == "model.backbone")
+    error = (ours - measured) / measured
+    report.check(abs(error) <= TOLERANCE,
+                 f"{'act model.backbone amp-bf16 640x480 (CPU autocast)':48s} torch {measured:>13,} "
+                 f"trainfit {ours:>13,}  {error:+.4%}")
+
+
 def freeze(model, prefixes):
     for name, p in model.named_parameters():
         if any(name == q or name.startswith(q + ".") for q in prefixes):
@@ -65,6 +107,20 @@ def main():
                              f"{label:48s} torch {measured:>13,} trainfit {ours:>13,}  {error:+.4%}")
                 del case
                 gc.collect()
+    for name, batch, sets in POLICY_CASES:
+        case = torch_models.build(name, batch=batch, sets=sets)
+        measured = saved_tensor_bytes(case.model, case.loss, exclude=case.batch_tensors())
+        flags = [f for k, v in sets.items() for f in ("--set", f"{k}={v}")]
+        ours = run_trainfit(args.trainfit, ["summary", "--model", name, "--batch", str(batch),
+                                            "--device-profile", "cpu", "--json", "--depth", "0"]
+                            + flags)["activation_bytes"]
+        error = (ours - measured) / measured
+        label = f"{name} batch {batch} {' '.join(f'{k}={v}' for k, v in sets.items())}"
+        report.check(abs(error) <= TOLERANCE,
+                     f"{label:48s} torch {measured:>13,} trainfit {ours:>13,}  {error:+.4%}")
+        del case
+        gc.collect()
+    amp_backbone_check(report, args.trainfit)
     report.finish()
 
 

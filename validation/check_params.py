@@ -12,6 +12,18 @@ import torch_models
 from harness import Report, parameter_counts, run_trainfit
 
 PUBLISHED_GPT2 = {"gpt2": 124_439_808, "gpt2-medium": 354_823_168, "gpt2-large": 774_030_080}
+# LeRobot's policies and their expected counts: ACT's (14/14 and 6/6) and PushT Diffusion's are
+# what LeRobot's training logs print; 293,174,382 follows from the UNet's closed form for 14/14
+# with three cameras and an encoder each; None: only the re-creation to compare with.
+LEROBOT = [
+    ("act", {}, 51_613_582),
+    ("act", {"state_dim": "6", "action_dim": "6"}, 51_597_190),
+    ("act", {"cameras": "640x360,640x480,640x480"}, 51_613_582),
+    ("act", {"use_vae": "false", "vision_backbone": "resnet34"}, None),
+    ("diffusion", {}, 262_709_026),
+    ("diffusion", {"preset": "classic"}, 262_709_026),
+    ("diffusion", {"state_dim": "14", "action_dim": "14", "cameras": "96x96,96x96,96x96"}, 293_174_382),
+]
 
 
 def main():
@@ -30,6 +42,18 @@ def main():
         if name in PUBLISHED_GPT2:
             report.check(ours["parameters"] == PUBLISHED_GPT2[name],
                          f"{name:12s} published {PUBLISHED_GPT2[name]:,}")
+        del case
+        gc.collect()
+    for name, sets, published in LEROBOT:
+        flags = [f for k, v in sets.items() for f in ("--set", f"{k}={v}")]
+        ours = run_trainfit(args.trainfit, ["summary", "--model", name, "--json", "--depth", "0"] + flags)
+        case = torch_models.build(name, sets=sets)
+        total, trainable = parameter_counts(case.model)
+        label = f"{name} {' '.join(f'{k}={v}' for k, v in sets.items())}"
+        report.check(ours["parameters"] == total and ours["trainable_parameters"] == trainable,
+                     f"{label:60s} torch {total:>12,} trainfit {ours['parameters']:>12,}")
+        if published is not None:
+            report.check(ours["parameters"] == published, f"{label:60s} expected {published:,}")
         del case
         gc.collect()
     # A --set key and a non-default image size change the counts the same way in both.

@@ -31,6 +31,18 @@ CASES = [
 ]
 
 
+# LeRobot's policies (model, batch, --set keys), trained with their own optimizer preset
+# (ACT: AdamW, weight decay 1e-4, backbone group; Diffusion: Adam, weight decay 1e-6).
+POLICY_CASES = [
+    ("act", 1, {"cameras": "320x240"}),
+    ("act", 1, {"cameras": "320x240", "use_vae": "false"}),
+    ("act", 1, {"cameras": "320x180,320x240,320x240"}),
+    ("act", 1, {"cameras": "320x180,320x240,320x240", "use_vae": "false"}),
+    ("diffusion", 2, {}),
+    ("diffusion", 2, {"preset": "classic", "cameras": "96x96,96x96"}),
+]
+
+
 def freeze(model, prefixes):
     for name, p in model.named_parameters():
         if any(name == q or name.startswith(q + ".") for q in prefixes):
@@ -74,6 +86,20 @@ def main():
                              f"{predicted:>12,} ({ours['peak_phase']} {ours['peak_iteration']}) {error:+.3%}")
                 del case
                 gc.collect()
+    for name, batch, sets in POLICY_CASES[:2] if args.quick else POLICY_CASES:
+        case = torch_models.build(name, batch=batch, sets=sets)
+        measured, where = training_peak(case, "preset", case.make_batch)
+        flags = [f for k, v in sets.items() for f in ("--set", f"{k}={v}")]
+        ours = run_trainfit(args.trainfit, ["estimate", "--model", name, "--batch", str(batch),
+                                            "--device-profile", "cpu", "--json"] + flags)
+        predicted = ours["peak_allocated_bytes"]
+        error = (predicted - measured) / measured
+        label = f"{name} b{batch} {ours['optimizer']} {' '.join(f'{k}={v}' for k, v in sets.items())}"
+        report.check(abs(error) <= TOLERANCE,
+                     f"{label:52s} torch {measured:>12,} ({where[0]} {where[1]}) trainfit "
+                     f"{predicted:>12,} ({ours['peak_phase']} {ours['peak_iteration']}) {error:+.3%}")
+        del case
+        gc.collect()
     report.finish()
 
 

@@ -179,9 +179,13 @@ def checkpoint_modules(model, patterns):
 def training_peak(case, optimizer, make_batch, iterations=2):
     """Peak of live tensor bytes over `iterations` training steps: forward and loss, backward,
     optimizer.step(), zero_grad(set_to_none=True); the batch is made fresh each step and
-    released at its end, with the model output and loss."""
+    released at its end, with the model output and loss. optimizer "preset" is the case's own
+    recipe (LeRobot's policies: their optimizer, weight decay and parameter groups)."""
     model = case.model
-    opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
+    if optimizer == "preset":
+        opt = case.preset_optimizer()
+    else:
+        opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
     mode = LiveBytes()
     for t in list(model.parameters()) + list(model.buffers()):
         mode.track(t)

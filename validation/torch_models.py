@@ -5,14 +5,16 @@
 
 torchvision models come from torchvision itself; GPT-2 comes from gpt2_reference.py, our own
 re-creation of Hugging Face transformers' GPT2LMHeadModel forward (transformers is not a Debian
-package here).
+package here); LeRobot's ACT and Diffusion Policy from lerobot_reference.py, likewise ours.
 """
 import torch
 import torch.nn.functional as F
 import torchvision
 
 import gpt2_reference
+import lerobot_reference
 
+POLICIES = ["act", "diffusion"]
 TORCHVISION = [
     "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
     "vgg11", "vgg13", "vgg16", "vgg19", "vgg11_bn", "vgg13_bn", "vgg16_bn", "vgg19_bn",
@@ -23,14 +25,19 @@ TORCHVISION = [
 class Case:
     """A model with its batch and loss: call loss() to run forward and loss."""
 
-    def __init__(self, model, inputs, targets, loss_fn):
+    def __init__(self, model, inputs, targets, loss_fn, make_batch=None, preset_optimizer=None):
         self.model, self.inputs, self.targets, self.loss_fn = model, inputs, targets, loss_fn
+        self.make_batch = make_batch  # a fresh (inputs, targets), for training_peak
+        self.preset_optimizer = preset_optimizer  # the model's own training recipe, if any
 
     def loss(self):
         return self.loss_fn(self.model(*self.inputs), *self.targets)
 
     def batch_tensors(self):
-        return list(self.inputs) + list(self.targets)
+        out = []
+        for t in list(self.inputs) + list(self.targets):
+            out += list(t.values()) if isinstance(t, dict) else [t]
+        return out
 
 
 def build(name, batch=1, image=(3, 224, 224), seq_len=None, sets=None):
@@ -48,6 +55,13 @@ def build(name, batch=1, image=(3, 224, 224), seq_len=None, sets=None):
         x = torch.randn(batch, *image)
         y = torch.randint(0, model_classes(model), (batch,))
         return Case(model, [x], [y], F.cross_entropy)
+    if name in POLICIES:
+        # A LeRobot policy takes the batch dict and returns its loss.
+        policy, make_policy_batch = lerobot_reference.build(name, batch, sets)
+        return Case(policy, [make_policy_batch()], [], lambda loss: loss,
+                    make_batch=lambda: ([make_policy_batch()], []),
+                    preset_optimizer=lambda: lerobot_reference.preset_optimizer(
+                        name, policy.optimizer_groups()))
     if name.startswith("gpt2"):
         model = gpt2_reference.GPT2LMHeadModel(gpt2_reference.config(name, sets))
         model.train()

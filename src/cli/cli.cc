@@ -16,6 +16,8 @@ struct Command {
 constexpr Command kCommands[] = {
     {"estimate", "peak GPU memory of training: allocated, reserved, device used, breakdown",
      setup_estimate},
+    {"compare", "several models side by side: parameters, activations, peak, what dominates",
+     setup_compare},
     {"summary", "per-module table: output shape, parameters, bytes kept for backward",
      setup_summary},
     {"models", "list the model zoo with each model's --set keys", setup_models},

@@ -95,6 +95,52 @@ TEST(Cli, EstimateTextAndTimeline) {
   EXPECT_GT(rows, 100);
 }
 
+TEST(Cli, CompareRunsEachModelWithItsOwnOptions) {
+  // --gpu before the first --model applies to both; each model has its own batch.
+  const CliRun r = run({"compare", "--gpu", "rtx4090", "--model", "act", "--batch", "4", "--set",
+                        "cameras=320x240", "--model", "diffusion", "--batch", "8", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto models = nlohmann::json::parse(r.out)["models"];
+  ASSERT_EQ(models.size(), 2U);
+  EXPECT_EQ(models[0]["model"], "act");
+  EXPECT_EQ(models[0]["batch"], 4);
+  EXPECT_EQ(models[0]["sets"]["cameras"], "320x240");
+  EXPECT_EQ(models[1]["batch"], 8);
+  EXPECT_EQ(models[1]["optimizer"], "adam");  // Diffusion's preset
+  for (const auto& m : models) {
+    EXPECT_EQ(m["gpu"]["name"], "rtx4090");
+    int64_t params = 0, kept = 0;
+    for (const auto& b : m["blocks"]) {
+      params += b["parameters"].get<int64_t>();
+      kept += b["kept_bytes_per_sample"].get<int64_t>();
+    }
+    EXPECT_EQ(params, m["parameters"].get<int64_t>());
+    EXPECT_EQ(kept, m["activation_bytes_per_sample"].get<int64_t>());
+    EXPECT_TRUE(m.contains("dominant"));
+  }
+  EXPECT_GT(models[0]["attention_bytes_per_sample"].get<int64_t>(), 0);
+  EXPECT_EQ(models[1]["attention_bytes_per_sample"].get<int64_t>(), 0);
+  // The same per-model figures as estimate gives on its own.
+  const CliRun alone =
+      run({"estimate", "--model", "diffusion", "--batch", "8", "--gpu", "rtx4090", "--json"});
+  ASSERT_EQ(alone.code, 0) << alone.err;
+  EXPECT_EQ(models[1]["peak_reserved_bytes"],
+            nlohmann::json::parse(alone.out)["peak_reserved_bytes"]);
+  // A model's own value wins over the shared one.
+  const CliRun over = run({"compare", "--batch", "2", "--model", "resnet18", "--model", "resnet18",
+                           "--batch", "3", "--json"});
+  ASSERT_EQ(over.code, 0) << over.err;
+  EXPECT_EQ(nlohmann::json::parse(over.out)["models"][0]["batch"], 2);
+  EXPECT_EQ(nlohmann::json::parse(over.out)["models"][1]["batch"], 3);
+  const CliRun text = run({"compare", "--model", "act", "--model", "diffusion"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  for (const char* row : {"parameters", "kept per sample", "attention matrices", "peak allocated",
+                          "peak reserved", "peak in", "dominated by", "encoder_tokens 302"}) {
+    EXPECT_NE(text.out.find(row), std::string::npos) << row;
+  }
+  EXPECT_NE(run({"compare", "--help"}).out.find("--set"), std::string::npos);
+}
+
 TEST(Cli, GpusListsTheCatalog) {
   const CliRun r = run({"gpus"});
   ASSERT_EQ(r.code, 0);
@@ -138,6 +184,12 @@ TEST(Cli, BadInputIsOneLineWithAHintAndExitCode2) {
       {"estimate", "--model", "resnet50", "--optimizer-impl", "vectorized"},
       {"estimate", "--model", "resnet50", "--checkpoint", "encoder.*"},
       {"estimate", "--model", "resnet50", "--grad-accum", "0"},
+      {"compare", "--model", "resnet50"},
+      {"compare", "--batch", "2"},
+      {"compare", "--model", "resnet50", "--model", "resnt50"},
+      {"compare", "--model", "resnet50", "--bogus", "--model", "act"},
+      {"compare", "--model", "act", "--set", "cameras=wide", "--model", "diffusion"},
+      {"compare", "--model", "resnet18", "--model", "resnet18", "--device-profile", "cpu"},
       {"estimate", "--model", "resnet50", "--max-split-size", "8MiB"},
       {"estimate", "--model", "resnet50", "--device-profile", "cpu", "--gpu", "t4"},
       {"estimate", "--model", "resnet50", "--device-profile", "cpu", "--optimizer-impl", "fused"},

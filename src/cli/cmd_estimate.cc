@@ -6,9 +6,7 @@
 #include <memory>
 
 #include "cli/cli.h"
-#include "cli/model_source.h"
-#include "cli/training_options.h"
-#include "report/estimate_report.h"
+#include "cli/pipeline.h"
 
 namespace trainfit {
 namespace {
@@ -23,25 +21,9 @@ struct EstimateOptionsFlags {
 };
 
 int run_estimate(const EstimateOptionsFlags& o, std::ostream& out, std::ostream& err) {
-  Result<ModelRequest> request = to_request(o.source);
-  if (!request.ok()) return report_error(err, request.status());
-  const KernelTarget target = request->options.target;
-  Result<TrainingConfig> training = to_training_config(o.training, target);
-  if (!training.ok()) return report_error(err, training.status());
-  Result<DeviceProfile> device = to_device_profile(o.device, target);
-  if (!device.ok()) return report_error(err, device.status());
-  Result<AllocatorConfig> allocator = to_allocator_config(o.device);
-  if (!allocator.ok()) return report_error(err, allocator.status());
-  Result<Graph> graph = build_model(*request);
-  if (!graph.ok()) return report_error(err, graph.status());
-  EstimateOptions options;
-  options.training = *training;
-  options.device = *device;
-  options.allocator = *allocator;
-  options.timeline = !o.timeline.empty();
-  options.explain = o.explain;
-  Result<Estimate> e = estimate(*graph, options);
-  if (!e.ok()) return report_error(err, e.status());
+  Result<EstimateRun> run = run_pipeline(o.source, o.training, o.device,
+                                         {.timeline = !o.timeline.empty(), .explain = o.explain});
+  if (!run.ok()) return report_error(err, run.status());
   if (!o.timeline.empty()) {
     std::ofstream f(o.timeline);
     if (!f) {
@@ -49,20 +31,12 @@ int run_estimate(const EstimateOptionsFlags& o, std::ostream& out, std::ostream&
                           invalid_argument(fmt::format("cannot write --timeline '{}'", o.timeline),
                                            "check that its folder exists and is writable"));
     }
-    f << timeline_csv(*graph, *e);
+    f << timeline_csv(run->graph, run->estimate);
   }
-  EstimateHeader h;
-  h.model = request->name;
-  h.batch = request->batch;
-  h.precision = request->options.precision;
-  h.optimizer = training->optimizer;
-  h.resolved_impl = resolve_optimizer_impl(training->optimizer.impl, target);
-  h.device = *device;
-  h.training = *training;
   if (o.json) {
-    out << estimate_json(h, *e).dump(2) << '\n';
+    out << estimate_json(run->header, run->estimate).dump(2) << '\n';
   } else {
-    out << estimate_text(h, *e);
+    out << estimate_text(run->header, run->estimate);
   }
   return kExitOk;
 }

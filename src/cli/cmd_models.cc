@@ -11,8 +11,19 @@ namespace trainfit {
 namespace {
 
 std::string default_input(const ModelSpec& m) {
-  if (m.input == InputKind::kImage) return fmt::format("--input {}", shape_string(m.default_input));
-  return fmt::format("--seq-len {}", m.default_seq_len);
+  switch (m.input) {
+    case InputKind::kImage:
+      return fmt::format("default --input {}", shape_string(m.default_input));
+    case InputKind::kSequence:
+      return fmt::format("default --seq-len {}", m.default_seq_len);
+    case InputKind::kConfigured:
+      return "inputs from the --set keys";
+  }
+  return "";
+}
+
+std::string default_text(const SetKey& k) {
+  return k.default_doc.empty() ? attr_value_string(k.default_value) : k.default_doc;
 }
 
 int run_models(bool json, std::ostream& out) {
@@ -23,16 +34,19 @@ int run_models(bool json, std::ostream& out) {
       for (const SetKey& k : m.keys) {
         nlohmann::json key{{"name", k.name},
                            {"type", attr_kind_name(k.kind)},
-                           {"default", attr_value_string(k.default_value)},
+                           {"default", default_text(k)},
                            {"doc", k.doc}};
         if (!k.choices.empty()) key["choices"] = k.choices;
         keys.push_back(std::move(key));
       }
       nlohmann::json entry{{"name", m.name}, {"family", m.family}, {"doc", m.doc}, {"keys", keys}};
-      if (m.input == InputKind::kImage)
-        entry["default_input"] = m.default_input;
-      else
-        entry["default_seq_len"] = m.default_seq_len;
+      if (m.input == InputKind::kImage) entry["default_input"] = m.default_input;
+      if (m.input == InputKind::kSequence) entry["default_seq_len"] = m.default_seq_len;
+      if (m.optimizer) {
+        entry["optimizer_preset"] = {{"optimizer", optimizer_name(m.optimizer->kind)},
+                                     {"weight_decay", m.optimizer->weight_decay},
+                                     {"doc", m.optimizer->doc}};
+      }
       j.push_back(std::move(entry));
     }
     out << nlohmann::json{{"models", j}}.dump(2) << '\n';
@@ -45,15 +59,15 @@ int run_models(bool json, std::ostream& out) {
       out << '\n' << family << '\n';
     }
     out << fmt::format("  {:<14} {}\n", m.name, m.doc);
-    out << fmt::format("  {:<14} default {}", "", default_input(m));
+    out << fmt::format("  {:<14} {}", "", default_input(m));
     if (!m.keys.empty()) out << "; --set keys:";
     out << '\n';
     for (const SetKey& k : m.keys) {
       std::string choices;
       if (!k.choices.empty()) choices = fmt::format(" [{}]", fmt::join(k.choices, "|"));
-      out << fmt::format("  {:<14}   {}={}{}  {}\n", "", k.name, attr_value_string(k.default_value),
-                         choices, k.doc);
+      out << fmt::format("  {:<14}   {}={}{}  {}\n", "", k.name, default_text(k), choices, k.doc);
     }
+    if (m.optimizer) out << fmt::format("  {:<14} optimizer: {}\n", "", m.optimizer->doc);
   }
   return kExitOk;
 }

@@ -5,8 +5,9 @@
 namespace trainfit {
 
 void add_training_flags(CLI::App& app, TrainingFlags& f) {
-  app.add_option("--optimizer", f.optimizer, "sgd | momentum (SGD, momentum 0.9) | adam | adamw")
-      ->capture_default_str();
+  app.add_option("--optimizer", f.optimizer,
+                 "sgd | momentum (SGD, momentum 0.9) | adam | adamw; default: the model's "
+                 "training preset (LeRobot's ACT: adamw, Diffusion: adam), else adamw");
   app.add_option(
          "--optimizer-impl", f.optimizer_impl,
          "default (PyTorch's choice: foreach on CUDA, for-loop on CPU) | foreach | fused | loop")
@@ -33,19 +34,25 @@ void add_device_flags(CLI::App& app, DeviceFlags& f) {
                  "model PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb (e.g. 128MiB)");
 }
 
-Result<TrainingConfig> to_training_config(const TrainingFlags& f, const KernelTarget& target) {
+Result<TrainingConfig> to_training_config(const TrainingFlags& f, const KernelTarget& target,
+                                          const ModelSpec* model) {
   TrainingConfig c;
-  if (f.optimizer == "sgd")
-    c.optimizer.kind = OptimizerKind::kSgd;
-  else if (f.optimizer == "momentum")
-    c.optimizer.kind = OptimizerKind::kMomentum;
-  else if (f.optimizer == "adam")
-    c.optimizer.kind = OptimizerKind::kAdam;
-  else if (f.optimizer == "adamw")
+  const bool preset = f.optimizer.empty() && model != nullptr && model->optimizer.has_value();
+  if (preset) {
+    c.optimizer.kind = model->optimizer->kind;
+    c.optimizer.preset = model->optimizer->doc;
+  } else if (f.optimizer.empty() || f.optimizer == "adamw") {
     c.optimizer.kind = OptimizerKind::kAdamW;
-  else
+  } else if (f.optimizer == "sgd") {
+    c.optimizer.kind = OptimizerKind::kSgd;
+  } else if (f.optimizer == "momentum") {
+    c.optimizer.kind = OptimizerKind::kMomentum;
+  } else if (f.optimizer == "adam") {
+    c.optimizer.kind = OptimizerKind::kAdam;
+  } else {
     return invalid_argument(fmt::format("unknown --optimizer '{}'", f.optimizer),
                             "use sgd, momentum, adam or adamw");
+  }
   if (f.optimizer_impl == "default")
     c.optimizer.impl = OptimizerImpl::kDefault;
   else if (f.optimizer_impl == "foreach")
@@ -68,6 +75,7 @@ Result<TrainingConfig> to_training_config(const TrainingFlags& f, const KernelTa
     return invalid_argument("--weight-decay must be >= 0", "for example --weight-decay 0.01");
   }
   c.optimizer.weight_decay = f.weight_decay;
+  if (preset && f.weight_decay == -1) c.optimizer.weight_decay = model->optimizer->weight_decay;
   if (f.grad_accum < 1)
     return invalid_argument("--grad-accum must be at least 1", "use --grad-accum 1 or more");
   c.grad_accum = f.grad_accum;

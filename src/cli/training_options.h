@@ -3,7 +3,7 @@
 //
 //   TrainingFlags t; DeviceFlags d;
 //   add_training_flags(app, t); add_device_flags(app, d);
-//   Result<TrainingConfig> cfg = to_training_config(t, target);
+//   Result<TrainingConfig> cfg = to_training_config(t, target, find_model(name));
 //   Result<DeviceProfile> dev = to_device_profile(d, target);
 #pragma once
 
@@ -13,11 +13,12 @@
 
 #include "core/allocator.h"
 #include "core/estimate.h"
+#include "zoo/zoo.h"
 
 namespace trainfit {
 
 struct TrainingFlags {
-  std::string optimizer = "adamw";
+  std::string optimizer;  // empty: the model's preset, else adamw
   std::string optimizer_impl = "default";
   double weight_decay = -1;
   std::vector<std::string> checkpoint;
@@ -34,7 +35,10 @@ struct DeviceFlags {
 
 void add_training_flags(CLI::App& app, TrainingFlags& flags);
 void add_device_flags(CLI::App& app, DeviceFlags& flags);
-Result<TrainingConfig> to_training_config(const TrainingFlags& flags, const KernelTarget& target);
+// Without --optimizer, the model's own training preset when it has one (LeRobot's policies),
+// else AdamW.
+Result<TrainingConfig> to_training_config(const TrainingFlags& flags, const KernelTarget& target,
+                                          const ModelSpec* model = nullptr);
 Result<DeviceProfile> to_device_profile(const DeviceFlags& flags, const KernelTarget& target);
 Result<AllocatorConfig> to_allocator_config(const DeviceFlags& flags);
 

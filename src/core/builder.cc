@@ -225,6 +225,8 @@ ValueId GraphBuilder::autocast_input(ValueId input, Autocast policy, DType wides
     autocast_cache_.emplace(input, outs[0]);
     graph_.autocast_cached.push_back(outs[0]);
   }
+  // A cast is what it was cast from (a bf16 copy of attention probabilities is one too).
+  if (ok()) graph_.values[static_cast<size_t>(outs[0])].role = value(input).role;
   return outs[0];
 }
 
@@ -419,6 +421,26 @@ void GraphBuilder::set_loss(ValueId loss) {
   graph_.loss = loss;
 }
 
+void GraphBuilder::fact(std::string key, int64_t value, std::string text) {
+  if (!ok()) return;
+  graph_.facts.push_back({std::move(key), value, std::move(text)});
+}
+
+void GraphBuilder::param_group(std::string prefix, int group) {
+  param_groups_.emplace_back(std::move(prefix), group);
+}
+
+void GraphBuilder::param_order(std::vector<std::string> prefixes) {
+  param_order_ = std::move(prefixes);
+}
+
+void GraphBuilder::mark_outputs_since(NodeId first, ValueRole role) {
+  if (!ok()) return;
+  for (size_t n = static_cast<size_t>(first); n < graph_.nodes.size(); ++n) {
+    for (ValueId o : graph_.nodes[n].outputs) graph_.values[static_cast<size_t>(o)].role = role;
+  }
+}
+
 Result<Graph> GraphBuilder::finish() && {
   TF_CHECK(open_.empty() || !ok()) << "finish() with open modules";
   if (!ok()) return status_;
@@ -430,6 +452,21 @@ Result<Graph> GraphBuilder::finish() && {
           fmt::format("--freeze '{}' matches no parameter of {}", prefix, graph_.model),
           "parameter names are module paths such as 'layer1.0.conv1.weight'; "
           "trainfit summary lists the modules");
+    }
+  }
+  if (!param_order_.empty()) {
+    const auto rank = [&](const Param& p) {
+      for (size_t i = 0; i < param_order_.size(); ++i) {
+        if (path_matches(p.name, param_order_[i])) return i;
+      }
+      return param_order_.size();
+    };
+    std::stable_sort(graph_.params.begin(), graph_.params.end(),
+                     [&](const Param& a, const Param& b) { return rank(a) < rank(b); });
+  }
+  for (Param& p : graph_.params) {
+    for (const auto& [prefix, group] : param_groups_) {
+      if (path_matches(p.name, prefix)) p.group = group;
     }
   }
   // Nodes whose outputs reach the loss keep their saved tensors until backward; the others

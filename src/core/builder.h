@@ -82,6 +82,18 @@ class GraphBuilder {
   [[nodiscard]] Scope module(std::string_view name, std::string_view type);
 
   void set_loss(ValueId loss);
+  // A derived number users ask about (graph.h GraphFact).
+  void fact(std::string key, int64_t value, std::string text);
+  // Parameters whose names fall under `prefix` go to optimizer group `group` (LeRobot ACT's
+  // backbone group). Applied at finish(); later rules win.
+  void param_group(std::string prefix, int group);
+  // Orders Graph::params as the model's __init__ registers them, which is the order
+  // model.parameters() and so the optimizer see: by the first prefix that matches, then in
+  // creation order. Without it, parameters keep the order the forward pass creates them in.
+  void param_order(std::vector<std::string> prefixes);
+  // Gives every output of the nodes made since `first` the role `role`.
+  void mark_outputs_since(NodeId first, ValueRole role);
+  NodeId node_count() const { return static_cast<NodeId>(graph_.nodes.size()); }
   const Value& value(ValueId id) const { return graph_.value(id); }
   const Dims& shape(ValueId id) const { return value(id).shape; }
   int64_t dim(ValueId id, int64_t d) const;
@@ -110,6 +122,8 @@ class GraphBuilder {
   std::vector<OpenModule> open_;
   std::unordered_map<std::string, ValueId> param_by_name_;
   std::unordered_map<ValueId, ValueId> autocast_cache_;  // fp32 parameter -> its cached cast
+  std::vector<std::pair<std::string, int>> param_groups_;
+  std::vector<std::string> param_order_;
 };
 
 // Does `name` fall under `prefix` ("layer1" covers "layer1.0.conv1.weight", not "layer10...")?

@@ -12,14 +12,6 @@
 namespace trainfit {
 namespace {
 
-// The ancestor at depth <= 1 ("layer2", "encoder", "loss") of a module.
-ModuleId top_module(const Graph& g, ModuleId m) {
-  while (m != kNone && g.modules[static_cast<size_t>(m)].depth > 1) {
-    m = g.modules[static_cast<size_t>(m)].parent;
-  }
-  return m;
-}
-
 Moment moment_of(const Graph& g, const Event& e) {
   Moment m;
   m.phase = e.phase;
@@ -150,12 +142,14 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   }
   TF_ASSIGN_OR_RETURN(EventList list, lower_training_step(g, options.training, lowering));
 
-  // Activation bytes at the peak are reported per top-level module.
+  // Activation bytes at the peak are reported per block (graph.h module_blocks).
+  const std::vector<ModuleId> blocks = module_blocks(g);
   std::vector<ModuleId> slot_modules;
   std::vector<int> slot_of_buffer(list.buffers.size(), 0);
   slot_modules.push_back(kNone);
   for (size_t i = 0; i < list.buffers.size(); ++i) {
-    const ModuleId top = top_module(g, list.buffers[i].module);
+    const ModuleId m = list.buffers[i].module;
+    const ModuleId top = m == kNone ? kNone : blocks[static_cast<size_t>(m)];
     auto it = std::find(slot_modules.begin(), slot_modules.end(), top);
     if (it == slot_modules.end()) {
       slot_modules.push_back(top);

@@ -55,6 +55,12 @@ struct Storage {
   bool host = false;        // host memory even under CUDA (wrapped Python scalars)
 };
 
+// What a value is, where reports need to know more than its shape.
+enum class ValueRole : uint8_t {
+  kOrdinary,
+  kAttentionMatrix,  // (.., L, S) attention scores or probabilities, and their dropout mask
+};
+
 struct Value {
   Dims shape;
   Dims strides;
@@ -62,6 +68,7 @@ struct Value {
   StorageId storage = kNone;
   NodeId producer = kNone;
   bool requires_grad = false;
+  ValueRole role = ValueRole::kOrdinary;
 };
 
 struct Param {
@@ -70,6 +77,7 @@ struct Param {
   ModuleId module = kNone;
   bool trainable = true;
   bool buffer = false;  // running stats and other non-parameter state
+  int group = 0;        // the optimizer parameter group it belongs to
 };
 
 struct Node {
@@ -94,6 +102,14 @@ struct Module {
   NodeId end_node = 0;  // one past the last node run inside it (children included)
 };
 
+// A number a model derives from its configuration that users ask about (ACT's encoder
+// sequence length), shown by summary and estimate.
+struct GraphFact {
+  std::string key;  // "encoder_tokens"
+  int64_t value = 0;
+  std::string text;  // how it is made up: "1 latent + 1 state + 240 + 300 + 300 image tokens"
+};
+
 struct Graph {
   std::string model;
   KernelTarget target;
@@ -109,6 +125,7 @@ struct Graph {
   std::vector<bool> on_loss_path;  // per node: some output reaches the loss
   // Low-precision weight copies that torch.autocast caches until the autocast region ends.
   std::vector<ValueId> autocast_cached;
+  std::vector<GraphFact> facts;
 
   const Value& value(ValueId id) const { return values[static_cast<size_t>(id)]; }
   const Storage& storage_of(ValueId id) const {
@@ -116,5 +133,11 @@ struct Graph {
   }
   int64_t batch_size() const;  // first dim of the first input
 };
+
+// Per module, the block a report groups it under: a child of the block root, which is the
+// model's outermost module with more than one child (ResNet's layer1, ACT's model.encoder).
+// The block root and its ancestors are their own block; a top-level module beside the model
+// (a loss) is one too.
+std::vector<ModuleId> module_blocks(const Graph& g);
 
 }  // namespace trainfit

@@ -559,7 +559,8 @@ void Lowerer::optimizer_step(bool first_step) {
   step.grad_scaler = uses_grad_scaler();
   for (size_t p = 0; p < g_.params.size(); ++p) {
     if (param_grad_[p] == kNoBuffer) continue;
-    step.params.push_back({static_cast<int32_t>(p), value_bytes(g_.value(g_.params[p].value))});
+    step.params.push_back(
+        {static_cast<int32_t>(p), value_bytes(g_.value(g_.params[p].value)), g_.params[p].group});
   }
   lower_optimizer_step(step, *this);
 }

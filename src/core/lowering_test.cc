@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "core/builder.h"
+#include "core/optimizer_step.h"
 #include "zoo/zoo.h"
 
 namespace trainfit {
@@ -210,6 +212,65 @@ TEST(Lowering, CublasWorkspacesAppearOncePerDirection) {
       ++workspaces;
   }
   EXPECT_EQ(workspaces, 2);
+}
+
+}  // namespace
+}  // namespace trainfit
+
+namespace trainfit {
+namespace {
+
+// Records the largest number of temporary bytes alive at once during an optimizer step.
+class TemporaryPeak : public EventSink {
+ public:
+  int32_t alloc(int64_t bytes, Category category, bool, int32_t) override {
+    sizes_.push_back(category == Category::kTemporary ? bytes : 0);
+    live_ += sizes_.back();
+    peak_ = std::max(peak_, live_);
+    return static_cast<int32_t>(sizes_.size() - 1);
+  }
+  void release(int32_t buffer) override { live_ -= sizes_[static_cast<size_t>(buffer)]; }
+  int64_t peak() const { return peak_; }
+
+ private:
+  std::vector<int64_t> sizes_;
+  int64_t live_ = 0;
+  int64_t peak_ = 0;
+};
+
+// Optimizer.step runs each parameter group on its own: a foreach list temporary spans one
+// group (LeRobot ACT's backbone group), not every parameter.
+TEST(Lowering, ForeachTemporariesSpanOneParameterGroup) {
+  OptimizerStep step;
+  step.optimizer.kind = OptimizerKind::kAdam;
+  step.optimizer.impl = OptimizerImpl::kForeach;
+  step.optimizer.weight_decay = 1e-6;  // a gradient copy per parameter, then the sqrt list
+  step.target = kCuda;
+  step.params = {{0, 1000, 0}, {1, 3000, 1}, {2, 500, 0}};
+  TemporaryPeak grouped;
+  lower_optimizer_step(step, grouped);
+  EXPECT_EQ(grouped.peak(), 3000);
+  for (StepParam& p : step.params) p.group = 0;
+  TemporaryPeak one;
+  lower_optimizer_step(step, one);
+  EXPECT_EQ(one.peak(), 4500);
+}
+
+TEST(Graph, ModuleBlocksGroupUnderTheOutermostBranchingModule) {
+  ModelRequest r;
+  r.name = "act";
+  const Result<Graph> g = build_model(r);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const std::vector<ModuleId> blocks = module_blocks(*g);
+  std::map<std::string, std::string> block_of;
+  for (size_t m = 0; m < g->modules.size(); ++m) {
+    block_of[g->modules[m].path] = g->modules[static_cast<size_t>(blocks[m])].path;
+  }
+  EXPECT_EQ(block_of["model.encoder.layers.0.self_attn"], "model.encoder");
+  EXPECT_EQ(block_of["model.backbone.layer4.1.conv2"], "model.backbone");
+  EXPECT_EQ(block_of["model.action_head"], "model.action_head");
+  EXPECT_EQ(block_of["model"], "model");  // the block root is its own block
+  EXPECT_EQ(block_of[""], "model");
 }
 
 }  // namespace

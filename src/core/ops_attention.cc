@@ -70,6 +70,7 @@ std::vector<ValueId> sdpa_math(GraphBuilder& b, std::span<const ValueId> in, con
   const ValueId qs = b.call1("mul_scalar", {q}, {{"value", factor}});
   const ValueId kt = b.call1("transpose", {k}, {{"dim0", int64_t{-2}}, {"dim1", int64_t{-1}}});
   const ValueId ks = b.call1("mul_scalar", {kt}, {{"value", factor}});
+  const NodeId scores_from = b.node_count();
   ValueId attn = b.call1("matmul", {qs, ks});
   ValueId mask = in.size() > 3 ? in[3] : kNone;
   if (attrs.get_bool("is_causal")) {
@@ -84,6 +85,7 @@ std::vector<ValueId> sdpa_math(GraphBuilder& b, std::span<const ValueId> in, con
   if (attrs.get_float("dropout_p") > 0) {
     attn = b.call1("dropout", {attn}, {{"p", attrs.get_float("dropout_p")}});
   }
+  b.mark_outputs_since(scores_from, ValueRole::kAttentionMatrix);
   ValueId out = b.call1("matmul", {attn, v});
   if (upcast) out = b.call1("to_copy", {out}, {{"dtype", std::string(dtype_name(origin))}});
   return {out};
@@ -339,10 +341,12 @@ std::vector<ValueId> mha_decompose(GraphBuilder& b, std::span<const ValueId> in,
     const ValueId scaled = torch2 ? b.call1("mul_scalar", {q}, {{"value", 1.0 / root}})
                                   : b.call1("div_scalar", {q}, {{"value", root}});
     const ValueId kt = b.call1("transpose", {k}, {{"dim0", int64_t{-2}}, {"dim1", int64_t{-1}}});
+    const NodeId scores_from = b.node_count();
     ValueId attn =
         mask != kNone ? b.call1("baddbmm", {mask, scaled, kt}) : b.call1("bmm", {scaled, kt});
     attn = b.call1("softmax", {attn}, {{"dim", int64_t{-1}}});
     if (dropout > 0) attn = b.call1("dropout", {attn}, {{"p", dropout}});
+    b.mark_outputs_since(scores_from, ValueRole::kAttentionMatrix);
     out = b.call1("bmm", {attn, v});
     out = b.call1("transpose", {out}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
     if (need_weights) {

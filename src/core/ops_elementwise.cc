@@ -7,6 +7,8 @@
 // Outputs follow TensorIterator's layout rule (shape.h elementwise_output_strides).
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/op_registry.h"
 
 namespace trainfit {
@@ -118,8 +120,19 @@ OpSchema scalar_schema(std::string_view name, std::string_view doc, ScalarKeeps 
   s.attrs = {{value_name, AttrKind::kFloat, std::nullopt, "the Python scalar"},
              {"inplace", AttrKind::kBool, AttrValue{false}, "write into the input"}};
   if (name == "pow_scalar") s.autocast = Autocast::kFp32;
-  s.infer = [keeps](const OpCall& call, std::vector<OutputSpec>& out) {
-    const DType dtype = is_floating(call.in(0).dtype) ? call.in(0).dtype : DType::kFloat32;
+  s.infer = [keeps, name, value_name](const OpCall& call, std::vector<OutputSpec>& out) {
+    // An integer tensor stays integral with an integral scalar (a bool one becomes int64),
+    // except under true division.
+    DType dtype = call.in(0).dtype;
+    if (!is_floating(dtype)) {
+      const double value = call.attrs.get_float(value_name);
+      const bool integral = std::floor(value) == value;
+      if (name == "div_scalar" || !integral) {
+        dtype = DType::kFloat32;
+      } else if (dtype == DType::kBool) {
+        dtype = DType::kInt64;
+      }
+    }
     const size_t operands[] = {0};
     TF_RETURN_IF_ERROR(elementwise_output(call, out, dtype, operands));
     if (keeps == ScalarKeeps::kScalar) {
@@ -180,6 +193,8 @@ void add_elementwise_ops(std::vector<OpSchema>& ops) {
   ops.push_back(scalar_schema("div_scalar", "x / c; keeps c as a 0-dim float64 host tensor",
                               ScalarKeeps::kScalar));
   ops.push_back(scalar_schema("pow_scalar", "x ** c; keeps x", ScalarKeeps::kInput, "exponent"));
+  ops.push_back(
+      scalar_schema("clamp_min", "max(x, c) (clamp_min); keeps x", ScalarKeeps::kInput, "min"));
 
   ops.push_back(
       unary_schema("rsqrt", "1 / sqrt(x); keeps the output", {saved_output(0)}, Autocast::kFp32));
@@ -188,6 +203,21 @@ void add_elementwise_ops(std::vector<OpSchema>& ops) {
   ops.push_back(
       unary_schema("abs", "|x|; keeps the input", {saved_input(0)}, Autocast::kUnchanged));
   ops.push_back(unary_schema("neg", "-x; keeps nothing", {}, Autocast::kUnchanged));
+
+  OpSchema logical_not;
+  logical_not.name = "logical_not";
+  logical_not.family = "elementwise";
+  logical_not.doc = "~x of a bool mask (bitwise_not); no gradient";
+  logical_not.differentiable = false;
+  logical_not.infer = [](const OpCall& call, std::vector<OutputSpec>& out) {
+    const Value& x = call.in(0);
+    if (is_floating(x.dtype)) return invalid_argument("~x needs a bool or integer tensor");
+    out.push_back(OutputSpec::aux(x.shape, x.dtype));
+    return Status();
+  };
+  logical_not.saved = [](const OpCall&) { return SavedList{}; };
+  logical_not.workspace = no_workspace;
+  ops.push_back(std::move(logical_not));
 
   OpSchema where;
   where.name = "where";

@@ -27,7 +27,8 @@ Status reduce_infer(const OpCall& call, std::vector<OutputSpec>& out) {
     else if (keepdim)
       shape.push_back(1);
   }
-  DType dtype = x.dtype;
+  // Summing a bool or integer tensor accumulates in int64.
+  DType dtype = is_floating(x.dtype) ? x.dtype : DType::kInt64;
   if (const std::string& name = call.attrs.get_string("dtype"); !name.empty()) {
     const auto d = parse_dtype(name);
     if (!d) return invalid_argument(fmt::format("unknown dtype '{}'", name));

@@ -1,5 +1,5 @@
 // Shape ops: views that share storage (view, permute, transpose, expand, select, slice,
-// unsqueeze, squeeze, unflatten, chunk, split), ops that copy only when they must (reshape,
+// unsqueeze, squeeze, unflatten, chunk, split, unbind), ops that copy only when they must (reshape,
 // flatten, contiguous), ops that always allocate (cat, stack), and creation (arange, full).
 //
 // autograd keeps nothing for any of them (derivatives.yaml: views save sizes only; cat and
@@ -15,6 +15,9 @@
 
 namespace trainfit {
 namespace {
+
+// cat and stack take Python lists: ACT stacks one tensor per encoder token.
+constexpr int kMaxListInputs = 1 << 20;
 
 int64_t rank_of(const Value& v) {
   return static_cast<int64_t>(v.shape.size());
@@ -271,6 +274,21 @@ Status split_infer(const OpCall& call, std::vector<OutputSpec>& out) {
   return pieces(x, dim, call.attrs.get_ints("sizes"), out);
 }
 
+// list(x) or x.unbind(dim): one view per index along dim.
+Status unbind_infer(const OpCall& call, std::vector<OutputSpec>& out) {
+  const Value& x = call.in(0);
+  if (x.shape.empty()) return invalid_argument("unbind needs a tensor with at least one dim");
+  TF_ASSIGN_OR_RETURN(int64_t dim, wrap_dim(call.attrs.get_int("dim"), rank_of(x)));
+  Dims shape = x.shape;
+  Dims strides = x.strides;
+  shape.erase(shape.begin() + dim);
+  strides.erase(strides.begin() + dim);
+  for (int64_t i = 0; i < x.shape[static_cast<size_t>(dim)]; ++i) {
+    out.push_back(OutputSpec::alias(0, shape, strides, x.dtype));
+  }
+  return {};
+}
+
 Status cat_infer(const OpCall& call, std::vector<OutputSpec>& out, bool stack) {
   const Value& first = call.in(0);
   const int64_t rank = rank_of(first) + (stack ? 1 : 0);
@@ -395,6 +413,12 @@ void add_shape_ops(std::vector<OpSchema>& ops) {
   new_grad_backward(split);
   ops.push_back(std::move(split));
 
+  OpSchema unbind = shape_schema(
+      "unbind", "one view per index along dim (list(x) iterates this way)", unbind_infer);
+  unbind.attrs = {{"dim", AttrKind::kInt, AttrValue{int64_t{0}}, "dim"}};
+  new_grad_backward(unbind);  // the pieces' gradients are stacked into one new tensor
+  ops.push_back(std::move(unbind));
+
   OpSchema pad =
       shape_schema("pad", "constant padding (F.pad); a new tensor, keeps nothing", pad_infer);
   pad.attrs = {{"pads", AttrKind::kInts, std::nullopt, "(left, right) pairs from the last dim"},
@@ -405,14 +429,14 @@ void add_shape_ops(std::vector<OpSchema>& ops) {
       "cat", "concatenate along dim (a new tensor); keeps nothing",
       [](const OpCall& c, std::vector<OutputSpec>& o) { return cat_infer(c, o, false); });
   cat.attrs = {{"dim", AttrKind::kInt, AttrValue{int64_t{0}}, "dim"}};
-  cat.max_inputs = 1024;
+  cat.max_inputs = kMaxListInputs;
   cat.autocast = Autocast::kPromote;
   ops.push_back(std::move(cat));
   OpSchema stack = shape_schema(
       "stack", "stack along a new dim (a new tensor); keeps nothing",
       [](const OpCall& c, std::vector<OutputSpec>& o) { return cat_infer(c, o, true); });
   stack.attrs = {{"dim", AttrKind::kInt, AttrValue{int64_t{0}}, "dim"}};
-  stack.max_inputs = 1024;
+  stack.max_inputs = kMaxListInputs;
   stack.autocast = Autocast::kPromote;
   ops.push_back(std::move(stack));
 

@@ -1,5 +1,8 @@
 #include "core/optimizer_step.h"
 
+#include <algorithm>
+#include <span>
+
 namespace trainfit {
 namespace {
 
@@ -14,9 +17,9 @@ void release(EventSink& sink, int32_t buffer) {
   if (buffer != kNoBuffer) sink.release(buffer);
 }
 
-// The optimizer's own arithmetic: state at the first step, and the temporaries of the chosen
-// implementation (torch/optim/adam.py, adamw.py, sgd.py).
-void step_math(const OptimizerStep& step, EventSink& sink) {
+// The optimizer's own arithmetic for one parameter group: state at the first step, and the
+// temporaries of the chosen implementation (torch/optim/adam.py, adamw.py, sgd.py).
+void step_group(const OptimizerStep& step, std::span<const StepParam> params, EventSink& sink) {
   const OptimizerConfig& opt = step.optimizer;
   const OptimizerImpl impl = resolve_optimizer_impl(opt.impl, step.target);
   const bool cuda = step.target.device == Device::kCuda;
@@ -35,7 +38,7 @@ void step_math(const OptimizerStep& step, EventSink& sink) {
   if (step.first_step && adam) {
     // Adam._init_group: per parameter a step counter (a host scalar unless fused), exp_avg and
     // exp_avg_sq like the parameter.
-    for (const StepParam& p : step.params) {
+    for (const StepParam& p : params) {
       state(p, 4, impl != OptimizerImpl::kFused && cuda);
       state(p, p.bytes, false);
       state(p, p.bytes, false);
@@ -46,7 +49,7 @@ void step_math(const OptimizerStep& step, EventSink& sink) {
     // alive until the new one exists.
     int32_t prev_decayed = kNoBuffer;
     int32_t prev_denom = kNoBuffer;
-    for (const StepParam& p : step.params) {
+    for (const StepParam& p : params) {
       release(sink, prev_decayed);
       prev_decayed = decay_copies ? temporary(p.bytes) : kNoBuffer;
       if (momentum && step.first_step) state(p, p.bytes, false);  // clone(grad)
@@ -64,22 +67,22 @@ void step_math(const OptimizerStep& step, EventSink& sink) {
   }
   if (impl == OptimizerImpl::kFused) {
     if (momentum && step.first_step) {
-      for (const StepParam& p : step.params) state(p, p.bytes, false);
+      for (const StepParam& p : params) state(p, p.bytes, false);
     }
     return;
   }
   // _multi_tensor_*: list-wide temporaries, one tensor per parameter.
   std::vector<int32_t> list;
   if (decay_copies) {
-    for (const StepParam& p : step.params) list.push_back(temporary(p.bytes));
+    for (const StepParam& p : params) list.push_back(temporary(p.bytes));
   }
   if (momentum && step.first_step) {
-    for (const StepParam& p : step.params) state(p, p.bytes, false);
+    for (const StepParam& p : params) state(p, p.bytes, false);
   }
   if (adam) {
     for (int32_t b : list) release(sink, b);  // `del device_grads`
     list.clear();
-    for (const StepParam& p : step.params) list.push_back(temporary(p.bytes));  // _foreach_sqrt
+    for (const StepParam& p : params) list.push_back(temporary(p.bytes));  // _foreach_sqrt
   }
   for (int32_t b : list) release(sink, b);
 }
@@ -110,7 +113,16 @@ void lower_optimizer_step(const OptimizerStep& step, EventSink& sink) {
     handle = sink.alloc(kRecordFunctionHandleBytes, Category::kTemporary, true, -1);
     sink.release(placeholder);
   }
-  step_math(step, sink);
+  // Optimizer.step runs _init_group and the update group by group (param_groups order).
+  std::vector<StepParam> params = step.params;
+  std::stable_sort(params.begin(), params.end(),
+                   [](const StepParam& a, const StepParam& b) { return a.group < b.group; });
+  for (size_t first = 0; first < params.size();) {
+    size_t end = first;
+    while (end < params.size() && params[end].group == params[first].group) ++end;
+    step_group(step, std::span<const StepParam>(params).subspan(first, end - first), sink);
+    first = end;
+  }
   release(sink, handle);
   for (int32_t b : unscale) sink.release(b);
 }

@@ -22,6 +22,7 @@ OptimizerImpl resolve_optimizer_impl(OptimizerImpl impl, const KernelTarget& tar
 struct StepParam {
   int32_t index = 0;  // into Graph::params
   int64_t bytes = 0;
+  int group = 0;  // its parameter group: groups step one after another
 };
 
 struct OptimizerStep {

@@ -29,6 +29,7 @@ Summary summarize(const Graph& g, const Graph* per_sample) {
   s.batch = g.batch_size();
   s.target = g.target;
   s.precision = g.precision;
+  s.facts = g.facts;
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const ValueId id = g.inputs[i];
     const Value& v = g.value(id);

@@ -51,6 +51,7 @@ struct Summary {
   int64_t activation_bytes = 0;
   int64_t activation_bytes_per_sample = -1;
   std::vector<ModuleRow> modules;
+  std::vector<GraphFact> facts;  // what the model derives from its keys (ACT's encoder tokens)
 };
 
 // `per_sample` is the same model built at batch 1 (may be null).

@@ -28,6 +28,7 @@ struct OptimizerConfig {
   OptimizerImpl impl = OptimizerImpl::kDefault;
   // Negative: the torch default (0 for SGD and Adam, 0.01 for AdamW).
   double weight_decay = -1;
+  std::string preset;  // the model's own recipe this follows ("LeRobot's ACT preset: ..."), if any
 };
 
 struct TrainingConfig {

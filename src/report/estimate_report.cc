@@ -29,6 +29,8 @@ std::string where(const Moment& m) {
 std::string optimizer_line(const EstimateHeader& h) {
   std::string s = fmt::format("{} ({})", optimizer_name(h.optimizer.kind),
                               optimizer_impl_name(h.resolved_impl));
+  if (h.optimizer.weight_decay >= 0)
+    s += fmt::format(", weight_decay {:g}", h.optimizer.weight_decay);
   if (h.training.grad_accum > 1)
     s += fmt::format(", {} micro-batches per step", h.training.grad_accum);
   return s;
@@ -39,8 +41,10 @@ std::string optimizer_line(const EstimateHeader& h) {
 std::string estimate_text(const EstimateHeader& h, const Estimate& e) {
   const bool cuda = h.device.target.device == Device::kCuda;
   std::string out =
-      fmt::format("{}, batch {}, {}, {}\n{}\n\n", h.model, h.batch, precision_name(h.precision),
+      fmt::format("{}, batch {}, {}, {}\n{}\n", h.model, h.batch, precision_name(h.precision),
                   optimizer_line(h), device_line(h.device));
+  if (!h.optimizer.preset.empty()) out += fmt::format("optimizer: {}\n", h.optimizer.preset);
+  out += '\n';
   auto line = [&](std::string_view label, int64_t bytes, std::string_view note) {
     std::string l = fmt::format("  {:<20}{:>10}  {}", label, format_bytes(bytes), note);
     while (l.back() == ' ') l.pop_back();
@@ -85,8 +89,11 @@ std::string estimate_text(const EstimateHeader& h, const Estimate& e) {
     total += bytes;
     line(label, bytes, "");
     if (c == Category::kActivation) {
-      for (const ModuleBytes& m : e.activations_by_module) {
-        out += fmt::format("    {:<18}{:>10}\n", m.module, format_bytes(m.bytes));
+      const std::vector<ModuleBytes> shown = largest_first(e.activations_by_module);
+      size_t width = 18;
+      for (const ModuleBytes& m : shown) width = std::max(width, m.module.size() + 2);
+      for (const ModuleBytes& m : shown) {
+        out += fmt::format("    {:<{}}{:>10}\n", m.module, width, format_bytes(m.bytes));
       }
     }
   }
@@ -117,6 +124,8 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
   j["precision"] = precision_name(h.precision);
   j["optimizer"] = optimizer_name(h.optimizer.kind);
   j["optimizer_impl"] = optimizer_impl_name(h.resolved_impl);
+  if (h.optimizer.weight_decay >= 0) j["weight_decay"] = h.optimizer.weight_decay;
+  if (!h.optimizer.preset.empty()) j["optimizer_preset"] = h.optimizer.preset;
   j["grad_accum"] = h.training.grad_accum;
   j["checkpoint"] = h.training.checkpoint;
   j["device_profile"] = profile_name(h.device.target);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -37,6 +38,31 @@ std::string format_count(int64_t n) {
     out += digits[i];
   }
   return n < 0 ? "-" + out : out;
+}
+
+std::vector<ModuleBytes> largest_first(std::vector<ModuleBytes> rows, double share) {
+  int64_t total = 0;
+  for (const ModuleBytes& r : rows) total += r.bytes;
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const ModuleBytes& a, const ModuleBytes& b) { return a.bytes > b.bytes; });
+  std::vector<ModuleBytes> out;
+  ModuleBytes other{"", 0};
+  int folded = 0;
+  for (ModuleBytes& r : rows) {
+    if (static_cast<double>(r.bytes) >= share * static_cast<double>(total)) {
+      out.push_back(std::move(r));
+    } else {
+      other.bytes += r.bytes;
+      ++folded;
+    }
+  }
+  if (folded == 1) {
+    out.push_back(std::move(rows.back()));
+  } else if (folded > 1) {
+    other.module = fmt::format("other ({} modules)", folded);
+    out.push_back(std::move(other));
+  }
+  return out;
 }
 
 }  // namespace trainfit

@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "core/estimate.h"
 
 namespace trainfit {
 
@@ -12,5 +15,9 @@ namespace trainfit {
 std::string format_bytes(int64_t bytes);
 // Thousands separators: "25,557,032".
 std::string format_count(int64_t n);
+
+// Largest first; the rows under `share` of their total fold into one "other (N modules)" row,
+// so a report shows what matters at a glance.
+std::vector<ModuleBytes> largest_first(std::vector<ModuleBytes> rows, double share = 0.01);
 
 }  // namespace trainfit

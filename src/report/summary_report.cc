@@ -74,6 +74,9 @@ std::string summary_text(const Summary& s, int max_depth) {
   }
   out += fmt::format("Kept for backward:  {} at batch {}{}\n", format_bytes(s.activation_bytes),
                      s.batch, per_sample);
+  for (const GraphFact& f : s.facts) {
+    out += fmt::format("{:<20}{} ({})\n", f.key + ":", format_count(f.value), f.text);
+  }
   return out;
 }
 
@@ -96,6 +99,8 @@ nlohmann::json summary_json(const Summary& s, int max_depth) {
   j["input_bytes"] = s.input_bytes;
   j["activation_bytes"] = s.activation_bytes;
   j["activation_bytes_per_sample"] = s.activation_bytes_per_sample;
+  j["facts"] = nlohmann::json::object();
+  for (const GraphFact& f : s.facts) j["facts"][f.key] = {{"value", f.value}, {"text", f.text}};
   j["modules"] = nlohmann::json::array();
   for (const ModuleRow& m : s.modules) {
     if (max_depth >= 0 && m.depth > max_depth) continue;

@@ -27,12 +27,20 @@ ValueId conv2d(GraphBuilder& b, std::string_view name, ValueId x, const Conv& c)
   return op_module(b, name, "Conv2d", "conv2d", {x}, conv_attrs(c));
 }
 
+ValueId conv_transpose1d(GraphBuilder& b, std::string_view name, ValueId x, const Conv& c) {
+  return op_module(b, name, "ConvTranspose1d", "conv_transpose1d", {x}, conv_attrs(c));
+}
+
 ValueId batch_norm2d(GraphBuilder& b, std::string_view name, ValueId x) {
   return op_module(b, name, "BatchNorm2d", "batch_norm", {x});
 }
 
 ValueId frozen_batch_norm2d(GraphBuilder& b, std::string_view name, ValueId x) {
   return op_module(b, name, "FrozenBatchNorm2d", "frozen_batch_norm", {x});
+}
+
+ValueId group_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t groups, double eps) {
+  return op_module(b, name, "GroupNorm", "group_norm", {x}, {{"num_groups", groups}, {"eps", eps}});
 }
 
 ValueId layer_norm(GraphBuilder& b, std::string_view name, ValueId x, double eps) {
@@ -47,6 +55,10 @@ ValueId linear(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, b
 
 ValueId relu(GraphBuilder& b, std::string_view name, ValueId x, bool inplace) {
   return op_module(b, name, "ReLU", "relu", {x}, {{"inplace", inplace}});
+}
+
+ValueId mish(GraphBuilder& b, std::string_view name, ValueId x) {
+  return op_module(b, name, "Mish", "mish", {x});
 }
 
 ValueId gelu(GraphBuilder& b, std::string_view name, ValueId x, bool tanh) {
@@ -68,6 +80,12 @@ ValueId adaptive_avg_pool2d(GraphBuilder& b, std::string_view name, ValueId x, i
                             int64_t w) {
   return op_module(b, name, "AdaptiveAvgPool2d", "adaptive_avg_pool2d", {x},
                    {{"output_size", Dims{h, w}}});
+}
+
+ValueId module_parameter(GraphBuilder& b, std::string_view module, std::string_view type,
+                         std::string_view name, Dims shape) {
+  auto scope = b.module(module, type);
+  return b.parameter(name, std::move(shape));
 }
 
 ValueId flatten(GraphBuilder& b, ValueId x, int64_t start_dim, int64_t end_dim) {

@@ -27,18 +27,26 @@ struct Conv {
 };
 ValueId conv1d(GraphBuilder& b, std::string_view name, ValueId x, const Conv& c);
 ValueId conv2d(GraphBuilder& b, std::string_view name, ValueId x, const Conv& c);
+ValueId conv_transpose1d(GraphBuilder& b, std::string_view name, ValueId x, const Conv& c);
 
 ValueId batch_norm2d(GraphBuilder& b, std::string_view name, ValueId x);
 ValueId frozen_batch_norm2d(GraphBuilder& b, std::string_view name, ValueId x);
+ValueId group_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t groups,
+                   double eps = 1e-5);
 ValueId layer_norm(GraphBuilder& b, std::string_view name, ValueId x, double eps = 1e-5);
 ValueId linear(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, bool bias = true);
 ValueId relu(GraphBuilder& b, std::string_view name, ValueId x, bool inplace = false);
+ValueId mish(GraphBuilder& b, std::string_view name, ValueId x);
 ValueId gelu(GraphBuilder& b, std::string_view name, ValueId x, bool tanh = false);
 ValueId dropout(GraphBuilder& b, std::string_view name, ValueId x, double p, bool inplace = false);
 ValueId max_pool2d(GraphBuilder& b, std::string_view name, ValueId x, int64_t kernel,
                    int64_t stride, int64_t padding = 0);
 ValueId adaptive_avg_pool2d(GraphBuilder& b, std::string_view name, ValueId x, int64_t h,
                             int64_t w);
+
+// A parameter owned by a module of its own (nn.Embedding's table used through .weight).
+ValueId module_parameter(GraphBuilder& b, std::string_view module, std::string_view type,
+                         std::string_view name, Dims shape);
 
 // Unnamed functional ops, run in the current module (torch.flatten, x + y, ...).
 ValueId flatten(GraphBuilder& b, ValueId x, int64_t start_dim = 0, int64_t end_dim = -1);

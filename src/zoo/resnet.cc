@@ -1,5 +1,7 @@
 // torchvision ResNet (resnet18/34/50/101/152), as torchvision/models/resnet.py builds it:
 // in-place ReLUs, `out += identity`, downsample on the first block of a stage.
+#include "zoo/resnet.h"
+
 #include <fmt/format.h>
 
 #include "zoo/nn.h"
@@ -7,13 +9,6 @@
 
 namespace trainfit {
 namespace {
-
-struct ResNetShape {
-  const char* name;
-  bool bottleneck;
-  int64_t blocks[4];
-  const char* params;  // for the doc line
-};
 
 constexpr ResNetShape kResNets[] = {
     {"resnet18", false, {2, 2, 2, 2}, "11.7M"},  {"resnet34", false, {3, 4, 6, 3}, "21.8M"},
@@ -28,35 +23,50 @@ nn::Conv conv1x1(int64_t out, int64_t stride) {
   return {.out = out, .kernel = 1, .stride = stride, .bias = false};
 }
 
-ValueId downsample(GraphBuilder& b, ValueId x, int64_t out, int64_t stride) {
-  auto scope = b.module("downsample", "Sequential");
-  x = nn::conv2d(b, "0", x, conv1x1(out, stride));
-  return nn::batch_norm2d(b, "1", x);
+ValueId norm(GraphBuilder& b, std::string_view name, ValueId x, NormLayer kind) {
+  switch (kind) {
+    case NormLayer::kBatchNorm:
+      return nn::batch_norm2d(b, name, x);
+    case NormLayer::kFrozenBatchNorm:
+      return nn::frozen_batch_norm2d(b, name, x);
+    case NormLayer::kGroupNorm:
+      return nn::group_norm(b, name, x, b.dim(x, 1) / 16);
+  }
+  return kNone;
 }
 
-ValueId basic_block(GraphBuilder& b, ValueId x, int64_t planes, int64_t stride, bool down) {
+ValueId downsample(GraphBuilder& b, ValueId x, int64_t out, int64_t stride, NormLayer kind) {
+  auto scope = b.module("downsample", "Sequential");
+  x = nn::conv2d(b, "0", x, conv1x1(out, stride));
+  return norm(b, "1", x, kind);
+}
+
+ValueId basic_block(GraphBuilder& b, ValueId x, int64_t planes, int64_t stride, bool down,
+                    NormLayer kind) {
   const ValueId identity_in = x;
   ValueId out = nn::conv2d(b, "conv1", x, conv3x3(planes, stride));
-  out = nn::batch_norm2d(b, "bn1", out);
+  out = norm(b, "bn1", out, kind);
   out = nn::relu(b, "relu", out, true);
   out = nn::conv2d(b, "conv2", out, conv3x3(planes, 1));
-  out = nn::batch_norm2d(b, "bn2", out);
-  const ValueId identity = down ? downsample(b, identity_in, planes, stride) : identity_in;
+  out = norm(b, "bn2", out, kind);
+  const ValueId identity = down ? downsample(b, identity_in, planes, stride, kind) : identity_in;
   out = nn::add(b, out, identity, true);
   return nn::relu(b, "relu", out, true);
 }
 
-ValueId bottleneck(GraphBuilder& b, ValueId x, int64_t planes, int64_t stride, bool down) {
+ValueId bottleneck(GraphBuilder& b, ValueId x, int64_t planes, int64_t stride, bool down,
+                   NormLayer kind) {
   const ValueId identity_in = x;
   ValueId out = nn::conv2d(b, "conv1", x, conv1x1(planes, 1));
-  out = nn::batch_norm2d(b, "bn1", out);
+  out = norm(b, "bn1", out, kind);
   out = nn::relu(b, "relu", out, true);
   out = nn::conv2d(b, "conv2", out, conv3x3(planes, stride));
-  out = nn::batch_norm2d(b, "bn2", out);
+  out = norm(b, "bn2", out, kind);
   out = nn::relu(b, "relu", out, true);
   out = nn::conv2d(b, "conv3", out, conv1x1(planes * 4, 1));
-  out = nn::batch_norm2d(b, "bn3", out);
-  const ValueId identity = down ? downsample(b, identity_in, planes * 4, stride) : identity_in;
+  out = norm(b, "bn3", out, kind);
+  const ValueId identity =
+      down ? downsample(b, identity_in, planes * 4, stride, kind) : identity_in;
   out = nn::add(b, out, identity, true);
   return nn::relu(b, "relu", out, true);
 }
@@ -67,25 +77,7 @@ void build_resnet(GraphBuilder& b, const ModelConfig& c, const ResNetShape& shap
   const ValueId target = b.input("target", {c.batch}, DType::kInt64);
   {
     auto model = b.module("", "ResNet");
-    x = nn::conv2d(b, "conv1", x,
-                   {.out = 64, .kernel = 7, .stride = 2, .padding = 3, .bias = false});
-    x = nn::batch_norm2d(b, "bn1", x);
-    x = nn::relu(b, "relu", x, true);
-    x = nn::max_pool2d(b, "maxpool", x, 3, 2, 1);
-    const int64_t expansion = shape.bottleneck ? 4 : 1;
-    int64_t inplanes = 64;
-    for (int stage = 0; stage < 4; ++stage) {
-      auto layer = b.module(fmt::format("layer{}", stage + 1), "Sequential");
-      const int64_t planes = int64_t{64} << stage;
-      for (int64_t i = 0; i < shape.blocks[stage]; ++i) {
-        const int64_t stride = (stage > 0 && i == 0) ? 2 : 1;
-        const bool down = i == 0 && (stride != 1 || inplanes != planes * expansion);
-        auto block = b.module(std::to_string(i), shape.bottleneck ? "Bottleneck" : "BasicBlock");
-        x = shape.bottleneck ? bottleneck(b, x, planes, stride, down)
-                             : basic_block(b, x, planes, stride, down);
-        inplanes = planes * expansion;
-      }
-    }
+    x = resnet_trunk(b, x, {shape, NormLayer::kBatchNorm, TrunkNames::kTorchvision});
     x = nn::adaptive_avg_pool2d(b, "avgpool", x, 1, 1);
     x = nn::flatten(b, x, 1);
     x = nn::linear(b, "fc", x, c.get_int("num_classes"));
@@ -94,6 +86,45 @@ void build_resnet(GraphBuilder& b, const ModelConfig& c, const ResNetShape& shap
 }
 
 }  // namespace
+
+const ResNetShape* find_resnet(std::string_view name) {
+  for (const ResNetShape& s : kResNets) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+int64_t resnet_channels(const ResNetShape& s) {
+  return s.bottleneck ? 2048 : 512;
+}
+
+ValueId resnet_trunk(GraphBuilder& b, ValueId x, const ResNetTrunk& t) {
+  const bool sequential = t.names == TrunkNames::kSequential;
+  auto name = [&](int index, const char* torchvision) {
+    return sequential ? std::to_string(index) : std::string(torchvision);
+  };
+  x = nn::conv2d(b, name(0, "conv1"), x,
+                 {.out = 64, .kernel = 7, .stride = 2, .padding = 3, .bias = false});
+  x = norm(b, name(1, "bn1"), x, t.norm);
+  x = nn::relu(b, name(2, "relu"), x, true);
+  x = nn::max_pool2d(b, name(3, "maxpool"), x, 3, 2, 1);
+  const int64_t expansion = t.shape.bottleneck ? 4 : 1;
+  int64_t inplanes = 64;
+  for (int stage = 0; stage < 4; ++stage) {
+    auto layer = b.module(
+        sequential ? std::to_string(4 + stage) : fmt::format("layer{}", stage + 1), "Sequential");
+    const int64_t planes = int64_t{64} << stage;
+    for (int64_t i = 0; i < t.shape.blocks[stage]; ++i) {
+      const int64_t stride = (stage > 0 && i == 0) ? 2 : 1;
+      const bool down = i == 0 && (stride != 1 || inplanes != planes * expansion);
+      auto block = b.module(std::to_string(i), t.shape.bottleneck ? "Bottleneck" : "BasicBlock");
+      x = t.shape.bottleneck ? bottleneck(b, x, planes, stride, down, t.norm)
+                             : basic_block(b, x, planes, stride, down, t.norm);
+      inplanes = planes * expansion;
+    }
+  }
+  return x;
+}
 
 void add_resnet_models(std::vector<ModelSpec>& models) {
   for (const ResNetShape& shape : kResNets) {

@@ -106,6 +106,8 @@ std::vector<ModelSpec> make_zoo() {
   add_vgg_models(models);
   add_vit_models(models);
   add_gpt2_models(models);
+  add_act_models(models);
+  add_diffusion_models(models);
   return models;
 }
 
@@ -183,6 +185,12 @@ Result<Graph> build_model(const ModelRequest& request) {
       return invalid_argument(
           fmt::format("--input must be CxHxW, got {}", shape_string(config.input)),
           fmt::format("for example --input {}", shape_string(spec->default_input)));
+    }
+  } else if (spec->input == InputKind::kConfigured) {
+    if (request.input || request.seq_len) {
+      return invalid_argument(
+          fmt::format("{} takes its inputs from --set keys, not --input or --seq-len", spec->name),
+          "set cameras, state_dim and the like; trainfit models lists them");
     }
   } else {
     if (request.input) {

@@ -17,12 +17,14 @@
 #include <vector>
 
 #include "core/builder.h"
+#include "core/training.h"
 
 namespace trainfit {
 
 enum class InputKind : uint8_t {
-  kImage,     // --input CxHxW
-  kSequence,  // --seq-len N
+  kImage,       // --input CxHxW
+  kSequence,    // --seq-len N
+  kConfigured,  // its inputs follow from --set keys (a policy's cameras and state)
 };
 
 struct SetKey {
@@ -33,6 +35,14 @@ struct SetKey {
   std::vector<std::string> choices;  // allowed values of a string key
   std::optional<double> min;         // smallest allowed value of a number
   std::optional<double> max;         // largest allowed value of a number
+  std::string default_doc;           // shown instead of the default when that depends on others
+};
+
+// The optimizer a model's own training recipe uses, when --optimizer is not given.
+struct OptimizerPreset {
+  OptimizerKind kind = OptimizerKind::kAdamW;
+  double weight_decay = -1;  // -1: torch's default
+  std::string doc;           // "LeRobot's ACT preset: AdamW, lr 1e-5, weight_decay 1e-4, ..."
 };
 
 class ModelConfig {
@@ -63,6 +73,7 @@ struct ModelSpec {
   int64_t default_seq_len = 0;  // sequence models
   std::vector<SetKey> keys;
   BuildFn build;
+  std::optional<OptimizerPreset> optimizer;
 };
 
 struct ModelRequest {
@@ -88,5 +99,7 @@ void add_resnet_models(std::vector<ModelSpec>& models);
 void add_vgg_models(std::vector<ModelSpec>& models);
 void add_vit_models(std::vector<ModelSpec>& models);
 void add_gpt2_models(std::vector<ModelSpec>& models);
+void add_act_models(std::vector<ModelSpec>& models);
+void add_diffusion_models(std::vector<ModelSpec>& models);
 
 }  // namespace trainfit

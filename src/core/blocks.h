@@ -1,0 +1,33 @@
+// A model's parameters and kept-for-backward bytes per block (graph.h module_blocks): what
+// `trainfit compare` puts side by side.
+//
+//   BlockFigures f = block_figures(graph);
+//   for (const BlockRow& b : f.blocks) { ... b.block, b.parameters, b.kept_bytes ... }
+//   f.attention_bytes  // kept storages that hold attention scores, probabilities or masks
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+
+namespace trainfit {
+
+struct BlockRow {
+  std::string block;  // module path ("model.encoder"), or the model's name for the block root
+  int64_t parameters = 0;
+  int64_t kept_bytes = 0;
+};
+
+struct BlockFigures {
+  std::string root;              // the block root's row name ("model" for ACT)
+  std::vector<BlockRow> blocks;  // in model order
+  int64_t parameters = 0;
+  int64_t kept_bytes = 0;
+  int64_t attention_bytes = 0;
+};
+
+BlockFigures block_figures(const Graph& graph);
+
+}  // namespace trainfit

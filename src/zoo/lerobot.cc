@@ -1,0 +1,57 @@
+#include "zoo/lerobot.h"
+
+#include <fmt/format.h>
+
+#include "zoo/zoo.h"
+
+namespace trainfit {
+
+Result<std::vector<CameraSize>> parse_cameras(std::string_view text) {
+  std::vector<CameraSize> cameras;
+  if (text == "none") return cameras;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, end - start);
+    Result<Dims> dims = parse_dims(item);
+    if (!dims.ok() || dims->size() != 2) {
+      return invalid_argument(
+          fmt::format("camera '{}' is not WIDTHxHEIGHT", item),
+          "list cameras as WxH separated by commas, e.g. cameras=640x480,640x360, or none");
+    }
+    cameras.push_back({(*dims)[0], (*dims)[1]});
+    start = end + 1;
+  }
+  return cameras;
+}
+
+Result<Dims> parse_int_list(std::string_view text) {
+  Dims values;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    Result<Dims> one = parse_dims(text.substr(start, end - start));
+    if (!one.ok() || one->size() != 1) {
+      return invalid_argument(fmt::format("'{}' is not a list of positive integers", text),
+                              "separate them with commas, e.g. 512,1024,2048");
+    }
+    values.push_back(one->front());
+    start = end + 1;
+  }
+  return values;
+}
+
+ValueId no_grad_tensor(GraphBuilder& b, Dims shape, DType dtype) {
+  return b.call1("full", {},
+                 {{"shape", std::move(shape)}, {"dtype", std::string(dtype_name(dtype))}});
+}
+
+SetKey policy_key(std::string name, AttrKind kind, AttrValue value, std::string doc,
+                  std::vector<std::string> choices, std::optional<double> min,
+                  std::optional<double> max, std::string default_doc) {
+  return SetKey{
+      std::move(name),       kind, std::move(value), std::move(doc), std::move(choices), min, max,
+      std::move(default_doc)};
+}
+
+}  // namespace trainfit
