@@ -119,6 +119,15 @@ TEST(Builder, RejectsUnknownOpsAndAttributes) {
     EXPECT_NE(std::move(b).finish().status().message().find("needs attribute 'out_features'"),
               std::string::npos);
   }
+  {
+    // torch.mean of a bool or integer tensor raises; sum accumulates it in int64.
+    GraphBuilder b("m", {});
+    const ValueId mask = b.input("mask", {2, 3}, DType::kBool);
+    EXPECT_EQ(b.value(b.call1("sum", {mask})).dtype, DType::kInt64);
+    b.call1("mean", {mask});
+    EXPECT_NE(std::move(b).finish().status().message().find("no floating dtype"),
+              std::string::npos);
+  }
 }
 
 TEST(Builder, OverflowingSizesAreErrors) {

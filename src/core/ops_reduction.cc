@@ -65,6 +65,14 @@ void add_reduction_ops(std::vector<OpSchema>& ops) {
     if (!call.torch2() && !call.attrs.get_ints("dims").empty()) return SavedList{saved_input(0)};
     return SavedList{};
   };
+  mean.infer = [](const OpCall& call, std::vector<OutputSpec>& out) {
+    if (!is_floating(call.in(0).dtype) && call.attrs.get_string("dtype").empty()) {
+      return invalid_argument(
+          fmt::format("mean of a {} tensor has no floating dtype", dtype_name(call.in(0).dtype)),
+          "convert it to float first, or pass dtype");
+    }
+    return reduce_infer(call, out);
+  };
   ops.push_back(std::move(mean));
 }
 
