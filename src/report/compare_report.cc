@@ -46,19 +46,7 @@ std::vector<std::string> block_cells(const BlockFigures& f,
     if (value(b) > 0) rows.push_back({block_label(f, b), value(b)});
     total += value(b);
   }
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const ModuleBytes& x, const ModuleBytes& y) { return x.bytes > y.bytes; });
-  // Blocks of at least 1% each, at most kMaxBlockRows lines with the rest as one "other".
-  size_t keep = 0;
-  while (keep < rows.size() && keep < kMaxBlockRows && rows[keep].bytes * 100 >= total) ++keep;
-  if (rows.size() - keep == 1 && keep < kMaxBlockRows) ++keep;
-  if (keep < rows.size()) {
-    if (keep == kMaxBlockRows) --keep;
-    ModuleBytes rest{fmt::format("other ({} blocks)", rows.size() - keep), 0};
-    for (size_t i = keep; i < rows.size(); ++i) rest.bytes += rows[i].bytes;
-    rows.resize(keep);
-    rows.push_back(std::move(rest));
-  }
+  rows = largest_first(std::move(rows), 0.01, kMaxBlockRows);
   std::vector<std::string> cells;
   cells.reserve(rows.size());
   for (const ModuleBytes& r : rows) {
@@ -72,13 +60,6 @@ std::vector<std::string> sets_cells(const CompareEntry& e) {
   std::vector<std::string> cells;
   for (const auto& [k, v] : e.sets) cells.push_back(fmt::format("{}={}", k, v));
   return cells;
-}
-
-std::string optimizer_text(const EstimateHeader& h) {
-  std::string s = fmt::format("{} ({})", optimizer_name(h.optimizer.kind),
-                              optimizer_impl_name(h.resolved_impl));
-  if (!h.optimizer.preset.empty()) s += ", preset";
-  return s;
 }
 
 std::string fits_text(const Estimate& e) {
@@ -136,7 +117,9 @@ std::string compare_text(const std::vector<CompareEntry>& entries) {
   add_list("settings", sets_cells);
   add("precision",
       [](const CompareEntry& e) { return std::string(precision_name(e.header.precision)); });
-  add("optimizer", [](const CompareEntry& e) { return optimizer_text(e.header); });
+  add("optimizer", [](const CompareEntry& e) {
+    return optimizer_line(e.header) + (e.header.optimizer.preset.empty() ? "" : ", preset");
+  });
   add_list("facts", [](const CompareEntry& e) {
     std::vector<std::string> cells;
     for (const GraphFact& f : e.facts)

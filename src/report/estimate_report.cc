@@ -26,6 +26,8 @@ std::string where(const Moment& m) {
   return s;
 }
 
+}  // namespace
+
 std::string optimizer_line(const EstimateHeader& h) {
   std::string s = fmt::format("{} ({})", optimizer_name(h.optimizer.kind),
                               optimizer_impl_name(h.resolved_impl));
@@ -35,8 +37,6 @@ std::string optimizer_line(const EstimateHeader& h) {
     s += fmt::format(", {} micro-batches per step", h.training.grad_accum);
   return s;
 }
-
-}  // namespace
 
 std::string estimate_text(const EstimateHeader& h, const Estimate& e) {
   const bool cuda = h.device.target.device == Device::kCuda;

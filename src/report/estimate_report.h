@@ -24,6 +24,9 @@ struct EstimateHeader {
   TrainingConfig training;
 };
 
+// "adamw (foreach), weight_decay 0.0001, 4 micro-batches per step"
+std::string optimizer_line(const EstimateHeader& header);
+
 std::string estimate_text(const EstimateHeader& header, const Estimate& e);
 nlohmann::json estimate_json(const EstimateHeader& header, const Estimate& e);
 // One row per event: event,iteration,phase,module,op,allocated_bytes,reserved_bytes.
