@@ -12,7 +12,7 @@ import gc
 import torch
 
 import torch_models
-from harness import Report, run_trainfit, saved_tensor_bytes
+from harness import Report, freeze, run_trainfit, saved_tensor_bytes, set_flags, sets_label
 
 TOLERANCE = 0.01
 
@@ -71,12 +71,6 @@ def amp_backbone_check(report, binary):
                  f"trainfit {ours:>13,}  {error:+.4%}")
 
 
-def freeze(model, prefixes):
-    for name, p in model.named_parameters():
-        if any(name == q or name.startswith(q + ".") for q in prefixes):
-            p.requires_grad_(False)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainfit", required=True)
@@ -110,12 +104,12 @@ def main():
     for name, batch, sets in POLICY_CASES:
         case = torch_models.build(name, batch=batch, sets=sets)
         measured = saved_tensor_bytes(case.model, case.loss, exclude=case.batch_tensors())
-        flags = [f for k, v in sets.items() for f in ("--set", f"{k}={v}")]
+        flags = set_flags(sets)
         ours = run_trainfit(args.trainfit, ["summary", "--model", name, "--batch", str(batch),
                                             "--device-profile", "cpu", "--json", "--depth", "0"]
                             + flags)["activation_bytes"]
         error = (ours - measured) / measured
-        label = f"{name} batch {batch} {' '.join(f'{k}={v}' for k, v in sets.items())}"
+        label = f"{name} batch {batch} {sets_label(sets)}"
         report.check(abs(error) <= TOLERANCE,
                      f"{label:48s} torch {measured:>13,} trainfit {ours:>13,}  {error:+.4%}")
         del case

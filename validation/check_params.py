@@ -9,7 +9,7 @@ import argparse
 import gc
 
 import torch_models
-from harness import Report, parameter_counts, run_trainfit
+from harness import Report, parameter_counts, run_trainfit, set_flags, sets_label
 
 PUBLISHED_GPT2 = {"gpt2": 124_439_808, "gpt2-medium": 354_823_168, "gpt2-large": 774_030_080}
 # LeRobot's policies and their expected counts: ACT's (14/14 and 6/6) and PushT Diffusion's are
@@ -45,11 +45,11 @@ def main():
         del case
         gc.collect()
     for name, sets, published in LEROBOT:
-        flags = [f for k, v in sets.items() for f in ("--set", f"{k}={v}")]
+        flags = set_flags(sets)
         ours = run_trainfit(args.trainfit, ["summary", "--model", name, "--json", "--depth", "0"] + flags)
         case = torch_models.build(name, sets=sets)
         total, trainable = parameter_counts(case.model)
-        label = f"{name} {' '.join(f'{k}={v}' for k, v in sets.items())}"
+        label = f"{name} {sets_label(sets)}"
         report.check(ours["parameters"] == total and ours["trainable_parameters"] == trainable,
                      f"{label:60s} torch {total:>12,} trainfit {ours['parameters']:>12,}")
         if published is not None:

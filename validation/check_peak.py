@@ -13,7 +13,8 @@ import gc
 import torch
 
 import torch_models
-from harness import Report, checkpoint_modules, run_trainfit, training_peak
+from harness import (Report, checkpoint_modules, freeze, run_trainfit, set_flags, sets_label,
+                     training_peak)
 
 TOLERANCE = 0.02
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
@@ -43,12 +44,6 @@ POLICY_CASES = [
 ]
 
 
-def freeze(model, prefixes):
-    for name, p in model.named_parameters():
-        if any(name == q or name.startswith(q + ".") for q in prefixes):
-            p.requires_grad_(False)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainfit", required=True)
@@ -61,7 +56,6 @@ def main():
                 case = torch_models.build(name, batch=batch, image=image)
                 freeze(case.model, frozen)
                 checkpoint_modules(case.model, checkpoint)
-                classes = case.targets[0].max().item() + 1
 
                 def make_batch():
                     return [torch.randn(batch, *image)], [torch.randint(0, 1000, (batch,))]
@@ -89,12 +83,12 @@ def main():
     for name, batch, sets in POLICY_CASES[:2] if args.quick else POLICY_CASES:
         case = torch_models.build(name, batch=batch, sets=sets)
         measured, where = training_peak(case, "preset", case.make_batch)
-        flags = [f for k, v in sets.items() for f in ("--set", f"{k}={v}")]
+        flags = set_flags(sets)
         ours = run_trainfit(args.trainfit, ["estimate", "--model", name, "--batch", str(batch),
                                             "--device-profile", "cpu", "--json"] + flags)
         predicted = ours["peak_allocated_bytes"]
         error = (predicted - measured) / measured
-        label = f"{name} b{batch} {ours['optimizer']} {' '.join(f'{k}={v}' for k, v in sets.items())}"
+        label = f"{name} b{batch} {ours['optimizer']} {sets_label(sets)}"
         report.check(abs(error) <= TOLERANCE,
                      f"{label:52s} torch {measured:>12,} ({where[0]} {where[1]}) trainfit "
                      f"{predicted:>12,} ({ours['peak_phase']} {ours['peak_iteration']}) {error:+.3%}")

@@ -46,6 +46,22 @@ def saved_tensor_bytes(model, forward, exclude=(), details=False):
     return total
 
 
+def freeze(model, prefixes):
+    """requires_grad_(False) below each prefix, as `trainfit --freeze PREFIX` models it."""
+    for name, p in model.named_parameters():
+        if any(name == q or name.startswith(q + ".") for q in prefixes):
+            p.requires_grad_(False)
+
+
+def set_flags(sets):
+    """{"cameras": "96x96"} -> ["--set", "cameras=96x96"]"""
+    return [f for k, v in sets.items() for f in ("--set", f"{k}={v}")]
+
+
+def sets_label(sets):
+    return " ".join(f"{k}={v}" for k, v in sets.items())
+
+
 def parameter_counts(model):
     params = list(model.parameters())
     total = sum(p.numel() for p in params)

@@ -10,7 +10,6 @@ every case through trainfit's registry under the cpu profile and must agree exac
 """
 import argparse
 import json
-import math
 import os
 import sys
 
