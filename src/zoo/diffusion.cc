@@ -327,7 +327,8 @@ void add_diffusion_models(std::vector<ModelSpec>& models) {
       key("action_dim", AttrKind::kInt, int64_t{2}, "action size", {}, 1.0),
       key("env_state_dim", AttrKind::kInt, int64_t{0}, "environment state size (0: none)", {}, 0.0),
       key("n_obs_steps", AttrKind::kInt, int64_t{2}, "observation steps per sample", {}, 1.0),
-      key("horizon", AttrKind::kInt, int64_t{0}, "actions denoised per sample", {}, 0.0,
+      // 0 stands for the preset's horizon; a given value must be at least 1.
+      key("horizon", AttrKind::kInt, int64_t{0}, "actions denoised per sample", {}, 1.0,
           "64, or 16 with preset=classic"),
       key("down_dims", AttrKind::kString, std::string("512,1024,2048"),
           "UNet channels per stage, comma-separated"),
