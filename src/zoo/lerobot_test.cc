@@ -135,7 +135,7 @@ TEST(LeRobot, BadSetValuesAreClearErrors) {
       {"act", {{"n_heads", "7"}}, "divisible by n_heads"},
       {"act", {{"vision_backbone", "vgg16"}}, "not one of"},
       {"diffusion", {{"horizon", "60"}}, "divisible by 2^len(down_dims)"},
-      {"diffusion", {{"horizon", "0"}}, "at least 1"},
+      {"diffusion", {{"horizon", "0"}}, "default 64, or 16 with preset=classic"},
       {"diffusion", {{"cameras", "96x96,640x480"}}, "same size"},
       {"diffusion", {{"crop", "120x120"}}, "larger than"},
       {"diffusion", {{"crop", "84"}}, "not"},

@@ -225,7 +225,8 @@ Result<Graph> build_model(const ModelRequest& request) {
       return Status(value.status().code(),
                     fmt::format("--set {}={}: {}", name, text, value.status().message()),
                     fmt::format("{} ({}, default {})", key->doc, attr_kind_name(key->kind),
-                                attr_value_string(key->default_value)));
+                                key->default_doc.empty() ? attr_value_string(key->default_value)
+                                                         : key->default_doc));
     }
     config.set(name, *value);
   }
