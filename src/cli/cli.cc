@@ -16,6 +16,9 @@ struct Command {
 constexpr Command kCommands[] = {
     {"estimate", "peak GPU memory of training: allocated, reserved, device used, breakdown",
      setup_estimate},
+    {"fit",
+     "largest batch per GPU, what each memory knob saves and costs, how to fit a target batch",
+     setup_fit},
     {"compare", "several models side by side: parameters, activations, peak, what dominates",
      setup_compare},
     {"summary", "per-module table: output shape, parameters, bytes kept for backward",

@@ -30,6 +30,7 @@ int report_error(std::ostream& err, const Status& status);
 // One setup function per subcommand, each in cmd_<name>.cc.
 CommandRun setup_estimate(CLI::App& app);
 CommandRun setup_compare(CLI::App& app);
+CommandRun setup_fit(CLI::App& app);
 CommandRun setup_summary(CLI::App& app);
 CommandRun setup_gpus(CLI::App& app);
 CommandRun setup_models(CLI::App& app);

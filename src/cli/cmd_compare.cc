@@ -13,27 +13,10 @@
 namespace trainfit {
 namespace {
 
-struct SegmentFlags {
-  ModelSourceOptions source;
-  TrainingFlags training;
-  DeviceFlags device;
-};
-
-// A parser for one model source: every option a model takes, a later value winning over an
-// earlier one (so a model's own --batch overrides a shared one) and lists adding up.
-void add_segment_flags(CLI::App& app, SegmentFlags& f) {
-  add_model_source(app, f.source);
-  add_training_flags(app, f.training);
-  add_device_flags(app, f.device);
-  for (CLI::Option* o : app.get_options()) {
-    if (o->get_items_expected_max() == 1) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  }
-}
-
 std::string options_help() {
   CLI::App app{"", "compare"};
-  SegmentFlags f;
-  add_segment_flags(app, f);
+  EstimateFlags f;
+  add_layered_flags(app, f);
   std::string help = app.help();
   // Keep the option list only: drop the usage and --help lines the throwaway parser prints.
   const size_t model = help.find("  --model");
@@ -53,17 +36,13 @@ BlockFigures per_sample_figures(const BlockFigures& one, BlockFigures two) {
 }
 
 Result<CompareEntry> run_segment(const std::vector<std::string>& args, size_t index) {
-  CLI::App app{"", "compare"};
-  SegmentFlags f;
-  add_segment_flags(app, f);
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    return invalid_argument(fmt::format("model {}: {}", index + 1, e.what()),
+  Result<EstimateFlags> parsed = parse_layered_flags(args);
+  if (!parsed.ok()) {
+    return invalid_argument(fmt::format("model {}: {}", index + 1, parsed.status().message()),
                             "see trainfit compare --help");
   }
-  Result<EstimateRun> run = run_pipeline(f.source, f.training, f.device, {});
+  const EstimateFlags& f = *parsed;
+  Result<EstimateRun> run = run_pipeline(f, {});
   if (!run.ok())
     return run.status().with_context(fmt::format("model {} ({})", index + 1, f.source.model));
   // Per sample: what one more sample adds (batch 2 minus batch 1), so that what does not grow

@@ -54,7 +54,7 @@ CommandRun setup_estimate(CLI::App& app) {
       "  trainfit estimate --model resnet50 --batch 64 --gpu rtx4090\n"
       "  trainfit estimate --model vit_b_16 --batch 128 --precision amp-bf16 --optimizer adamw "
       "--gpu a100-80gb\n"
-      "  trainfit estimate --model resnet50 --batch 256 --checkpoint 'layer*' --json\n"
+      "  trainfit estimate --model resnet50 --batch 256 --checkpoint 'layer3.*' --json\n"
       "  trainfit estimate --model gpt2 --seq-len 1024 --batch 8 --timeline memory.csv");
   add_model_source(app, o->source);
   add_training_flags(app, o->training);

@@ -1,33 +1,110 @@
 #include "cli/pipeline.h"
 
+#include <fmt/format.h>
+
 namespace trainfit {
 
-Result<EstimateRun> run_pipeline(const ModelSourceOptions& source, const TrainingFlags& flags,
-                                 const DeviceFlags& device_flags, const PipelineExtras& extras) {
+void add_estimate_flags(CLI::App& app, EstimateFlags& flags) {
+  add_model_source(app, flags.source);
+  add_training_flags(app, flags.training);
+  add_device_flags(app, flags.device);
+}
+
+void add_layered_flags(CLI::App& app, EstimateFlags& flags) {
+  add_estimate_flags(app, flags);
+  for (CLI::Option* o : app.get_options()) {
+    if (o->get_items_expected_max() == 1) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+}
+
+Result<EstimateFlags> parse_layered_flags(const std::vector<std::string>& args) {
+  CLI::App app{"", "trainfit"};
+  EstimateFlags flags;
+  add_layered_flags(app, flags);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return invalid_argument(e.what());
+  }
+  return flags;
+}
+
+std::vector<std::string> estimate_args(const EstimateFlags& f) {
+  std::vector<std::string> args;
+  const auto add = [&](const char* flag, const std::string& value) {
+    if (value.empty()) return;
+    args.emplace_back(flag);
+    args.push_back(value);
+  };
+  const ModelSourceOptions& s = f.source;
+  add("--model", s.model);
+  for (const std::string& set : s.sets) add("--set", set);
+  add("--batch", std::to_string(s.batch));
+  add("--input", s.input);
+  if (s.seq_len) add("--seq-len", std::to_string(*s.seq_len));
+  if (s.precision != "fp32") add("--precision", s.precision);
+  if (s.device_profile != "cuda") add("--device-profile", s.device_profile);
+  for (const std::string& p : s.freeze) add("--freeze", p);
+  const TrainingFlags& t = f.training;
+  add("--optimizer", t.optimizer);
+  if (t.optimizer_impl != "default") add("--optimizer-impl", t.optimizer_impl);
+  if (t.weight_decay != -1) add("--weight-decay", fmt::format("{}", t.weight_decay));
+  for (const std::string& p : t.checkpoint) add("--checkpoint", p);
+  if (t.grad_accum != 1) add("--grad-accum", std::to_string(t.grad_accum));
+  const DeviceFlags& d = f.device;
+  add("--gpu", d.gpu);
+  add("--gpu-memory", d.gpu_memory);
+  add("--cuda-context", d.cuda_context);
+  if (d.expandable_segments) args.emplace_back("--expandable-segments");
+  add("--max-split-size", d.max_split_size);
+  add("--margin", d.margin);
+  return args;
+}
+
+Result<ResolvedEstimate> resolve_flags(const EstimateFlags& flags) {
+  ResolvedEstimate r;
+  TF_ASSIGN_OR_RETURN(r.request, to_request(flags.source));
+  const KernelTarget target = r.request.options.target;
+  TF_ASSIGN_OR_RETURN(r.options.training,
+                      to_training_config(flags.training, target, find_model(r.request.name)));
+  TF_ASSIGN_OR_RETURN(r.options.device, to_device_profile(flags.device, target));
+  TF_ASSIGN_OR_RETURN(r.options.allocator, to_allocator_config(flags.device));
+  return r;
+}
+
+Result<Estimate> run_resolved(const ResolvedEstimate& resolved) {
+  TF_ASSIGN_OR_RETURN(const Graph graph, build_model(resolved.request));
+  return estimate(graph, resolved.options);
+}
+
+EstimateHeader header_of(const ResolvedEstimate& r) {
+  EstimateHeader h;
+  h.model = r.request.name;
+  h.batch = r.request.batch;
+  h.precision = r.request.options.precision;
+  h.optimizer = r.options.training.optimizer;
+  h.resolved_impl = resolve_optimizer_impl(h.optimizer.impl, r.request.options.target);
+  h.device = r.options.device;
+  h.training = r.options.training;
+  return h;
+}
+
+Result<EstimateRun> run_pipeline(const EstimateFlags& flags, const PipelineExtras& extras) {
+  TF_ASSIGN_OR_RETURN(ResolvedEstimate resolved, resolve_flags(flags));
+  resolved.options.timeline = extras.timeline;
+  resolved.options.explain = extras.explain;
   EstimateRun run;
-  TF_ASSIGN_OR_RETURN(run.request, to_request(source));
-  const KernelTarget target = run.request.options.target;
-  TF_ASSIGN_OR_RETURN(TrainingConfig training,
-                      to_training_config(flags, target, find_model(run.request.name)));
-  TF_ASSIGN_OR_RETURN(DeviceProfile device, to_device_profile(device_flags, target));
-  TF_ASSIGN_OR_RETURN(AllocatorConfig allocator, to_allocator_config(device_flags));
-  TF_ASSIGN_OR_RETURN(run.graph, build_model(run.request));
-  EstimateOptions options;
-  options.training = training;
-  options.device = device;
-  options.allocator = allocator;
-  options.timeline = extras.timeline;
-  options.explain = extras.explain;
-  TF_ASSIGN_OR_RETURN(run.estimate, estimate(run.graph, options));
-  EstimateHeader& h = run.header;
-  h.model = run.request.name;
-  h.batch = run.request.batch;
-  h.precision = run.request.options.precision;
-  h.optimizer = training.optimizer;
-  h.resolved_impl = resolve_optimizer_impl(training.optimizer.impl, target);
-  h.device = device;
-  h.training = training;
+  run.request = resolved.request;
+  TF_ASSIGN_OR_RETURN(run.graph, build_model(resolved.request));
+  TF_ASSIGN_OR_RETURN(run.estimate, estimate(run.graph, resolved.options));
+  run.header = header_of(resolved);
   return run;
+}
+
+Result<EstimateRun> run_pipeline(const ModelSourceOptions& source, const TrainingFlags& training,
+                                 const DeviceFlags& device, const PipelineExtras& extras) {
+  return run_pipeline(EstimateFlags{source, training, device}, extras);
 }
 
 }  // namespace trainfit

@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include "core/optimizer_step.h"
+
 namespace trainfit {
 
 void add_training_flags(CLI::App& app, TrainingFlags& f) {
   app.add_option("--optimizer", f.optimizer,
-                 "sgd | momentum (SGD, momentum 0.9) | adam | adamw; default: the model's "
+                 "sgd | momentum (SGD, momentum 0.9) | adam | adamw | adam8bit | adamw8bit "
+                 "(bitsandbytes' 8-bit state); default: the model's "
                  "training preset (LeRobot's ACT: adamw, Diffusion: adam), else adamw");
   app.add_option(
          "--optimizer-impl", f.optimizer_impl,
@@ -30,6 +33,9 @@ void add_device_flags(CLI::App& app, DeviceFlags& f) {
       "memory outside PyTorch's allocator (context, kernels, library handles); default 500MiB");
   app.add_flag("--expandable-segments", f.expandable_segments,
                "model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+  app.add_option("--margin", f.margin,
+                 "fraction of the GPU's memory to keep free when deciding fit, e.g. 0.05 or 5% "
+                 "(default 0 for estimate, 5% for fit)");
   app.add_option("--max-split-size", f.max_split_size,
                  "model PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb (e.g. 128MiB)");
 }
@@ -49,9 +55,13 @@ Result<TrainingConfig> to_training_config(const TrainingFlags& f, const KernelTa
     c.optimizer.kind = OptimizerKind::kMomentum;
   } else if (f.optimizer == "adam") {
     c.optimizer.kind = OptimizerKind::kAdam;
+  } else if (f.optimizer == "adam8bit") {
+    c.optimizer.kind = OptimizerKind::kAdam8bit;
+  } else if (f.optimizer == "adamw8bit") {
+    c.optimizer.kind = OptimizerKind::kAdamW8bit;
   } else {
     return invalid_argument(fmt::format("unknown --optimizer '{}'", f.optimizer),
-                            "use sgd, momentum, adam or adamw");
+                            "use sgd, momentum, adam, adamw, adam8bit or adamw8bit");
   }
   if (f.optimizer_impl == "default")
     c.optimizer.impl = OptimizerImpl::kDefault;
@@ -64,6 +74,18 @@ Result<TrainingConfig> to_training_config(const TrainingFlags& f, const KernelTa
   else {
     return invalid_argument(fmt::format("unknown --optimizer-impl '{}'", f.optimizer_impl),
                             "use default, foreach, fused or loop");
+  }
+  if (is_8bit(c.optimizer.kind)) {
+    if (target.device == Device::kCpu) {
+      return unsupported("bitsandbytes' 8-bit optimizers are modelled for CUDA only",
+                         "drop --device-profile cpu, or use adam/adamw");
+    }
+    if (c.optimizer.impl != OptimizerImpl::kDefault) {
+      return invalid_argument(
+          "--optimizer-impl does not apply to bitsandbytes' 8-bit optimizers (one fused kernel "
+          "per parameter)",
+          "drop --optimizer-impl");
+    }
   }
   if (target.device == Device::kCpu && c.optimizer.impl != OptimizerImpl::kDefault &&
       c.optimizer.impl != OptimizerImpl::kLoop) {
@@ -86,7 +108,7 @@ Result<TrainingConfig> to_training_config(const TrainingFlags& f, const KernelTa
 Result<DeviceProfile> to_device_profile(const DeviceFlags& f, const KernelTarget& target) {
   if (target.device == Device::kCpu) {
     if (!f.gpu.empty() || !f.gpu_memory.empty() || !f.cuda_context.empty() ||
-        f.expandable_segments || !f.max_split_size.empty()) {
+        f.expandable_segments || !f.max_split_size.empty() || !f.margin.empty()) {
       return invalid_argument("GPU and allocator flags apply to the cuda profile",
                               "drop --device-profile cpu, or the GPU flags");
     }
@@ -112,7 +134,38 @@ Result<DeviceProfile> to_device_profile(const DeviceFlags& f, const KernelTarget
     if (!bytes.ok()) return bytes.status().with_context("--cuda-context");
     d.context_bytes = *bytes;
   }
+  if (!f.margin.empty()) {
+    TF_ASSIGN_OR_RETURN(const double fraction, parse_margin(f.margin));
+    if (d.total_bytes < 0) {
+      return invalid_argument("--margin needs a GPU to take it from",
+                              "add --gpu NAME (see `trainfit gpus`) or --gpu-memory");
+    }
+    d.margin_bytes = static_cast<int64_t>(fraction * static_cast<double>(d.total_bytes));
+  }
   return d;
+}
+
+Result<double> parse_margin(std::string_view text) {
+  std::string s(text);
+  const bool percent = !s.empty() && s.back() == '%';
+  if (percent) s.pop_back();
+  double value = 0;
+  size_t used = 0;
+  try {
+    value = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size()) {
+    return invalid_argument(fmt::format("--margin '{}' is not a number", text),
+                            "give a fraction or a percentage, e.g. 0.05 or 5%");
+  }
+  if (percent) value /= 100;
+  if (!(value >= 0 && value <= 0.5)) {
+    return invalid_argument(fmt::format("--margin '{}' is outside 0 to 50%", text),
+                            "give a fraction of the GPU's memory, e.g. 0.05 or 5%");
+  }
+  return value;
 }
 
 Result<AllocatorConfig> to_allocator_config(const DeviceFlags& f) {

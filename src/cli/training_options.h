@@ -31,6 +31,7 @@ struct DeviceFlags {
   std::string cuda_context;
   bool expandable_segments = false;
   std::string max_split_size;
+  std::string margin;  // fraction of the GPU's memory kept free: "0.05" or "5%"
 };
 
 void add_training_flags(CLI::App& app, TrainingFlags& flags);
@@ -40,6 +41,8 @@ void add_device_flags(CLI::App& app, DeviceFlags& flags);
 Result<TrainingConfig> to_training_config(const TrainingFlags& flags, const KernelTarget& target,
                                           const ModelSpec* model = nullptr);
 Result<DeviceProfile> to_device_profile(const DeviceFlags& flags, const KernelTarget& target);
+// "0.05" or "5%": a fraction of the GPU's memory, from 0 up to 0.5.
+Result<double> parse_margin(std::string_view text);
 Result<AllocatorConfig> to_allocator_config(const DeviceFlags& flags);
 
 }  // namespace trainfit

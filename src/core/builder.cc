@@ -455,14 +455,24 @@ Result<Graph> GraphBuilder::finish() && {
     }
   }
   if (!param_order_.empty()) {
-    const auto rank = [&](const Param& p) {
+    // Rank each parameter once, then order by rank (stable: creation order within a rank).
+    std::vector<std::pair<size_t, size_t>> ranked;  // (rank, creation index)
+    ranked.reserve(graph_.params.size());
+    for (size_t j = 0; j < graph_.params.size(); ++j) {
+      size_t rank = param_order_.size();
       for (size_t i = 0; i < param_order_.size(); ++i) {
-        if (path_matches(p.name, param_order_[i])) return i;
+        if (path_matches(graph_.params[j].name, param_order_[i])) {
+          rank = i;
+          break;
+        }
       }
-      return param_order_.size();
-    };
-    std::stable_sort(graph_.params.begin(), graph_.params.end(),
-                     [&](const Param& a, const Param& b) { return rank(a) < rank(b); });
+      ranked.emplace_back(rank, j);
+    }
+    std::sort(ranked.begin(), ranked.end());
+    std::vector<Param> ordered;
+    ordered.reserve(ranked.size());
+    for (const auto& [rank, j] : ranked) ordered.push_back(std::move(graph_.params[j]));
+    graph_.params = std::move(ordered);
   }
   for (Param& p : graph_.params) {
     for (const auto& [prefix, group] : param_groups_) {

@@ -168,11 +168,13 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   e.activation_bytes = activation_bytes(g);
   e.events = list.events.size();
   e.total_bytes = device.total_bytes;
+  e.margin_bytes = device.total_bytes >= 0 ? device.margin_bytes : 0;
   e.cuda_context_bytes = device.target.device == Device::kCuda ? device.context_bytes : 0;
 
   AllocatorConfig config = options.allocator;
   if (device.total_bytes >= 0 && device.caching_allocator) {
-    config.capacity = std::max<int64_t>(0, device.total_bytes - e.cuda_context_bytes);
+    config.capacity =
+        std::max<int64_t>(0, device.total_bytes - e.margin_bytes - e.cuda_context_bytes);
   }
   Replay r = replay(list, device, config, options.timeline, slot_of_buffer, slot_modules.size());
   if (r.oom_event) {
@@ -180,8 +182,10 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
     e.oom_numbers = r.oom;
     e.fits = false;
     // What the run would need: the same events on an unbounded device.
-    config.capacity = -1;
-    r = replay(list, device, config, options.timeline, slot_of_buffer, slot_modules.size());
+    if (options.peak_after_oom) {
+      config.capacity = -1;
+      r = replay(list, device, config, options.timeline, slot_of_buffer, slot_modules.size());
+    }
   }
   e.peak_allocated_bytes = r.peak_allocated;
   e.peak_reserved_bytes = r.peak_reserved;
@@ -210,7 +214,7 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   e.num_alloc_retries = r.retries;
   e.device_used_bytes = r.peak_reserved + e.cuda_context_bytes;
   if (e.total_bytes >= 0) {
-    e.headroom_bytes = e.total_bytes - e.device_used_bytes;
+    e.headroom_bytes = e.total_bytes - e.margin_bytes - e.device_used_bytes;
     e.fits = e.fits && e.headroom_bytes >= 0;
   }
   e.timeline = std::move(r.timeline);

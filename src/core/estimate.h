@@ -26,6 +26,7 @@ struct DeviceProfile {
   std::string gpu;  // catalog name; empty when no GPU was given
   std::string gpu_display;
   int64_t total_bytes = -1;  // device memory; -1: unknown
+  int64_t margin_bytes = 0;  // of total_bytes, kept free: a run fits in total - margin
   int sm = 80;               // architecture assumed when no GPU was given: Ampere
   int64_t context_bytes = 0;
   int64_t cublas_workspace_bytes = 0;
@@ -42,6 +43,9 @@ struct EstimateOptions {
   AllocatorConfig allocator;
   bool timeline = false;
   bool explain = false;  // list the tensors alive at the peak
+  // On out of memory, also replay on an unbounded device to report what the run would need
+  // (the peak figures); a search that only asks whether it fits turns this off.
+  bool peak_after_oom = true;
 };
 
 // One tensor (or workspace) alive at the peak.
@@ -88,8 +92,9 @@ struct Estimate {
   int64_t allocator_cache_bytes = 0;               // peak reserved - peak allocated
   int64_t num_alloc_retries = 0;
   int64_t total_bytes = -1;  // the device's memory, when known
+  int64_t margin_bytes = 0;  // of it, kept free
   bool fits = true;
-  int64_t headroom_bytes = 0;  // total - device used
+  int64_t headroom_bytes = 0;  // total - margin - device used
   std::optional<Moment> oom;   // where the run would run out of memory
   OutOfMemory oom_numbers;
   size_t events = 0;

@@ -14,16 +14,7 @@ namespace {
 
 constexpr int32_t kNoBuffer = -1;
 
-// A checkpointed module call: nodes [first, end). Inside it autograd keeps nothing during
-// forward; the segment's inputs stay alive until its backward has finished, and its first
-// backward node recomputes the segment (torch.utils.checkpoint, use_reentrant=False).
-struct Segment {
-  NodeId first = 0;
-  NodeId end = 0;
-  NodeId last_to_run = kNone;  // the smallest recorded node: its backward ends the segment
-  NodeId recompute_stop = kNone;
-  std::vector<StorageId> held_inputs;
-};
+using Segment = CheckpointSegment;
 
 int64_t value_bytes(const Value& v) {
   return checked_numel(v.shape).value_or(0) * dtype_bytes(v.dtype);
@@ -147,47 +138,11 @@ void Lowerer::unref_grad(int32_t buffer, NodeId node) {
 // ---- analysis ------------------------------------------------------------------------------
 
 Status Lowerer::find_segments() {
+  TF_ASSIGN_OR_RETURN(segments_, checkpoint_segments(g_, config_.checkpoint));
   segment_of_.assign(g_.nodes.size(), -1);
-  for (const std::string& pattern : config_.checkpoint) {
-    bool any = false;
-    for (const Module& m : g_.modules) {
-      if (!module_matches(m.path, pattern) || m.first_node == m.end_node) continue;
-      any = true;
-      if (segment_of_[static_cast<size_t>(m.first_node)] >= 0) continue;  // inside another
-      const auto id = static_cast<int>(segments_.size());
-      Segment s;
-      s.first = m.first_node;
-      s.end = m.end_node;
-      for (NodeId n = m.first_node; n < m.end_node; ++n) segment_of_[static_cast<size_t>(n)] = id;
-      segments_.push_back(s);
-    }
-    if (!any) {
-      return not_found(fmt::format("--checkpoint '{}' matches no module of {}", pattern, g_.model),
-                       "patterns are module paths such as 'layer2' or 'encoder.layers.*'; "
-                       "trainfit summary lists the modules");
-    }
-  }
-  const bool torch2 = g_.target.torch == TorchVersion::k2;
-  for (Segment& s : segments_) {
-    for (NodeId n = s.first; n < s.end; ++n) {
-      const Node& node = g_.nodes[static_cast<size_t>(n)];
-      if (!node.recorded || !g_.on_loss_path[static_cast<size_t>(n)]) continue;
-      if (s.last_to_run == kNone) s.last_to_run = n;
-      if (!node.saved.empty()) s.recompute_stop = n;
-    }
-    // PyTorch 1.13 re-runs the whole module; 2.x stops once every kept tensor is recomputed.
-    if (!torch2) s.recompute_stop = s.end - 1;
-    // Inputs produced before the segment and used in it stay alive through its backward.
-    for (NodeId n = s.first; n < s.end; ++n) {
-      for (ValueId in : g_.nodes[static_cast<size_t>(n)].inputs) {
-        const Value& v = g_.value(in);
-        const Storage& st = g_.storages[static_cast<size_t>(v.storage)];
-        if (st.kind != StorageKind::kActivation || st.producer >= s.first) continue;
-        if (std::find(s.held_inputs.begin(), s.held_inputs.end(), v.storage) ==
-            s.held_inputs.end()) {
-          s.held_inputs.push_back(v.storage);
-        }
-      }
+  for (size_t id = 0; id < segments_.size(); ++id) {
+    for (NodeId n = segments_[id].first; n < segments_[id].end; ++n) {
+      segment_of_[static_cast<size_t>(n)] = static_cast<int>(id);
     }
   }
   return {};
@@ -559,8 +514,9 @@ void Lowerer::optimizer_step(bool first_step) {
   step.grad_scaler = uses_grad_scaler();
   for (size_t p = 0; p < g_.params.size(); ++p) {
     if (param_grad_[p] == kNoBuffer) continue;
-    step.params.push_back(
-        {static_cast<int32_t>(p), value_bytes(g_.value(g_.params[p].value)), g_.params[p].group});
+    const Value& v = g_.value(g_.params[p].value);
+    step.params.push_back({static_cast<int32_t>(p), value_bytes(v),
+                           checked_numel(v.shape).value_or(0), g_.params[p].group});
   }
   lower_optimizer_step(step, *this);
 }
@@ -620,6 +576,55 @@ Result<EventList> Lowerer::run() {
 }
 
 }  // namespace
+
+Result<std::vector<CheckpointSegment>> checkpoint_segments(
+    const Graph& g, const std::vector<std::string>& patterns) {
+  std::vector<CheckpointSegment> segments;
+  std::vector<int> segment_of(g.nodes.size(), -1);
+  for (const std::string& pattern : patterns) {
+    bool any = false;
+    for (const Module& m : g.modules) {
+      if (!module_matches(m.path, pattern) || m.first_node == m.end_node) continue;
+      any = true;
+      if (segment_of[static_cast<size_t>(m.first_node)] >= 0) continue;  // inside another
+      const auto id = static_cast<int>(segments.size());
+      Segment s;
+      s.first = m.first_node;
+      s.end = m.end_node;
+      for (NodeId n = m.first_node; n < m.end_node; ++n) segment_of[static_cast<size_t>(n)] = id;
+      segments.push_back(s);
+    }
+    if (!any) {
+      return not_found(fmt::format("--checkpoint '{}' matches no module of {}", pattern, g.model),
+                       "patterns are module paths such as 'layer2' or 'encoder.layers.*'; "
+                       "trainfit summary lists the modules");
+    }
+  }
+  const bool torch2 = g.target.torch == TorchVersion::k2;
+  for (Segment& s : segments) {
+    for (NodeId n = s.first; n < s.end; ++n) {
+      const Node& node = g.nodes[static_cast<size_t>(n)];
+      if (!node.recorded || !g.on_loss_path[static_cast<size_t>(n)]) continue;
+      if (s.last_to_run == kNone) s.last_to_run = n;
+      if (!node.saved.empty()) s.recompute_stop = n;
+    }
+    // PyTorch 1.13 re-runs the whole module; 2.x stops once every kept tensor is recomputed.
+    if (!torch2) s.recompute_stop = s.end - 1;
+    // Inputs produced before the segment and used in it stay alive through its backward.
+    for (NodeId n = s.first; n < s.end; ++n) {
+      for (ValueId in : g.nodes[static_cast<size_t>(n)].inputs) {
+        const Value& v = g.value(in);
+        const Storage& st = g.storages[static_cast<size_t>(v.storage)];
+        if (st.kind != StorageKind::kActivation || st.producer >= s.first) continue;
+        if (std::find(s.held_inputs.begin(), s.held_inputs.end(), v.storage) ==
+            s.held_inputs.end()) {
+          s.held_inputs.push_back(v.storage);
+        }
+      }
+    }
+  }
+  return segments;
+}
 
 Result<EventList> lower_training_step(const Graph& graph, const TrainingConfig& config,
                                       const LoweringOptions& options) {

@@ -16,6 +16,23 @@
 
 namespace trainfit {
 
+// A checkpointed module call: nodes [first, end). Inside it autograd keeps nothing during
+// forward; the segment's inputs stay alive until its backward has finished, and its first
+// backward node recomputes nodes [first, recompute_stop] (torch.utils.checkpoint,
+// use_reentrant=False: 1.13 re-runs the whole module, 2.x stops once every kept tensor is back).
+struct CheckpointSegment {
+  NodeId first = 0;
+  NodeId end = 0;
+  NodeId last_to_run = kNone;  // the smallest recorded node: its backward ends the segment
+  NodeId recompute_stop = kNone;
+  std::vector<StorageId> held_inputs;
+};
+
+// The segments the --checkpoint patterns select, in node order; a module inside an already
+// checkpointed one is part of it. A pattern that matches no module is an error.
+Result<std::vector<CheckpointSegment>> checkpoint_segments(
+    const Graph& graph, const std::vector<std::string>& patterns);
+
 Result<EventList> lower_training_step(const Graph& graph, const TrainingConfig& config,
                                       const LoweringOptions& options);
 

@@ -112,6 +112,9 @@ using BackwardFn = std::function<BackwardSpec(const OpCall&)>;
 using ParamsFn = std::function<Result<std::vector<ParamSpec>>(const OpCall&)>;
 using SavedFn = std::function<SavedList(const OpCall&)>;
 using WorkspaceFn = std::function<int64_t(const OpCall&)>;
+// Floating-point operations of the forward kernel, given output 0's shape (a multiply-add is
+// two). Without one, an op costs one operation per element of each output that is not a view.
+using FlopsFn = std::function<double(const OpCall&, const Dims& output)>;
 // Composite ops expand into registry ops through the builder and return their outputs.
 using DecomposeFn =
     std::function<std::vector<ValueId>(GraphBuilder&, std::span<const ValueId>, const Attrs&)>;
@@ -133,6 +136,7 @@ struct OpSchema {
   // Optional: without it, every input that needs a gradient gets a new tensor.
   BackwardFn backward;
   bool uses_cublas = false;  // its forward and backward run cuBLAS GEMMs (CUDA workspace)
+  FlopsFn flops;             // optional: products and convolutions
 
   bool composite() const { return static_cast<bool>(decompose); }
 };

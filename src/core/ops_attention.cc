@@ -152,6 +152,12 @@ OpSchema fused_schema(std::string_view name, std::string_view doc, bool flash) {
   s.infer = [flash](const OpCall& c, std::vector<OutputSpec>& out) {
     return fused_infer(c, out, flash);
   };
+  // Q K^T and the product with V: 2 x (B, H, L, S, E) multiply-adds.
+  s.flops = [](const OpCall& c, const Dims&) {
+    const double q = static_cast<double>(checked_numel(c.in(0).shape).value_or(0));
+    const Dims& k = c.in(1).shape;
+    return 4.0 * q * static_cast<double>(k[k.size() - 2]);
+  };
   s.saved = [](const OpCall& call) {
     SavedList saved{saved_input(0), saved_input(1), saved_input(2)};
     if (call.inputs.size() > 3) saved.push_back(saved_input(3));

@@ -113,6 +113,15 @@ OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial
     return conv_infer(c, out, spatial, transposed);
   };
   s.saved = [](const OpCall&) { return SavedList{saved_input(0), saved_input(1)}; };
+  // A convolution multiplies each output element by Cin/groups x kernel taps; a transposed one
+  // scatters each input element to Cout/groups x kernel taps.
+  s.flops = [transposed](const OpCall& c, const Dims& out) {
+    const Dims& w = c.in(1).shape;
+    const double taps =
+        static_cast<double>(checked_numel(w).value_or(0)) / static_cast<double>(w[0]);
+    const Dims& elements = transposed ? c.in(0).shape : out;
+    return 2.0 * static_cast<double>(checked_numel(elements).value_or(0)) * taps;
+  };
   // cuDNN's per-call workspace depends on its heuristics and is not predicted here.
   s.workspace = no_workspace;
   return s;

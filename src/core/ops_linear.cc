@@ -181,6 +181,11 @@ Status bmm_shapes(const Value& a, const Value& b, Dims& out) {
   return {};
 }
 
+// 2 x M x N x K for a product with output `out` and inner dimension `inner`.
+double product_flops(const Dims& out, int64_t inner) {
+  return 2.0 * static_cast<double>(checked_numel(out).value_or(0)) * static_cast<double>(inner);
+}
+
 OpSchema matrix_schema(std::string_view name, std::string_view doc, int inputs) {
   OpSchema s;
   s.name = name;
@@ -204,12 +209,18 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
   linear.params = linear_params;
   linear.infer = linear_infer;
   linear.saved = linear_saved;
+  linear.flops = [](const OpCall& c, const Dims& out) {
+    return product_flops(out, c.in(0).shape.back());
+  };
   ops.push_back(std::move(linear));
 
   OpSchema matmul = matrix_schema(
       "matmul", "torch.matmul with broadcasting; keeps each operand (or its copy) as mm/bmm do", 2);
   matmul.infer = matmul_infer;
   matmul.saved = matmul_saved;
+  matmul.flops = [](const OpCall& c, const Dims& out) {
+    return product_flops(out, c.in(0).shape.back());
+  };
   ops.push_back(std::move(matmul));
 
   OpSchema bmm =
@@ -227,6 +238,7 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
     if (c.requires_grad(0)) saved.push_back(saved_input(1));
     return saved;
   };
+  bmm.flops = [](const OpCall& c, const Dims& out) { return product_flops(out, c.in(0).shape[2]); };
   ops.push_back(std::move(bmm));
 
   OpSchema baddbmm = matrix_schema(
@@ -250,6 +262,9 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
     if (c.requires_grad(2)) saved.push_back(saved_input(1));
     if (c.requires_grad(1)) saved.push_back(saved_input(2));
     return saved;
+  };
+  baddbmm.flops = [](const OpCall& c, const Dims& out) {
+    return product_flops(out, c.in(1).shape[2]);
   };
   ops.push_back(std::move(baddbmm));
 

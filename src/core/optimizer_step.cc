@@ -17,6 +17,37 @@ void release(EventSink& sink, int32_t buffer) {
   if (buffer != kNoBuffer) sink.release(buffer);
 }
 
+// bitsandbytes' Optimizer2State (bitsandbytes/optim/optimizer.py init_state, update_step): at
+// the first step each parameter with at least min_8bit_size (4096) elements gets two uint8
+// states and two float32 absmax vectors, one per 2048-element block; smaller ones get two
+// float32 states. The update is one fused kernel per parameter, with no temporaries. The two
+// 256-entry quantization maps are copied to the device once and shared.
+constexpr int64_t kMin8bitNumel = 4096;
+constexpr int64_t kQuantBlock = 2048;
+constexpr int64_t kQuantMapBytes = 256 * 4;
+
+void step_group_8bit(const OptimizerStep& step, std::span<const StepParam> params, EventSink& sink,
+                     bool& maps_made) {
+  if (!step.first_step) return;
+  for (const StepParam& p : params) {
+    if (p.numel < kMin8bitNumel) {
+      sink.alloc(p.numel * 4, Category::kOptimizerState, false, p.index);
+      sink.alloc(p.numel * 4, Category::kOptimizerState, false, p.index);
+      continue;
+    }
+    if (!maps_made) {
+      sink.alloc(kQuantMapBytes, Category::kOptimizerState, false, -1);
+      sink.alloc(kQuantMapBytes, Category::kOptimizerState, false, -1);
+      maps_made = true;
+    }
+    const int64_t blocks = (p.numel + kQuantBlock - 1) / kQuantBlock;
+    sink.alloc(p.numel, Category::kOptimizerState, false, p.index);
+    sink.alloc(p.numel, Category::kOptimizerState, false, p.index);
+    sink.alloc(blocks * 4, Category::kOptimizerState, false, p.index);
+    sink.alloc(blocks * 4, Category::kOptimizerState, false, p.index);
+  }
+}
+
 // The optimizer's own arithmetic for one parameter group: state at the first step, and the
 // temporaries of the chosen implementation (torch/optim/adam.py, adamw.py, sgd.py).
 void step_group(const OptimizerStep& step, std::span<const StepParam> params, EventSink& sink) {
@@ -89,6 +120,10 @@ void step_group(const OptimizerStep& step, std::span<const StepParam> params, Ev
 
 }  // namespace
 
+bool is_8bit(OptimizerKind kind) {
+  return kind == OptimizerKind::kAdam8bit || kind == OptimizerKind::kAdamW8bit;
+}
+
 OptimizerImpl resolve_optimizer_impl(OptimizerImpl impl, const KernelTarget& target) {
   if (impl != OptimizerImpl::kDefault) return impl;
   const bool cuda2 = target.device == Device::kCuda && target.torch == TorchVersion::k2;
@@ -117,10 +152,16 @@ void lower_optimizer_step(const OptimizerStep& step, EventSink& sink) {
   std::vector<StepParam> params = step.params;
   std::stable_sort(params.begin(), params.end(),
                    [](const StepParam& a, const StepParam& b) { return a.group < b.group; });
+  bool maps_made = false;
   for (size_t first = 0; first < params.size();) {
     size_t end = first;
     while (end < params.size() && params[end].group == params[first].group) ++end;
-    step_group(step, std::span<const StepParam>(params).subspan(first, end - first), sink);
+    const auto group = std::span<const StepParam>(params).subspan(first, end - first);
+    if (is_8bit(step.optimizer.kind)) {
+      step_group_8bit(step, group, sink, maps_made);
+    } else {
+      step_group(step, group, sink);
+    }
     first = end;
   }
   release(sink, handle);

@@ -22,6 +22,7 @@ OptimizerImpl resolve_optimizer_impl(OptimizerImpl impl, const KernelTarget& tar
 struct StepParam {
   int32_t index = 0;  // into Graph::params
   int64_t bytes = 0;
+  int64_t numel = 0;
   int group = 0;  // its parameter group: groups step one after another
 };
 
@@ -32,6 +33,8 @@ struct OptimizerStep {
   bool grad_scaler = false;  // GradScaler.step() unscales the gradients first
   std::vector<StepParam> params;
 };
+
+bool is_8bit(OptimizerKind kind);
 
 // Where lowering records buffers.
 class EventSink {

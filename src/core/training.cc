@@ -12,6 +12,10 @@ std::string_view optimizer_name(OptimizerKind kind) {
       return "adam";
     case OptimizerKind::kAdamW:
       return "adamw";
+    case OptimizerKind::kAdam8bit:
+      return "adam8bit";
+    case OptimizerKind::kAdamW8bit:
+      return "adamw8bit";
   }
   return "?";
 }

@@ -16,7 +16,8 @@
 
 namespace trainfit {
 
-enum class OptimizerKind : uint8_t { kSgd, kMomentum, kAdam, kAdamW };
+// kAdam8bit / kAdamW8bit: bitsandbytes' Adam8bit / AdamW8bit (blockwise 8-bit state).
+enum class OptimizerKind : uint8_t { kSgd, kMomentum, kAdam, kAdamW, kAdam8bit, kAdamW8bit };
 // kDefault: what PyTorch picks: foreach for CUDA tensors on 2.x, the for-loop otherwise.
 enum class OptimizerImpl : uint8_t { kDefault, kForeach, kFused, kLoop };
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/op_schema.h"
+#include "core/optimizer_step.h"
 #include "report/format.h"
 #include "report/summary_report.h"
 
@@ -28,9 +29,12 @@ std::string where(const Moment& m) {
 
 }  // namespace
 
+std::string_view impl_label(const EstimateHeader& h) {
+  return is_8bit(h.optimizer.kind) ? "bitsandbytes" : optimizer_impl_name(h.resolved_impl);
+}
+
 std::string optimizer_line(const EstimateHeader& h) {
-  std::string s = fmt::format("{} ({})", optimizer_name(h.optimizer.kind),
-                              optimizer_impl_name(h.resolved_impl));
+  std::string s = fmt::format("{} ({})", optimizer_name(h.optimizer.kind), impl_label(h));
   if (h.optimizer.weight_decay >= 0)
     s += fmt::format(", weight_decay {:g}", h.optimizer.weight_decay);
   if (h.training.grad_accum > 1)
@@ -67,12 +71,16 @@ std::string estimate_text(const EstimateHeader& h, const Estimate& e) {
           "  {:<20}no: out of memory in {} asking for {} with {} reserved of {} usable\n", "fits",
           where(*e.oom), format_bytes(e.oom_numbers.requested),
           format_bytes(e.oom_numbers.reserved), format_bytes(e.oom_numbers.capacity));
-    } else if (e.fits) {
-      out += fmt::format("  {:<20}yes, {} headroom of {}\n", "fits", format_bytes(e.headroom_bytes),
-                         format_bytes(e.total_bytes));
     } else {
-      out += fmt::format("  {:<20}no, {} over {}\n", "fits", format_bytes(-e.headroom_bytes),
-                         format_bytes(e.total_bytes));
+      const std::string of =
+          e.margin_bytes > 0
+              ? fmt::format("{} ({} of {} kept free)", format_bytes(e.total_bytes - e.margin_bytes),
+                            format_bytes(e.margin_bytes), format_bytes(e.total_bytes))
+              : format_bytes(e.total_bytes);
+      out += e.fits ? fmt::format("  {:<20}yes, {} headroom of {}\n", "fits",
+                                  format_bytes(e.headroom_bytes), of)
+                    : fmt::format("  {:<20}no, {} over {}\n", "fits",
+                                  format_bytes(-e.headroom_bytes), of);
     }
   }
   out += "\nAt the peak\n";
@@ -123,7 +131,7 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
   j["batch"] = h.batch;
   j["precision"] = precision_name(h.precision);
   j["optimizer"] = optimizer_name(h.optimizer.kind);
-  j["optimizer_impl"] = optimizer_impl_name(h.resolved_impl);
+  j["optimizer_impl"] = impl_label(h);
   if (h.optimizer.weight_decay >= 0) j["weight_decay"] = h.optimizer.weight_decay;
   if (!h.optimizer.preset.empty()) j["optimizer_preset"] = h.optimizer.preset;
   j["grad_accum"] = h.training.grad_accum;
@@ -169,6 +177,7 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
                 {"display", h.device.gpu_display},
                 {"total_bytes", e.total_bytes},
                 {"sm", h.device.sm}};
+    j["margin_bytes"] = e.margin_bytes;
     j["fits"] = e.fits;
     j["headroom_bytes"] = e.headroom_bytes;
     if (e.oom) {

@@ -381,6 +381,35 @@ void add_act_models(std::vector<ModelSpec>& models) {
       policy_key("kl_weight", AttrKind::kFloat, 10.0, "weight of the KL term", {}, 0.0),
   };
   m.build = build_act;
+  m.checkpoint_families = {
+      {"backbone stages",
+       {"model.backbone.layer1.*", "model.backbone.layer2.*", "model.backbone.layer3.*",
+        "model.backbone.layer4.*"}},
+      {"encoder layers", {"model.encoder.layers.*"}},
+      {"decoder layers", {"model.decoder.layers.*"}},
+      {"VAE encoder layers", {"model.vae_encoder.layers.*"}},
+  };
+  m.backbone = {"model.backbone"};
+  m.smaller = [](const ModelConfig& c) {
+    std::vector<ModelChange> changes;
+    if (const int64_t chunk = c.get_int("chunk_size"); chunk > 1) {
+      changes.push_back({fmt::format("chunk_size {} -> {}", chunk, chunk / 2),
+                         {{"chunk_size", std::to_string(chunk / 2)}}});
+    }
+    if (const int64_t ffn = c.get_int("dim_feedforward"); ffn > 1) {
+      const int64_t smaller = ffn > 2048 ? 2048 : ffn / 2;
+      changes.push_back({fmt::format("dim_feedforward {} -> {}", ffn, smaller),
+                         {{"dim_feedforward", std::to_string(smaller)}}});
+    }
+    if (const int64_t layers = c.get_int("n_encoder_layers"); layers > 1) {
+      changes.push_back({fmt::format("n_encoder_layers {} -> {}", layers, layers / 2),
+                         {{"n_encoder_layers", std::to_string(layers / 2)}}});
+    }
+    if (c.get_bool("use_vae"))
+      changes.push_back({"use_vae true -> false (no VAE)", {{"use_vae", "false"}}});
+    if (std::optional<ModelChange> half = halve_cameras(c)) changes.push_back(*std::move(half));
+    return changes;
+  };
   m.optimizer = OptimizerPreset{
       OptimizerKind::kAdamW, 1e-4,
       "LeRobot's ACT preset: AdamW, weight_decay 1e-4, backbone in its own parameter group"};

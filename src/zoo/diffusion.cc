@@ -13,6 +13,9 @@
 //  - the loss is the MSE between the predicted and the sampled noise, averaged.
 // The inputs are the normalised float32 tensors LeRobot's preprocessor hands the policy.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "zoo/lerobot.h"
 #include "zoo/nn.h"
@@ -348,6 +351,36 @@ void add_diffusion_models(std::vector<ModelSpec>& models) {
           "true, or false with preset=classic"),
   };
   m.build = build_diffusion;
+  m.checkpoint_families = {
+      {"RGB encoder stages",
+       {"diffusion.rgb_encoder.*.backbone.4.*", "diffusion.rgb_encoder.*.backbone.5.*",
+        "diffusion.rgb_encoder.*.backbone.6.*", "diffusion.rgb_encoder.*.backbone.7.*",
+        "diffusion.rgb_encoder.backbone.4.*", "diffusion.rgb_encoder.backbone.5.*",
+        "diffusion.rgb_encoder.backbone.6.*", "diffusion.rgb_encoder.backbone.7.*"}},
+      {"UNet residual blocks",
+       {"diffusion.unet.down_modules.*.0", "diffusion.unet.down_modules.*.1",
+        "diffusion.unet.mid_modules.*", "diffusion.unet.up_modules.*.0",
+        "diffusion.unet.up_modules.*.1"}},
+  };
+  m.backbone = {"diffusion.rgb_encoder"};
+  m.smaller = [](const ModelConfig& c) {
+    std::vector<ModelChange> changes;
+    Diffusion d;
+    if (!read_config(c, d).ok()) return changes;
+    if (d.horizon > 1) {
+      changes.push_back({fmt::format("horizon {} -> {}", d.horizon, d.horizon / 2),
+                         {{"horizon", std::to_string(d.horizon / 2)}}});
+    }
+    if (std::all_of(d.down_dims.begin(), d.down_dims.end(), [](int64_t w) { return w > 1; })) {
+      Dims half;
+      for (int64_t w : d.down_dims) half.push_back(w / 2);
+      changes.push_back(
+          {fmt::format("down_dims {} -> {}", fmt::join(d.down_dims, ","), fmt::join(half, ",")),
+           {{"down_dims", fmt::format("{}", fmt::join(half, ","))}}});
+    }
+    if (std::optional<ModelChange> half = halve_cameras(c)) changes.push_back(*std::move(half));
+    return changes;
+  };
   m.optimizer = OptimizerPreset{
       OptimizerKind::kAdam, 1e-6,
       "LeRobot's Diffusion preset: Adam (not AdamW), betas (0.95, 0.999), weight_decay 1e-6"};

@@ -224,6 +224,15 @@ void add_gpt2_models(std::vector<ModelSpec>& models) {
          {}},
     };
     m.build = build_gpt2;
+    m.checkpoint_families = {{"transformer blocks", {"transformer.h.*"}}};
+    m.smaller = [](const ModelConfig& c) {
+      std::vector<ModelChange> changes;
+      if (const int64_t n = c.get_int("n_layer"); n > 1) {
+        changes.push_back(
+            {fmt::format("n_layer {} -> {}", n, n / 2), {{"n_layer", std::to_string(n / 2)}}});
+      }
+      return changes;
+    };
     models.push_back(std::move(m));
   }
 }

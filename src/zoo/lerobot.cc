@@ -1,6 +1,7 @@
 #include "zoo/lerobot.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "zoo/zoo.h"
 
@@ -23,6 +24,19 @@ Result<std::vector<CameraSize>> parse_cameras(std::string_view text) {
     start = end + 1;
   }
   return cameras;
+}
+
+std::optional<ModelChange> halve_cameras(const ModelConfig& config) {
+  const std::string& text = config.get_string("cameras");
+  Result<std::vector<CameraSize>> cameras = parse_cameras(text);
+  if (!cameras.ok() || cameras->empty()) return std::nullopt;
+  std::vector<std::string> half;
+  for (const CameraSize& c : *cameras) {
+    if (c.width < 2 || c.height < 2) return std::nullopt;
+    half.push_back(fmt::format("{}x{}", c.width / 2, c.height / 2));
+  }
+  const std::string value = fmt::format("{}", fmt::join(half, ","));
+  return ModelChange{fmt::format("cameras {} -> {}", text, value), {{"cameras", value}}};
 }
 
 Result<Dims> parse_int_list(std::string_view text) {

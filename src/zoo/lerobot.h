@@ -4,6 +4,7 @@
 //   Result<std::vector<CameraSize>> cams = parse_cameras("640x360,640x480");  // W x H each
 #pragma once
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -25,6 +26,9 @@ Result<Dims> parse_int_list(std::string_view text);
 // A tensor computed without gradient from shapes alone (sinusoidal position tables, noise,
 // zeros): its memory, in the current module.
 ValueId no_grad_tensor(GraphBuilder& b, Dims shape, DType dtype = DType::kFloat32);
+
+// The cameras at half their width and height ("cameras 640x480 -> 320x240"), if any.
+std::optional<ModelChange> halve_cameras(const ModelConfig& config);
 
 // A --set key of a policy, in the order its fields are usually given.
 SetKey policy_key(std::string name, AttrKind kind, AttrValue value, std::string doc,

@@ -137,6 +137,11 @@ void add_resnet_models(std::vector<ModelSpec>& models) {
     m.default_input = {3, 224, 224};
     m.keys = {{"num_classes", AttrKind::kInt, int64_t{1000}, "classifier outputs", {}, 1.0, {}}};
     m.build = [shape](GraphBuilder& b, const ModelConfig& c) { build_resnet(b, c, shape); };
+    for (int stage = 1; stage <= 4; ++stage) {
+      m.checkpoint_families.push_back(
+          {fmt::format("layer{} blocks", stage), {fmt::format("layer{}.*", stage)}});
+    }
+    m.backbone = {"conv1", "bn1", "layer1", "layer2", "layer3", "layer4"};
     models.push_back(std::move(m));
   }
 }

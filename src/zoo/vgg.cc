@@ -89,6 +89,7 @@ void add_vgg_models(std::vector<ModelSpec>& models) {
       m.keys = {{"num_classes", AttrKind::kInt, int64_t{1000}, "classifier outputs", {}, 1.0, {}},
                 {"dropout", AttrKind::kFloat, 0.5, "classifier dropout probability", {}, 0.0, 1.0}};
       m.build = [shape, bn](GraphBuilder& b, const ModelConfig& c) { build_vgg(b, c, shape, bn); };
+      m.backbone = {"features"};
       models.push_back(std::move(m));
     }
   }

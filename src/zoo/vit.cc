@@ -111,6 +111,8 @@ void add_vit_models(std::vector<ModelSpec>& models) {
         {"dropout", AttrKind::kFloat, 0.0, "dropout after attention and in the MLP", {}, 0.0, 1.0},
         {"attention_dropout", AttrKind::kFloat, 0.0, "dropout on attention weights", {}, 0.0, 1.0}};
     m.build = [s](GraphBuilder& b, const ModelConfig& c) { build_vit(b, c, s); };
+    m.checkpoint_families = {{"encoder layers", {"encoder.layers.*"}}};
+    m.backbone = {"class_token", "conv_proj", "encoder"};
     models.push_back(std::move(m));
   }
 }

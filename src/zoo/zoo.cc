@@ -158,7 +158,7 @@ Result<Dims> parse_dims(std::string_view text) {
   return dims;
 }
 
-Result<Graph> build_model(const ModelRequest& request) {
+Result<ModelConfig> model_config(const ModelRequest& request) {
   const ModelSpec* spec = find_model(request.name);
   if (spec == nullptr) {
     std::vector<std::string> names;
@@ -230,6 +230,12 @@ Result<Graph> build_model(const ModelRequest& request) {
     }
     config.set(name, *value);
   }
+  return config;
+}
+
+Result<Graph> build_model(const ModelRequest& request) {
+  TF_ASSIGN_OR_RETURN(const ModelConfig config, model_config(request));
+  const ModelSpec* spec = find_model(request.name);
   GraphBuilder builder(spec->name, request.options);
   spec->build(builder, config);
   Result<Graph> graph = std::move(builder).finish();

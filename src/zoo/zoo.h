@@ -64,6 +64,21 @@ class ModelConfig {
 
 using BuildFn = std::function<void(GraphBuilder&, const ModelConfig&)>;
 
+// Repeated blocks that activation checkpointing wraps one at a time: `fit --what-if` offers one
+// row per family. Patterns that match no module of a given configuration are left out.
+struct CheckpointFamily {
+  std::string name;                   // "encoder layers"
+  std::vector<std::string> patterns;  // --checkpoint patterns: "model.encoder.layers.*"
+};
+
+// A smaller variant of the model (`fit --what-if`, architecture changes): --set values.
+struct ModelChange {
+  std::string what;  // "chunk_size 100 -> 50"
+  std::vector<std::pair<std::string, std::string>> sets;
+};
+// The changes that apply to a configuration (keys resolved, defaults filled in).
+using ChangesFn = std::function<std::vector<ModelChange>(const ModelConfig&)>;
+
 struct ModelSpec {
   std::string name;
   std::string family;  // "resnet", "vgg", ...
@@ -74,6 +89,9 @@ struct ModelSpec {
   std::vector<SetKey> keys;
   BuildFn build;
   std::optional<OptimizerPreset> optimizer;
+  std::vector<CheckpointFamily> checkpoint_families;
+  std::vector<std::string> backbone;  // --freeze prefixes that freeze its (pretrained) backbone
+  ChangesFn smaller;                  // optional: architecture what-ifs beyond the input size
 };
 
 struct ModelRequest {
@@ -88,7 +106,9 @@ struct ModelRequest {
 const std::vector<ModelSpec>& model_zoo();
 const ModelSpec* find_model(std::string_view name);
 
-// Parses --set values against the model's keys and builds its training-forward graph.
+// Parses --set values against the model's keys and checks the inputs fit its kind.
+Result<ModelConfig> model_config(const ModelRequest& request);
+// model_config, then the model's training-forward graph.
 Result<Graph> build_model(const ModelRequest& request);
 
 // "3x224x224" -> {3, 224, 224}

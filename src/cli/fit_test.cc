@@ -1,0 +1,234 @@
+// trainfit fit against trainfit estimate: the batch it finds fits and one more does not, every
+// what-if row is the estimate of its own command line, and --target-batch's answer fits.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/cli.h"
+#include "cli/plan.h"
+
+namespace trainfit {
+namespace {
+
+struct CliRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CliRun run(std::vector<std::string> args) {
+  args.insert(args.begin(), "trainfit");
+  std::ostringstream out, err;
+  const int code = run_cli(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+nlohmann::json run_json(std::vector<std::string> args) {
+  args.emplace_back("--json");
+  const CliRun r = run(args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json{};
+}
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Seed 000's ACT: three cameras, chunk_size 30, bf16 autocast.
+const std::vector<std::string> kAct = {
+    "--model", "act",           "--set",       "cameras=640x360,640x480,640x480",
+    "--set",   "chunk_size=30", "--precision", "amp-bf16"};
+const std::vector<std::string> kResnet = {"--model", "resnet50"};
+
+struct BoundaryCase {
+  std::vector<std::string> model;
+  std::string gpu;
+  std::string margin;  // empty: fit's default, 5%
+};
+
+class FitBoundary : public ::testing::TestWithParam<BoundaryCase> {};
+
+TEST_P(FitBoundary, MaxBatchFitsAndOneMoreDoesNot) {
+  const BoundaryCase& c = GetParam();
+  std::vector<std::string> fit = concat(concat({"fit"}, c.model), {"--gpu", c.gpu});
+  const std::string margin = c.margin.empty() ? "5%" : c.margin;
+  if (!c.margin.empty()) fit = concat(fit, {"--margin", c.margin});
+  const nlohmann::json f = run_json(fit);
+  const int64_t max_batch = f["max_batch"].get<int64_t>();
+  ASSERT_GT(max_batch, 0);
+  EXPECT_FALSE(f["at_search_limit"].get<bool>());
+  const auto estimate_at = [&](int64_t batch) {
+    return run_json(concat(concat({"estimate"}, c.model),
+                           {"--gpu", c.gpu, "--margin", margin, "--batch", std::to_string(batch)}));
+  };
+  const nlohmann::json at = estimate_at(max_batch);
+  EXPECT_TRUE(at["fits"].get<bool>()) << "batch " << max_batch;
+  EXPECT_EQ(at["device_used_bytes"], f["device_used_bytes"]);
+  EXPECT_EQ(at["peak_allocated_bytes"], f["peak_allocated_bytes"]);
+  const nlohmann::json above = estimate_at(max_batch + 1);
+  EXPECT_FALSE(above["fits"].get<bool>()) << "batch " << max_batch + 1;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ResnetAndAct, FitBoundary,
+    ::testing::Values(BoundaryCase{kResnet, "rtx4090", ""}, BoundaryCase{kResnet, "a100-80gb", ""},
+                      BoundaryCase{kResnet, "rtx4090", "0"}, BoundaryCase{kAct, "rtx4090", ""},
+                      BoundaryCase{kAct, "a100-80gb", ""}, BoundaryCase{kAct, "h100-80gb", "10%"}));
+
+TEST(Fit, AllGpusAgreesWithOneGpuAtATime) {
+  const nlohmann::json all = run_json(concat(concat({"fit"}, kAct), {"--gpu", "all"}));
+  ASSERT_TRUE(all["gpus"].is_array());
+  EXPECT_EQ(all["gpus"].size(), gpu_catalog().size());
+  for (const char* gpu : {"rtx3060", "rtx4090", "h200"}) {
+    const nlohmann::json one = run_json(concat(concat({"fit"}, kAct), {"--gpu", gpu}));
+    EXPECT_EQ(all["max_batch"][gpu], one["max_batch"]) << gpu;
+  }
+}
+
+// Each row's figures are those of `trainfit estimate` with the row's command line, and that
+// command line is the user's plus the knob's change.
+void expect_rows_are_estimates(const std::vector<std::string>& model, const std::string& gpu,
+                               const std::string& batch, const std::vector<std::string>& expected) {
+  const nlohmann::json f =
+      run_json(concat(concat({"fit"}, model), {"--gpu", gpu, "--batch", batch, "--what-if"}));
+  const nlohmann::json& rows = f["what_if"]["rows"];
+  ASSERT_FALSE(rows.empty());
+  std::vector<std::string> names;
+  for (const nlohmann::json& row : rows) {
+    const std::string name = row["name"].get<std::string>();
+    SCOPED_TRACE(name);
+    names.push_back(name);
+    std::vector<std::string> args = row["estimate_args"].get<std::vector<std::string>>();
+    const nlohmann::json e = run_json(concat({"estimate"}, args));
+    EXPECT_EQ(e["batch"].get<int64_t>(), std::stoll(batch)) << "at the user's batch";
+    EXPECT_EQ(row["peak_allocated_bytes"], e["peak_allocated_bytes"]);
+    EXPECT_EQ(row["peak_reserved_bytes"], e["peak_reserved_bytes"]);
+    EXPECT_EQ(row["device_used_bytes"], e["device_used_bytes"]);
+    EXPECT_EQ(row["fits"], e["fits"]);
+    // The change is the knob's arguments on top of the user's.
+    const std::vector<std::string> knob = row["args"].get<std::vector<std::string>>();
+    Result<EstimateFlags> user = parse_layered_flags(
+        concat(concat(model, {"--gpu", gpu, "--batch", batch, "--margin", "5%"}), knob));
+    ASSERT_TRUE(user.ok()) << user.status().to_string();
+    EXPECT_EQ(estimate_args(*user), args);
+  }
+  for (const std::string& want : expected) {
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  }
+}
+
+TEST(FitWhatIf, ActRowsAreDirectEstimates) {
+  expect_rows_are_estimates(
+      {"--model", "act"}, "rtx4090", "8",
+      {"AMP bf16", "AMP fp16", "fused optimizer", "8-bit AdamW state", "SGD with momentum",
+       "expandable segments", "checkpoint backbone stages", "checkpoint encoder layers",
+       "checkpoint decoder layers", "checkpoint VAE encoder layers", "freeze backbone",
+       "chunk_size 100 -> 50", "dim_feedforward 3200 -> 2048", "n_encoder_layers 4 -> 2",
+       "use_vae true -> false (no VAE)", "cameras 640x480 -> 320x240"});
+}
+
+TEST(FitWhatIf, ResnetRowsAreDirectEstimates) {
+  expect_rows_are_estimates({"--model", "resnet50", "--optimizer", "adam"}, "a100-80gb", "64",
+                            {"checkpoint layer1 blocks", "checkpoint layer4 blocks",
+                             "8-bit Adam state", "image 224x224 -> 112x112", "freeze backbone"});
+}
+
+TEST(FitWhatIf, DiffusionGpt2AndVitRowsAreDirectEstimates) {
+  expect_rows_are_estimates({"--model", "diffusion", "--set", "preset=classic"}, "rtx4090", "64",
+                            {"checkpoint UNet residual blocks", "checkpoint RGB encoder stages",
+                             "horizon 16 -> 8", "down_dims 512,1024,2048 -> 256,512,1024"});
+  expect_rows_are_estimates(
+      {"--model", "gpt2", "--seq-len", "512"}, "rtx4090", "4",
+      {"checkpoint transformer blocks", "seq-len 512 -> 256", "n_layer 12 -> 6"});
+  expect_rows_are_estimates({"--model", "vit_b_16", "--precision", "amp-bf16"}, "t4", "32",
+                            {"checkpoint encoder layers", "expandable segments"});
+}
+
+TEST(FitWhatIf, CheckpointCostIsTheRecomputedShareOfTheStep) {
+  const nlohmann::json f =
+      run_json({"fit", "--model", "resnet50", "--gpu", "rtx4090", "--batch", "32", "--what-if"});
+  double all_stages = 0;
+  for (const nlohmann::json& row : f["what_if"]["rows"]) {
+    if (row["kind"] != "recompute") continue;
+    const double share = row["recompute_share"].get<double>();
+    EXPECT_GT(share, 0.0);
+    EXPECT_LT(share, 1.0 / 3.0);  // at most the forward pass, a third of forward + backward
+    all_stages += share;
+  }
+  // The four stages re-run nearly the whole forward pass: close to a third of the step.
+  EXPECT_GT(all_stages, 0.25);
+  EXPECT_LT(all_stages, 1.0 / 3.0);
+}
+
+TEST(FitTarget, CheapestCombinationFits) {
+  const nlohmann::json f =
+      run_json({"fit", "--model", "resnet50", "--gpu", "rtx4090", "--target-batch", "384"});
+  const nlohmann::json& t = f["target"];
+  ASSERT_TRUE(t["fits"].get<bool>());
+  EXPECT_FALSE(t["knobs"].empty());
+  for (const nlohmann::json& k : t["knobs"]) EXPECT_NE(k["kind"], "model");
+  const nlohmann::json e =
+      run_json(concat({"estimate"}, t["estimate_args"].get<std::vector<std::string>>()));
+  EXPECT_TRUE(e["fits"].get<bool>());
+  EXPECT_EQ(e["batch"], 384);
+}
+
+TEST(FitTarget, AccumulationWhenNoKnobFits) {
+  // Without model changes nothing makes batch 4096 of resnet50 fit a 12 GB card.
+  const nlohmann::json f =
+      run_json({"fit", "--model", "resnet50", "--gpu", "rtx3060", "--target-batch", "4096"});
+  const nlohmann::json& t = f["target"];
+  ASSERT_FALSE(t["fits"].get<bool>());
+  const int64_t micro = t["accumulation"]["micro_batch"].get<int64_t>();
+  const int64_t steps = t["accumulation"]["steps"].get<int64_t>();
+  EXPECT_GT(micro, 0);
+  EXPECT_GE(micro * steps, 4096);
+  EXPECT_EQ(t["accumulation"]["effective_batch"].get<int64_t>(), micro * steps);
+  const nlohmann::json e =
+      run_json(concat({"estimate"}, t["estimate_args"].get<std::vector<std::string>>()));
+  EXPECT_TRUE(e["fits"].get<bool>());
+  EXPECT_EQ(e["grad_accum"].get<int64_t>(), steps);
+  // The micro-batch is at most the largest that fits with accumulation on, and fewer steps
+  // would need a larger one.
+  const nlohmann::json acc = run_json(
+      {"fit", "--model", "resnet50", "--gpu", "rtx3060", "--grad-accum", std::to_string(steps)});
+  const int64_t largest = acc["max_batch"].get<int64_t>();
+  EXPECT_LE(micro, largest);
+  EXPECT_GT((4096 + steps - 2) / (steps - 1), largest);
+}
+
+TEST(FitTarget, ModelChangesOnlyWhenAllowed) {
+  const std::vector<std::string> base = {"fit",     "--model",        "act", "--gpu",
+                                         "rtx3060", "--target-batch", "256"};
+  const nlohmann::json strict = run_json(base);
+  for (const nlohmann::json& k : strict["target"]["knobs"]) EXPECT_NE(k["kind"], "model");
+  const nlohmann::json loose = run_json(concat(base, {"--allow-model-changes"}));
+  if (loose["target"]["fits"].get<bool>()) {
+    const nlohmann::json e = run_json(
+        concat({"estimate"}, loose["target"]["estimate_args"].get<std::vector<std::string>>()));
+    EXPECT_TRUE(e["fits"].get<bool>());
+  }
+}
+
+TEST(Fit, BadInputIsOneLine) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"fit", "--model", "resnet50"},
+           {"fit", "--model", "resnet50", "--gpu", "rtx9999"},
+           {"fit", "--model", "resnet50", "--gpu", "rtx4090", "--margin", "abc"},
+           {"fit", "--model", "resnet50", "--gpu", "rtx4090", "--margin", "80%"},
+           {"fit", "--model", "resnet50", "--gpu", "all", "--what-if"},
+           {"fit", "--model", "resnet50", "--gpu", "rtx4090", "--target-batch", "-3"},
+           {"fit", "--model", "resnet50", "--gpu", "rtx4090", "--device-profile", "cpu"},
+           {"estimate", "--model", "resnet50", "--margin", "5%"},
+       }) {
+    const CliRun r = run(args);
+    EXPECT_EQ(r.code, kExitBadInput) << args.back();
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("hint"), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace trainfit
