@@ -515,8 +515,8 @@ void Lowerer::optimizer_step(bool first_step) {
   for (size_t p = 0; p < g_.params.size(); ++p) {
     if (param_grad_[p] == kNoBuffer) continue;
     const Value& v = g_.value(g_.params[p].value);
-    step.params.push_back({static_cast<int32_t>(p), value_bytes(v),
-                           checked_numel(v.shape).value_or(0), g_.params[p].group});
+    step.params.push_back({static_cast<int32_t>(p), value_bytes(v), g_.params[p].group,
+                           checked_numel(v.shape).value_or(0)});
   }
   lower_optimizer_step(step, *this);
 }

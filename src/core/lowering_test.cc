@@ -275,3 +275,49 @@ TEST(Graph, ModuleBlocksGroupUnderTheOutermostBranchingModule) {
 
 }  // namespace
 }  // namespace trainfit
+
+namespace trainfit {
+namespace {
+
+// Records the optimizer state a step creates.
+class StateBytes : public EventSink {
+ public:
+  int32_t alloc(int64_t bytes, Category category, bool, int32_t) override {
+    if (category == Category::kOptimizerState) state_ += bytes;
+    if (category == Category::kTemporary) ++temporaries_;
+    return count_++;
+  }
+  void release(int32_t) override {}
+  int64_t state() const { return state_; }
+  int temporaries() const { return temporaries_; }
+
+ private:
+  int64_t state_ = 0;
+  int temporaries_ = 0;
+  int32_t count_ = 0;
+};
+
+// bitsandbytes' Adam8bit: uint8 moments and a float32 absmax per 2048-element block for a
+// parameter of 4096 elements or more, float32 moments below; two shared 256-entry maps.
+TEST(Lowering, EightBitAdamStateAsBitsandbytesKeepsIt) {
+  OptimizerStep step;
+  step.optimizer.kind = OptimizerKind::kAdamW8bit;
+  step.target = {Device::kCuda, TorchVersion::k2};
+  step.first_step = true;
+  step.params = {{0, 4 * 10000, 0, 10000}, {1, 4 * 100, 0, 100}, {2, 4 * 4096, 1, 4096}};
+  StateBytes first;
+  lower_optimizer_step(step, first);
+  const int64_t big = 2 * 10000 + 2 * 4 * 5;  // 10000 elements: 5 blocks
+  const int64_t small = 2 * 4 * 100;          // below min_8bit_size: float32
+  const int64_t edge = 2 * 4096 + 2 * 4 * 2;  // exactly 4096: 8-bit, 2 blocks
+  const int64_t maps = 2 * 256 * 4;
+  EXPECT_EQ(first.state(), big + small + edge + maps);
+  EXPECT_EQ(first.temporaries(), 0);  // one fused kernel per parameter
+  step.first_step = false;
+  StateBytes later;
+  lower_optimizer_step(step, later);
+  EXPECT_EQ(later.state(), 0);
+}
+
+}  // namespace
+}  // namespace trainfit

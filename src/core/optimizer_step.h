@@ -22,8 +22,8 @@ OptimizerImpl resolve_optimizer_impl(OptimizerImpl impl, const KernelTarget& tar
 struct StepParam {
   int32_t index = 0;  // into Graph::params
   int64_t bytes = 0;
-  int64_t numel = 0;
-  int group = 0;  // its parameter group: groups step one after another
+  int group = 0;      // its parameter group: groups step one after another
+  int64_t numel = 0;  // elements (bitsandbytes sizes its state by them)
 };
 
 struct OptimizerStep {
