@@ -38,6 +38,7 @@ std::string shell_word(const std::string& arg) {
 
 std::string join_words(const std::vector<std::string>& args) {
   std::vector<std::string> words;
+  words.reserve(args.size());
   for (const std::string& a : args) words.push_back(shell_word(a));
   return fmt::format("{}", fmt::join(words, " "));
 }

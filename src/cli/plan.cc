@@ -320,7 +320,7 @@ Result<std::vector<Knob>> memory_knobs(const EstimateFlags& flags, const DeviceP
   std::vector<std::string> freeze;
   for (const std::string& prefix : spec->backbone) {
     if (!contains(flags.source.freeze, prefix) && matches_some_param(graph, prefix)) {
-      freeze.push_back("--freeze");
+      freeze.emplace_back("--freeze");
       freeze.push_back(prefix);
     }
   }

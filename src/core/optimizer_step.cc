@@ -24,7 +24,7 @@ void release(EventSink& sink, int32_t buffer) {
 // 256-entry quantization maps are copied to the device once and shared.
 constexpr int64_t kMin8bitNumel = 4096;
 constexpr int64_t kQuantBlock = 2048;
-constexpr int64_t kQuantMapBytes = 256 * 4;
+constexpr int64_t kQuantMapBytes = int64_t{256} * 4;
 
 void step_group_8bit(const OptimizerStep& step, std::span<const StepParam> params, EventSink& sink,
                      bool& maps_made) {
