@@ -6,24 +6,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/cli_test_util.h"
 #include "core/op_registry.h"
 #include "zoo/zoo.h"
 
 namespace trainfit {
 namespace {
-
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-CliRun run(std::vector<std::string> args) {
-  args.insert(args.begin(), "trainfit");
-  std::ostringstream out, err;
-  const int code = run_cli(args, out, err);
-  return {code, out.str(), err.str()};
-}
 
 int lines(const std::string& s) {
   return static_cast<int>(std::count(s.begin(), s.end(), '\n'));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/builder.h"
 #include "core/flops.h"
 #include "core/lowering.h"
 
@@ -203,10 +204,8 @@ bool matches_some_module(const Graph& graph, const std::string& pattern) {
 }
 
 bool matches_some_param(const Graph& graph, const std::string& prefix) {
-  return std::any_of(graph.params.begin(), graph.params.end(), [&](const Param& p) {
-    return !p.buffer && p.name.compare(0, prefix.size(), prefix) == 0 &&
-           (p.name.size() == prefix.size() || p.name[prefix.size()] == '.');
-  });
+  return std::any_of(graph.params.begin(), graph.params.end(),
+                     [&](const Param& p) { return !p.buffer && path_matches(p.name, prefix); });
 }
 
 bool contains(const std::vector<std::string>& list, const std::string& item) {
@@ -426,17 +425,43 @@ class TargetSearch {
     return on;
   }
 
-  // Fits at the target batch? Errors (a model that rejects the combination) count as no.
-  bool fits(const Combination& c) {
+  enum class Outcome : uint8_t { kFits, kTooLarge, kRejected };
+
+  // The combination at the target batch. The model may reject a combination whose knobs
+  // conflict (checkpointing the VAE encoder once there is no VAE): that is not a failure to fit.
+  Outcome attempt(const Combination& c) {
     ++tried_;
     Result<EstimateFlags> flags = apply_knobs(at_, knobs(c));
-    if (!flags.ok()) return false;
-    Result<EstimateRun> run = run_pipeline(*flags, {});
-    if (!run.ok() || !run->estimate.fits) {
+    Result<EstimateRun> run = flags.ok() ? run_pipeline(*flags, {}) : flags.status();
+    if (!run.ok()) return Outcome::kRejected;
+    if (!run->estimate.fits) {
       failed_.push_back(c);
-      return false;
+      return Outcome::kTooLarge;
     }
-    return true;
+    return Outcome::kFits;
+  }
+
+  // The strongest combination up to `kind` that the model accepts: while it rejects one, the
+  // knob whose removal it accepts is dropped, the latest slot first.
+  std::pair<Combination, Outcome> strongest_accepted(KnobKind kind) {
+    Combination c = strongest(kind);
+    Outcome o = attempt(c);
+    while (o == Outcome::kRejected) {
+      bool dropped = false;
+      for (size_t s = c.size(); s-- > 0 && !dropped;) {
+        if (c[s] < 0) continue;
+        Combination fewer = c;
+        fewer[s] = -1;
+        const Outcome f = attempt(fewer);
+        if (f != Outcome::kRejected) {
+          c = std::move(fewer);
+          o = f;
+          dropped = true;
+        }
+      }
+      if (!dropped) break;
+    }
+    return {c, o};
   }
 
   // Turning knobs off does not make a failing combination fit: skip what a failure covers.
@@ -552,14 +577,16 @@ Result<TargetPlan> plan_target(const EstimateFlags& flags, const std::vector<Kno
   }
   TargetSearch search(at, std::move(slots));
   std::optional<KnobKind> cheapest;
+  Combination chosen;
   Combination previous;
   for (KnobKind kind : {KnobKind::kFree, KnobKind::kPrecision, KnobKind::kRecompute,
                         KnobKind::kRecipe, KnobKind::kModel}) {
-    const Combination strongest = search.strongest(kind);
-    if (strongest == previous) continue;  // no knob of this kind: already tried
-    previous = strongest;
-    if (search.fits(strongest)) {
+    if (search.strongest(kind) == previous) continue;  // no knob of this kind: already tried
+    previous = search.strongest(kind);
+    auto [combination, outcome] = search.strongest_accepted(kind);
+    if (outcome == TargetSearch::Outcome::kFits) {
       cheapest = kind;
+      chosen = std::move(combination);
       break;
     }
   }
@@ -568,11 +595,10 @@ Result<TargetPlan> plan_target(const EstimateFlags& flags, const std::vector<Kno
     TF_RETURN_IF_ERROR(accumulation_plan(flags, plan));
     return plan;
   }
-  Combination chosen = search.strongest(*cheapest);
   for (const Combination& c : search.candidates(*cheapest)) {
     if (search.tried() >= kMaxCombinations) break;
     if (search.covered_by_failure(c)) continue;
-    if (search.fits(c)) {
+    if (search.attempt(c) == TargetSearch::Outcome::kFits) {
       chosen = c;
       break;
     }
