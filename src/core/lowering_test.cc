@@ -304,13 +304,14 @@ TEST(Lowering, EightBitAdamStateAsBitsandbytesKeepsIt) {
   step.optimizer.kind = OptimizerKind::kAdamW8bit;
   step.target = {Device::kCuda, TorchVersion::k2};
   step.first_step = true;
-  step.params = {{0, 4 * 10000, 0, 10000}, {1, 4 * 100, 0, 100}, {2, 4 * 4096, 1, 4096}};
+  constexpr int64_t kF32 = 4;  // bytes of a float32
+  step.params = {{0, kF32 * 10000, 0, 10000}, {1, kF32 * 100, 0, 100}, {2, kF32 * 4096, 1, 4096}};
   StateBytes first;
   lower_optimizer_step(step, first);
-  const int64_t big = 2 * 10000 + 2 * 4 * 5;  // 10000 elements: 5 blocks
-  const int64_t small = 2 * 4 * 100;          // below min_8bit_size: float32
-  const int64_t edge = 2 * 4096 + 2 * 4 * 2;  // exactly 4096: 8-bit, 2 blocks
-  const int64_t maps = 2 * 256 * 4;
+  const int64_t big = int64_t{2} * 10000 + 2 * kF32 * 5;  // 10000 elements: 5 blocks
+  const int64_t small = 2 * kF32 * 100;                   // below min_8bit_size: float32
+  const int64_t edge = int64_t{2} * 4096 + 2 * kF32 * 2;  // exactly 4096: 8-bit, 2 blocks
+  const int64_t maps = kF32 * 2 * 256;
   EXPECT_EQ(first.state(), big + small + edge + maps);
   EXPECT_EQ(first.temporaries(), 0);  // one fused kernel per parameter
   step.first_step = false;
