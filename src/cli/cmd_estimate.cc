@@ -31,7 +31,7 @@ int run_estimate(const EstimateOptionsFlags& o, std::ostream& out, std::ostream&
                           invalid_argument(fmt::format("cannot write --timeline '{}'", o.timeline),
                                            "check that its folder exists and is writable"));
     }
-    f << timeline_csv(run->graph, run->estimate);
+    f << timeline_csv(names_of(*run), run->estimate);
   }
   if (o.json) {
     out << estimate_json(run->header, run->estimate).dump(2) << '\n';
@@ -55,7 +55,9 @@ CommandRun setup_estimate(CLI::App& app) {
       "  trainfit estimate --model vit_b_16 --batch 128 --precision amp-bf16 --optimizer adamw "
       "--gpu a100-80gb\n"
       "  trainfit estimate --model resnet50 --batch 256 --checkpoint 'layer3.*' --json\n"
-      "  trainfit estimate --model gpt2 --seq-len 1024 --batch 8 --timeline memory.csv");
+      "  trainfit estimate --model gpt2 --seq-len 1024 --batch 8 --timeline memory.csv\n"
+      "  trainfit estimate --trace mynet.trace.json --batch 64 --gpu h100   (your own model:\n"
+      "      PYTHONPATH=python python3 -m trainfit.trace --help)");
   add_model_source(app, o->source);
   add_training_flags(app, o->training);
   add_device_flags(app, o->device);

@@ -5,7 +5,10 @@
 namespace trainfit {
 
 void add_model_source(CLI::App& app, ModelSourceOptions& o) {
-  app.add_option("--model", o.model, "zoo model name (see `trainfit models`)")->required();
+  app.add_option("--model", o.model, "zoo model name (see `trainfit models`)");
+  app.add_option("--trace", o.trace,
+                 "a trace of your own model, written by `python3 -m trainfit.trace` "
+                 "(instead of --model)");
   app.add_option("--set", o.sets, "model key=value, repeatable (see `trainfit models`)");
   app.add_option("--batch", o.batch, "batch size")->capture_default_str();
   app.add_option("--input", o.input, "image size CxHxW (image models), e.g. 3x224x224");
@@ -21,6 +24,10 @@ void add_model_source(CLI::App& app, ModelSourceOptions& o) {
 }
 
 Result<ModelRequest> to_request(const ModelSourceOptions& o) {
+  if (o.model.empty() == o.trace.empty()) {
+    return invalid_argument(o.model.empty() ? "no model given" : "--model and --trace both given",
+                            "give --model NAME (see `trainfit models`) or --trace FILE");
+  }
   ModelRequest r;
   r.name = o.model;
   r.batch = o.batch;

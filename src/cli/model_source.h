@@ -16,6 +16,7 @@ namespace trainfit {
 
 struct ModelSourceOptions {
   std::string model;
+  std::string trace;  // a recorded trace instead of a zoo model
   std::vector<std::string> sets;
   int64_t batch = 1;
   std::string input;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 namespace trainfit {
 
 void add_estimate_flags(CLI::App& app, EstimateFlags& flags) {
@@ -39,6 +41,7 @@ std::vector<std::string> estimate_args(const EstimateFlags& f) {
   };
   const ModelSourceOptions& s = f.source;
   add("--model", s.model);
+  add("--trace", s.trace);
   for (const std::string& set : s.sets) add("--set", set);
   add("--batch", std::to_string(s.batch));
   add("--input", s.input);
@@ -62,9 +65,70 @@ std::vector<std::string> estimate_args(const EstimateFlags& f) {
   return args;
 }
 
+Result<std::shared_ptr<const TraceModel>> load_trace_model(const std::string& path) {
+  static std::map<std::string, std::shared_ptr<const TraceModel>> loaded;
+  if (auto it = loaded.find(path); it != loaded.end()) return it->second;
+  TF_ASSIGN_OR_RETURN(Trace trace, read_trace(path));
+  Result<TraceModel> model = fit_trace(std::move(trace));
+  if (!model.ok()) return model.status().with_context(path);
+  auto shared = std::make_shared<const TraceModel>(std::move(model).value());
+  loaded.emplace(path, shared);
+  return shared;
+}
+
+namespace {
+
+// A trace fixes the model, its inputs and its training recipe; only the batch, the device and
+// the optimizer implementation can change.
+Status check_trace_flags(const EstimateFlags& flags, const TraceModel& model) {
+  const auto fixed = [](std::string_view flag) {
+    return unsupported(fmt::format("{} cannot change a traced model", flag),
+                       "trace the model again with that setting, or leave the flag out");
+  };
+  const ModelSourceOptions& s = flags.source;
+  if (!s.sets.empty()) return fixed("--set");
+  if (!s.input.empty()) return fixed("--input");
+  if (s.seq_len) return fixed("--seq-len");
+  if (!s.freeze.empty()) return fixed("--freeze");
+  if (s.precision != "fp32") return fixed("--precision");
+  const TrainingFlags& t = flags.training;
+  if (!t.checkpoint.empty()) return fixed("--checkpoint");
+  if (t.grad_accum != 1) return fixed("--grad-accum");
+  if (t.weight_decay != -1) return fixed("--weight-decay");
+  const TraceOptimizer& o = model.trace.optimizer;
+  if (!t.optimizer.empty() && (!o.kind || optimizer_name(*o.kind) != t.optimizer)) {
+    return unsupported(
+        fmt::format("the trace was recorded with {}, not --optimizer {}", o.type, t.optimizer),
+        "trace again with that optimizer (python3 -m trainfit.trace --optimizer ...)");
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<ResolvedEstimate> resolve_flags(const EstimateFlags& flags) {
   ResolvedEstimate r;
   TF_ASSIGN_OR_RETURN(r.request, to_request(flags.source));
+  if (!flags.source.trace.empty()) {
+    TF_ASSIGN_OR_RETURN(r.trace, load_trace_model(flags.source.trace));
+    TF_RETURN_IF_ERROR(check_trace_flags(flags, *r.trace));
+    r.request.name = r.trace->trace.model;
+    TrainingFlags training = flags.training;
+    training.optimizer.clear();
+    TF_ASSIGN_OR_RETURN(r.options.training,
+                        to_training_config(training, r.request.options.target, nullptr));
+    const TraceOptimizer& o = r.trace->trace.optimizer;
+    r.options.training.optimizer.kind = o.kind.value_or(OptimizerKind::kAdamW);
+    if (!o.groups.empty()) r.options.training.optimizer.weight_decay = o.groups[0].weight_decay;
+    r.options.training.optimizer.preset =
+        o.kind ? fmt::format("traced {}", o.type)
+               : fmt::format("traced {} (not one trainfit models: its step is replayed as traced)",
+                             o.type);
+    TF_ASSIGN_OR_RETURN(r.options.device,
+                        to_device_profile(flags.device, r.request.options.target));
+    TF_ASSIGN_OR_RETURN(r.options.allocator, to_allocator_config(flags.device));
+    return r;
+  }
   const KernelTarget target = r.request.options.target;
   TF_ASSIGN_OR_RETURN(r.options.training,
                       to_training_config(flags.training, target, find_model(r.request.name)));
@@ -74,6 +138,8 @@ Result<ResolvedEstimate> resolve_flags(const EstimateFlags& flags) {
 }
 
 Result<Estimate> run_resolved(const ResolvedEstimate& resolved) {
+  if (resolved.trace)
+    return estimate_trace(*resolved.trace, resolved.request.batch, resolved.options);
   TF_ASSIGN_OR_RETURN(const Graph graph, build_model(resolved.request));
   return estimate(graph, resolved.options);
 }
@@ -96,10 +162,19 @@ Result<EstimateRun> run_pipeline(const EstimateFlags& flags, const PipelineExtra
   resolved.options.explain = extras.explain;
   EstimateRun run;
   run.request = resolved.request;
+  run.header = header_of(resolved);
+  if (resolved.trace) {
+    run.trace = resolved.trace;
+    TF_ASSIGN_OR_RETURN(run.estimate, run_resolved(resolved));
+    return run;
+  }
   TF_ASSIGN_OR_RETURN(run.graph, build_model(resolved.request));
   TF_ASSIGN_OR_RETURN(run.estimate, estimate(run.graph, resolved.options));
-  run.header = header_of(resolved);
   return run;
+}
+
+EventNames names_of(const EstimateRun& run) {
+  return run.trace ? trace_names(*run.trace) : names_of(run.graph);
 }
 
 Result<EstimateRun> run_pipeline(const ModelSourceOptions& source, const TrainingFlags& training,

@@ -9,12 +9,14 @@
 //   r->request.batch = 64; Result<Estimate> e = run_resolved(*r);
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/model_source.h"
 #include "cli/training_options.h"
 #include "report/estimate_report.h"
+#include "trace/trace_model.h"
 
 namespace trainfit {
 
@@ -41,7 +43,8 @@ struct PipelineExtras {
 
 struct EstimateRun {
   ModelRequest request;
-  Graph graph;
+  Graph graph;  // empty for a trace
+  std::shared_ptr<const TraceModel> trace;
   EstimateHeader header;
   Estimate estimate;
 };
@@ -50,6 +53,7 @@ struct EstimateRun {
 struct ResolvedEstimate {
   ModelRequest request;
   EstimateOptions options;
+  std::shared_ptr<const TraceModel> trace;  // --trace: replayed instead of a zoo graph
 };
 
 Result<ResolvedEstimate> resolve_flags(const EstimateFlags& flags);
@@ -57,6 +61,10 @@ Result<Estimate> run_resolved(const ResolvedEstimate& resolved);
 EstimateHeader header_of(const ResolvedEstimate& resolved);
 
 Result<EstimateRun> run_pipeline(const EstimateFlags& flags, const PipelineExtras& extras);
+// What an estimate's events are called: the zoo graph's or the trace's names.
+EventNames names_of(const EstimateRun& run);
+// A trace file read and fitted once per process, however many estimates use it.
+Result<std::shared_ptr<const TraceModel>> load_trace_model(const std::string& path);
 Result<EstimateRun> run_pipeline(const ModelSourceOptions& source, const TrainingFlags& training,
                                  const DeviceFlags& device, const PipelineExtras& extras);
 

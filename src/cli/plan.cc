@@ -24,6 +24,16 @@ Result<BatchSearch> BatchSearch::create(const EstimateFlags& flags) {
 }
 
 Result<BatchSearch::Probe> BatchSearch::run(const DeviceProfile& device, int64_t batch) {
+  if (base_.trace) {
+    ResolvedEstimate r = base_;
+    r.request.batch = batch;
+    r.options.device = device;
+    r.options.peak_after_oom = false;
+    ++estimates_;
+    TF_ASSIGN_OR_RETURN(const Estimate e, run_resolved(r));
+    return Probe{e.peak_allocated_bytes, e.peak_reserved_bytes, e.device_used_bytes,
+                 e.num_alloc_retries, e.fits};
+  }
   if (!graph_ || graph_batch_ != batch) {
     ModelRequest request = base_.request;
     request.batch = batch;
@@ -282,14 +292,28 @@ Result<std::vector<Knob>> memory_knobs(const EstimateFlags& flags, const DeviceP
   if (r.request.options.target.device != Device::kCuda) {
     return unsupported("fit plans for CUDA GPUs", "drop --device-profile cpu");
   }
-  const ModelSpec* spec = find_model(r.request.name);
-  TF_CHECK(spec != nullptr) << "resolved an unknown model";
-  TF_ASSIGN_OR_RETURN(const Graph graph, build_model(r.request));
   std::vector<Knob> knobs;
   const auto add = [&](std::string name, KnobKind kind, std::string group,
                        std::vector<std::string> args, std::string cost) {
     knobs.push_back({std::move(name), kind, std::move(group), std::move(args), 0, std::move(cost)});
   };
+  if (r.trace) {
+    // A trace fixes the model and its recipe: only the optimizer's implementation and the
+    // allocator's settings can change.
+    const std::optional<OptimizerKind> kind = r.trace->trace.optimizer.kind;
+    if (kind && *kind != OptimizerKind::kSgd &&
+        resolve_optimizer_impl(r.options.training.optimizer.impl, r.request.options.target) !=
+            OptimizerImpl::kFused) {
+      add("fused optimizer", KnobKind::kFree, "optimizer", {"--optimizer-impl", "fused"}, "none");
+    }
+    if (!flags.device.expandable_segments) {
+      add("expandable segments", KnobKind::kFree, "", {"--expandable-segments"}, "none");
+    }
+    return knobs;
+  }
+  const ModelSpec* spec = find_model(r.request.name);
+  TF_CHECK(spec != nullptr) << "resolved an unknown model";
+  TF_ASSIGN_OR_RETURN(const Graph graph, build_model(r.request));
   if (r.request.options.precision == Precision::kFp32) {
     if (device.sm >= 80) {
       add("AMP bf16", KnobKind::kPrecision, "precision", {"--precision", "amp-bf16"},

@@ -12,20 +12,36 @@
 namespace trainfit {
 namespace {
 
-Moment moment_of(const Graph& g, const Event& e) {
+Moment moment_of(const EventNames& names, const Event& e) {
   Moment m;
   m.phase = e.phase;
   m.iteration = e.iteration;
   if (e.node != kNone) {
-    const Node& n = g.nodes[static_cast<size_t>(e.node)];
-    m.op = std::string(n.op->name);
-    if (n.module != kNone) {
-      const Module& mod = g.modules[static_cast<size_t>(n.module)];
-      m.module = mod.path.empty() ? mod.name : mod.path;
-    }
+    m.op = names.op(e.node);
+    const ModuleId module = names.node_module(e.node);
+    if (module != kNone) m.module = names.module(module);
   }
   return m;
 }
+
+std::string module_label(const Graph& g, ModuleId id) {
+  const Module& m = g.modules[static_cast<size_t>(id)];
+  return m.path.empty() ? m.name : m.path;
+}
+
+}  // namespace
+
+EventNames names_of(const Graph& g) {
+  EventNames names;
+  names.op = [&g](NodeId n) { return std::string(g.nodes[static_cast<size_t>(n)].op->name); };
+  names.node_module = [&g](NodeId n) { return g.nodes[static_cast<size_t>(n)].module; };
+  names.module = [&g](ModuleId m) { return module_label(g, m); };
+  names.param = [&g](int32_t p) { return g.params[static_cast<size_t>(p)].name; };
+  names.blocks = module_blocks(g);
+  return names;
+}
+
+namespace {
 
 struct Replay {
   std::vector<int64_t> live_sizes;  // per buffer at the peak (explain only)
@@ -141,9 +157,26 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
     lowering.op_workspaces = true;
   }
   TF_ASSIGN_OR_RETURN(EventList list, lower_training_step(g, options.training, lowering));
+  Estimate facts;
+  for (const Param& p : g.params) {
+    if (p.buffer) continue;
+    const int64_t n = checked_numel(g.value(p.value).shape).value_or(0);
+    facts.parameters += n;
+    if (p.trainable) facts.trainable_parameters += n;
+  }
+  facts.activation_bytes = activation_bytes(g);
+  return estimate_events(list, names_of(g), std::move(facts), options);
+}
 
+Result<Estimate> estimate_events(const EventList& list, const EventNames& names, Estimate facts,
+                                 const EstimateOptions& options) {
+  const DeviceProfile& device = options.device;
+  if (list.events.empty()) {
+    return invalid_argument("there are no allocation events to replay",
+                            "the model allocated nothing during its training step");
+  }
   // Activation bytes at the peak are reported per block (graph.h module_blocks).
-  const std::vector<ModuleId> blocks = module_blocks(g);
+  const std::vector<ModuleId>& blocks = names.blocks;
   std::vector<ModuleId> slot_modules;
   std::vector<int> slot_of_buffer(list.buffers.size(), 0);
   slot_modules.push_back(kNone);
@@ -158,14 +191,7 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
     slot_of_buffer[i] = static_cast<int>(it - slot_modules.begin());
   }
 
-  Estimate e;
-  for (const Param& p : g.params) {
-    if (p.buffer) continue;
-    const int64_t n = checked_numel(g.value(p.value).shape).value_or(0);
-    e.parameters += n;
-    if (p.trainable) e.trainable_parameters += n;
-  }
-  e.activation_bytes = activation_bytes(g);
+  Estimate e = std::move(facts);
   e.events = list.events.size();
   e.total_bytes = device.total_bytes;
   e.margin_bytes = device.total_bytes >= 0 ? device.margin_bytes : 0;
@@ -178,7 +204,7 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   }
   Replay r = replay(list, device, config, options.timeline, slot_of_buffer, slot_modules.size());
   if (r.oom_event) {
-    e.oom = moment_of(g, list.events[*r.oom_event]);
+    e.oom = moment_of(names, list.events[*r.oom_event]);
     e.oom_numbers = r.oom;
     e.fits = false;
     // What the run would need: the same events on an unbounded device.
@@ -189,7 +215,7 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   }
   e.peak_allocated_bytes = r.peak_allocated;
   e.peak_reserved_bytes = r.peak_reserved;
-  e.peak = moment_of(g, list.events[r.peak_event]);
+  e.peak = moment_of(names, list.events[r.peak_event]);
   e.breakdown = r.breakdown;
   std::vector<size_t> slot_order(slot_modules.size());
   for (size_t s = 0; s < slot_order.size(); ++s) slot_order[s] = s;
@@ -203,12 +229,8 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   for (size_t s : slot_order) {
     if (r.activations[s] == 0) continue;
     const ModuleId m = slot_modules[s];
-    std::string name = "(outside modules)";
-    if (m != kNone) {
-      const Module& mod = g.modules[static_cast<size_t>(m)];
-      name = mod.path.empty() ? mod.name : mod.path;
-    }
-    e.activations_by_module.push_back({name, r.activations[s]});
+    std::string name = m == kNone ? "(outside modules)" : names.module(m);
+    e.activations_by_module.push_back({std::move(name), r.activations[s]});
   }
   e.allocator_cache_bytes = r.peak_reserved - r.peak_allocated;
   e.num_alloc_retries = r.retries;
@@ -233,12 +255,11 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
       t.bytes = at_peak.live_sizes[b];
       t.category = buf.category;
       t.phase = static_cast<Phase>(first_phase[b]);
-      if (buf.node != kNone) t.op = std::string(g.nodes[static_cast<size_t>(buf.node)].op->name);
+      if (buf.node != kNone) t.op = names.op(buf.node);
       if (buf.param >= 0) {
-        t.module = g.params[static_cast<size_t>(buf.param)].name;
+        t.module = names.param(buf.param);
       } else if (buf.module != kNone) {
-        const Module& m = g.modules[static_cast<size_t>(buf.module)];
-        t.module = m.path.empty() ? m.name : m.path;
+        t.module = names.module(buf.module);
       }
       e.live_at_peak.push_back(std::move(t));
     }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -103,5 +104,22 @@ struct Estimate {
 };
 
 Result<Estimate> estimate(const Graph& graph, const EstimateOptions& options);
+
+// What the nodes, modules and parameters an event list refers to are called, for reports.
+struct EventNames {
+  std::function<std::string(NodeId)> op;
+  std::function<ModuleId(NodeId)> node_module;
+  std::function<std::string(ModuleId)> module;  // its path
+  std::function<std::string(int32_t)> param;    // a parameter's name
+  std::vector<ModuleId> blocks;  // per module: the block its activations are reported under
+};
+
+EventNames names_of(const Graph& graph);  // refers to `graph`, which must outlive it
+
+// The allocator model and the report's figures for events from any source (lowering or a
+// recorded trace). `facts` brings what the events do not say: parameter counts and
+// activation_bytes.
+Result<Estimate> estimate_events(const EventList& list, const EventNames& names, Estimate facts,
+                                 const EstimateOptions& options);
 
 }  // namespace trainfit

@@ -194,15 +194,15 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
   return j;
 }
 
-std::string timeline_csv(const Graph& g, const Estimate& e) {
+std::string timeline_csv(const EventNames& names, const Estimate& e) {
   std::string out = "event,iteration,phase,module,op,allocated_bytes,reserved_bytes\n";
   for (size_t i = 0; i < e.timeline.size(); ++i) {
     const TimelinePoint& p = e.timeline[i];
     std::string module, op;
     if (p.node != kNone) {
-      const Node& n = g.nodes[static_cast<size_t>(p.node)];
-      op = std::string(n.op->name);
-      if (n.module != kNone) module = g.modules[static_cast<size_t>(n.module)].path;
+      op = names.op(p.node);
+      const ModuleId m = names.node_module(p.node);
+      if (m != kNone) module = names.module(m);
     }
     out += fmt::format("{},{},{},{},{},{},{}\n", i, p.iteration + 1, phase_name(p.phase), module,
                        op, p.allocated, p.reserved);

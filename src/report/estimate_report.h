@@ -30,6 +30,6 @@ std::string optimizer_line(const EstimateHeader& header);
 std::string estimate_text(const EstimateHeader& header, const Estimate& e);
 nlohmann::json estimate_json(const EstimateHeader& header, const Estimate& e);
 // One row per event: event,iteration,phase,module,op,allocated_bytes,reserved_bytes.
-std::string timeline_csv(const Graph& graph, const Estimate& e);
+std::string timeline_csv(const EventNames& names, const Estimate& e);
 
 }  // namespace trainfit

@@ -1,0 +1,337 @@
+"""Records what a real PyTorch training step allocates and frees, op by op, on the CPU.
+
+    import trainfit
+    trainfit.trace(model, make_batch, loss_fn, make_optimizer, batch_sizes=(1, 2),
+                   out="model.trace.json")
+
+For each batch size the model trains `iterations` steps (forward and loss, backward,
+optimizer.step(), zero_grad(set_to_none=True)) under a dispatch mode that sees every aten op,
+including those autograd runs in backward and those inside the optimizer. After each op it
+notes which tensor storages have died since the previous op (frees) and which storages the op
+produced (allocations), with the op, the module it ran in, dtype and shape. Categories are
+settled afterwards from what the run showed: storages autograd saved during forward are
+activations, storages that became a parameter's .grad are gradients, storages the optimizer
+keeps in its state are optimizer state. The format is documented in docs/trace-format.md.
+"""
+import json
+import os
+import time
+
+import torch
+
+try:  # the dispatch-level hook: public as __torch_dispatch__ since 1.13, same module in 2.x
+    from torch.utils._python_dispatch import TorchDispatchMode
+except ImportError as e:  # pragma: no cover
+    raise ImportError("trainfit.trace needs PyTorch 1.13 or later (TorchDispatchMode)") from e
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._pytree import tree_flatten
+
+FORMAT = "trainfit-trace"
+VERSION = 1
+
+# Markers of what is specific to CPU kernels, so that a cuda-profile replay can map it.
+DROPOUT_NOISE = "dropout-noise"  # CPU dropout's noise tensor (input dtype); CUDA keeps a bool mask
+# PyTorch 1.x sums two gradients of one tensor into a new one (old + new) in the autograd
+# engine's input buffer; 2.x adds into the old one when nothing else holds it.
+GRAD_SUM = "grad-sum"
+_TORCH1 = torch.__version__.startswith("1.")
+
+_PHASES = ("setup", "forward", "backward", "optimizer")
+
+
+def _storage(t):
+    if hasattr(t, "untyped_storage"):
+        return t.untyped_storage()
+    s = t.storage()
+    return s.untyped() if hasattr(s, "untyped") else s
+
+
+# Polled for every live storage after every op: the builtin, not StorageWeakRef.expired's
+# Python wrapper around it.
+_expired = getattr(torch.UntypedStorage, "_expired", None)
+
+
+def _dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def _op_name(func):
+    # OpOverload "aten.convolution.default" -> "aten::convolution"
+    name = getattr(func, "__name__", str(func))
+    packet = getattr(func, "overloadpacket", None)
+    if packet is not None:
+        name = getattr(packet, "__name__", name)
+    name = name.split(".")[0]
+    return f"aten::{name}"
+
+
+class _Recorder(TorchDispatchMode):
+    """Turns the ops of one run into alloc/free events."""
+
+    def __init__(self, static_ptrs):
+        super().__init__()
+        self.static = static_ptrs  # parameters and buffers: allocated before the run
+        self.live = {}  # storage data_ptr -> [weak ref, event id]
+        self.events = []
+        self.allocs = {}  # event id -> the alloc event (a dict, completed after the run)
+        self.next_id = 0
+        self.phase = "setup"
+        self.iteration = 0
+        self.modules = []  # forward module path stack
+        self.backward_module = ""
+
+    def mark(self, phase, iteration):
+        self.phase, self.iteration = phase, iteration
+        self.events.append({"phase": phase, "iteration": iteration})
+
+    def module(self):
+        if self.phase == "backward":
+            return self.backward_module
+        return self.modules[-1] if self.modules else ""
+
+    def poll_frees(self):
+        if _expired is not None:
+            dead = [ptr for ptr, (ref, _) in self.live.items() if _expired(ref.cdata)]
+        else:
+            dead = [ptr for ptr, (ref, _) in self.live.items() if ref.expired()]
+        for ptr in dead:
+            self.events.append({"free": self.live.pop(ptr)[1]})
+
+    def note(self, t, op):
+        if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
+            return None
+        s = _storage(t)
+        nbytes = s.nbytes()
+        ptr = s.data_ptr()
+        if nbytes == 0 or ptr in self.static or ptr in self.live:
+            return None
+        event = {"alloc": self.next_id, "bytes": nbytes, "category": "temporary",
+                 "dtype": _dtype_name(t.dtype), "shape": list(t.shape), "op": op,
+                 "module": self.module()}
+        self.live[ptr] = [StorageWeakRef(s), self.next_id]
+        self.allocs[self.next_id] = event
+        self.events.append(event)
+        self.next_id += 1
+        return event
+
+    def id_of(self, t):
+        if not isinstance(t, torch.Tensor):
+            return None
+        entry = self.live.get(_storage(t).data_ptr())
+        return entry[1] if entry else None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if (not isinstance(out, torch.Tensor) and isinstance(out, (int, float, bool)) and args
+                and _op_name(func) in ("aten::detach", "aten::alias")):
+            # PyTorch 1.13 hands a detached wrapped number (a Python scalar autograd saved)
+            # back as a Python number, which the saved-tensor path cannot take; the scalar
+            # tensor itself serves, as nothing can require its gradient.
+            out = args[0]
+        self.poll_frees()
+        op = _op_name(func)
+        for t in tree_flatten(out)[0]:
+            self.note(t, op)
+        # Tensors first seen as arguments were made outside the dispatcher (torch.tensor(...)).
+        for t in tree_flatten((args, kwargs))[0]:
+            self.note(t, op)
+        if (_TORCH1 and self.phase == "backward" and op == "aten::add" and len(args) == 2
+                and isinstance(out, torch.Tensor) and all(
+                    isinstance(a, torch.Tensor) and a.shape == out.shape and a.dtype == out.dtype
+                    for a in args)):
+            new, old = self.id_of(out), self.id_of(args[0])
+            if new is not None and old is not None and new != old:
+                self.allocs[new]["cpu"] = GRAD_SUM
+                self.allocs[new]["sums"] = old
+        if op == "aten::bernoulli_" and args:
+            # CPU dropout: noise = empty_like(input).bernoulli_(1 - p), kept by MulBackward.
+            i = self.id_of(args[0])
+            if i is not None:
+                self.allocs[i]["cpu"] = DROPOUT_NOISE
+        return out
+
+
+def _module_hooks(model, recorder):
+    """Forward hooks keep the module path stack; a hook on each module's output gradient
+    tells backward which module it is in."""
+    handles = []
+
+    def enter(path):
+        def hook(module, inputs):
+            recorder.modules.append(path)
+        return hook
+
+    def leave(path):
+        def grad_hook(grad):
+            recorder.backward_module = path
+
+        def hook(module, inputs, output):
+            if recorder.modules:
+                recorder.modules.pop()
+            if torch.is_grad_enabled():
+                for t in tree_flatten(output)[0]:
+                    if isinstance(t, torch.Tensor) and t.requires_grad:
+                        t.register_hook(grad_hook)
+        return hook
+
+    for path, m in model.named_modules():
+        if not path:
+            continue
+        handles.append(m.register_forward_pre_hook(enter(path)))
+        handles.append(m.register_forward_hook(leave(path)))
+    return handles
+
+
+def _call(model, inputs):
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def _describe_optimizer(opt, index_of):
+    """The optimizer as trainfit's replay needs it: its kind, implementation and groups."""
+    name = type(opt).__name__
+    groups = []
+    kind = None
+    impl = "loop"
+    for g in opt.param_groups:
+        group = {"params": [index_of[id(p)] for p in g["params"] if id(p) in index_of]}
+        for key in ("lr", "weight_decay", "momentum", "dampening", "nesterov", "amsgrad",
+                    "maximize", "foreach", "fused"):
+            if key in g and (g[key] is None or isinstance(g[key], (int, float, bool))):
+                group[key] = g[key]
+        groups.append(group)
+        if g.get("fused"):
+            impl = "fused"
+        elif g.get("foreach"):
+            impl = "foreach"
+    first = opt.param_groups[0] if opt.param_groups else {}
+    if name == "SGD":
+        kind = "momentum" if first.get("momentum", 0) else "sgd"
+    elif name in ("Adam", "AdamW") and not first.get("amsgrad", False):
+        kind = name.lower()
+    return {"type": name, "kind": kind, "impl": impl, "groups": groups}
+
+
+def _run(model, make_batch, loss_fn, make_optimizer, batch, iterations, params):
+    static = {_storage(t).data_ptr() for _, t in params}
+    recorder = _Recorder(static)
+    handles = _module_hooks(model, recorder)
+    opt = make_optimizer([p for _, p in params if isinstance(p, torch.nn.Parameter)
+                          and p.requires_grad])
+    index_of = {id(t): i for i, (_, t) in enumerate(params)}
+    saved = set()
+
+    def pack(t):
+        i = recorder.id_of(t)
+        if i is not None:
+            saved.add(i)
+        return t
+
+    # Parameters and buffers (tied ones share a storage) exist before the run.
+    recorder.mark("setup", 0)
+    seen = {}
+    for index, (_, t) in enumerate(params):
+        s = _storage(t)
+        if s.data_ptr() in seen or s.nbytes() == 0:
+            continue
+        seen[s.data_ptr()] = index
+        recorder.events.append({"alloc": recorder.next_id, "bytes": s.nbytes(),
+                                "category": "parameter", "dtype": _dtype_name(t.dtype),
+                                "shape": list(t.shape), "param": index})
+        recorder.next_id += 1
+    try:
+        with recorder, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            for it in range(1, iterations + 1):
+                recorder.mark("forward", it)
+                inputs, target = make_batch(batch)
+                batch_ids = {recorder.id_of(t) for t in tree_flatten((inputs, target))[0]}
+                out = _call(model, inputs)
+                loss = loss_fn(out, target)
+                for i in batch_ids:
+                    if i is not None:
+                        recorder.allocs[i]["category"] = "input"
+                for i in saved:
+                    if recorder.allocs[i]["category"] == "temporary":
+                        recorder.allocs[i]["category"] = "activation"
+                saved.clear()
+                recorder.mark("backward", it)
+                recorder.backward_module = ""
+                loss.backward()
+                for index, (_, p) in enumerate(params):
+                    i = recorder.id_of(p.grad) if isinstance(p, torch.nn.Parameter) else None
+                    if i is not None:
+                        recorder.allocs[i]["category"] = "gradient"
+                        recorder.allocs[i]["param"] = index
+                recorder.mark("optimizer", it)
+                opt.step()
+                for state in opt.state.values():
+                    for t in state.values():
+                        i = recorder.id_of(t)
+                        if i is not None and recorder.allocs[i]["category"] == "temporary":
+                            recorder.allocs[i]["category"] = "optimizer_state"
+                opt.zero_grad(set_to_none=True)
+                del inputs, target, out, loss
+            recorder.mark("end", iterations)
+            recorder.poll_frees()
+    finally:
+        for h in handles:
+            h.remove()
+    return recorder.events, _describe_optimizer(opt, index_of)
+
+
+def trace(model, make_batch, loss_fn, make_optimizer, batch_sizes=(1, 2), out=None,
+          iterations=2, name=None, progress=None):
+    """Traces `iterations` training steps at each batch size; returns the trace as a dict and
+    writes it to `out` (a path) when given.
+
+    make_batch(n) -> (inputs, target): inputs is a tensor, a tuple of tensors (model(*inputs))
+    or a dict (model(**inputs)); loss_fn(output, target) -> a scalar tensor;
+    make_optimizer(params) -> a torch.optim optimizer over the trainable parameters.
+    progress(batch, seconds), when given, is called after each batch size.
+    """
+    if len(batch_sizes) < 2 or len(set(batch_sizes)) != len(batch_sizes):
+        raise ValueError("batch_sizes needs at least two different sizes, e.g. (1, 2)")
+    if any(int(b) < 1 for b in batch_sizes):
+        raise ValueError("batch sizes must be at least 1")
+    model.train()
+    params = list(model.named_parameters()) + [(n, b) for n, b in model.named_buffers()]
+    parameters = []
+    for n, t in params:
+        parameters.append({"name": n, "bytes": _storage(t).nbytes(), "dtype": _dtype_name(t.dtype),
+                           "shape": list(t.shape), "buffer": not isinstance(t, torch.nn.Parameter),
+                           "trainable": isinstance(t, torch.nn.Parameter) and t.requires_grad})
+    runs = []
+    optimizer = None
+    start = time.monotonic()
+    # Debian's CPU PyTorch starts with one thread, where convolutions take a path ten times
+    # slower; the ops and their outputs are the same with every thread count.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(threads, os.cpu_count() or 1))
+    try:
+        for b in batch_sizes:
+            begun = time.monotonic()
+            events, optimizer = _run(model, make_batch, loss_fn, make_optimizer, int(b),
+                                     iterations, params)
+            runs.append({"batch": int(b), "iterations": iterations, "events": events})
+            if progress is not None:
+                progress(int(b), time.monotonic() - begun)
+    finally:
+        torch.set_num_threads(threads)
+    result = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": name or type(model).__name__,
+        "torch": torch.__version__,
+        "device": "cpu",
+        "seconds": round(time.monotonic() - start, 3),
+        "optimizer": optimizer,
+        "parameters": parameters,
+        "runs": runs,
+    }
+    if out is not None:
+        with open(out, "w") as f:
+            json.dump(result, f, separators=(",", ":"))
+    return result
