@@ -82,6 +82,14 @@ struct Event {
 struct EventList {
   std::vector<Buffer> buffers;
   std::vector<Event> events;
+
+  // Appends a buffer and the event that allocates it; returns the buffer's index.
+  int32_t add_alloc(const Buffer& buffer, Phase phase, uint8_t iteration, NodeId node) {
+    buffers.push_back(buffer);
+    const auto id = static_cast<int32_t>(buffers.size() - 1);
+    events.push_back({id, true, phase, iteration, node});
+    return id;
+  }
 };
 
 // Does a module path match a pattern where `*` stands for one path component?

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/dtype.h"
+
 namespace trainfit {
 namespace {
 
@@ -67,6 +69,13 @@ class Fields {
   std::string where_;
 };
 
+// The i-th element of a list, which must be an object; "<list>[i]" names it in errors.
+Result<Fields> object_at(const json& list, size_t i, std::string_view name) {
+  std::string where = fmt::format("{}[{}]", name, i);
+  if (!list[i].is_object()) return parse_error(where + ": must be an object", std::string(kHint));
+  return Fields(list[i], std::move(where));
+}
+
 int32_t intern(std::vector<std::string>& table, std::map<std::string, int32_t>& index,
                const std::string& s) {
   const auto [it, added] = index.emplace(s, static_cast<int32_t>(table.size()));
@@ -97,21 +106,16 @@ Result<TraceOptimizer> parse_optimizer(const json& j, size_t params) {
     if (optimizer_name(k) == kind) o.kind = k;
   }
   const std::string impl = f.string_or("impl", "loop");
-  if (impl == "foreach") {
-    o.impl = OptimizerImpl::kForeach;
-  } else if (impl == "fused") {
-    o.impl = OptimizerImpl::kFused;
-  } else if (impl == "loop") {
-    o.impl = OptimizerImpl::kLoop;
-  } else {
-    return f.error(fmt::format("unknown 'impl' '{}' (loop, foreach or fused)", impl));
+  std::optional<OptimizerImpl> parsed;
+  for (OptimizerImpl i : {OptimizerImpl::kLoop, OptimizerImpl::kForeach, OptimizerImpl::kFused}) {
+    if (optimizer_impl_name(i) == impl) parsed = i;
   }
+  if (!parsed) return f.error(fmt::format("unknown 'impl' '{}' (loop, foreach or fused)", impl));
+  o.impl = *parsed;
   TF_ASSIGN_OR_RETURN(const json* groups, f.array("groups"));
   for (size_t g = 0; g < groups->size(); ++g) {
+    TF_ASSIGN_OR_RETURN(const Fields gf, object_at(*groups, g, "optimizer.groups"));
     const json& gj = (*groups)[g];
-    const std::string where = fmt::format("optimizer.groups[{}]", g);
-    if (!gj.is_object()) return parse_error(where + ": must be an object", std::string(kHint));
-    Fields gf(gj, where);
     TraceGroup group;
     TF_ASSIGN_OR_RETURN(const json* indices, gf.array("params"));
     for (const json& i : *indices) {
@@ -134,10 +138,7 @@ Result<TraceOptimizer> parse_optimizer(const json& j, size_t params) {
   return o;
 }
 
-Result<TraceRun> parse_run(const json& j, size_t r, Trace& trace, Tables& tables) {
-  const std::string where = fmt::format("runs[{}]", r);
-  if (!j.is_object()) return parse_error(where + ": must be an object", std::string(kHint));
-  Fields f(j, where);
+Result<TraceRun> parse_run(const Fields& f, Trace& trace, Tables& tables) {
   TraceRun run;
   TF_ASSIGN_OR_RETURN(run.batch, f.integer("batch", 1));
   TF_ASSIGN_OR_RETURN(const int64_t iterations, f.integer("iterations", 1));
@@ -149,10 +150,7 @@ Result<TraceRun> parse_run(const json& j, size_t r, Trace& trace, Tables& tables
   uint8_t iteration = 0;
   run.events.reserve(events->size());
   for (size_t i = 0; i < events->size(); ++i) {
-    const json& ej = (*events)[i];
-    const std::string ew = fmt::format("{}.events[{}]", where, i);
-    if (!ej.is_object()) return parse_error(ew + ": must be an object", std::string(kHint));
-    Fields e(ej, ew);
+    TF_ASSIGN_OR_RETURN(const Fields e, object_at(*events, i, f.where() + ".events"));
     if (e.has("phase")) {
       TF_ASSIGN_OR_RETURN(const std::string p, e.string("phase"));
       if (p == "setup") {
@@ -256,10 +254,7 @@ Result<Trace> parse_document(const json& doc) {
   trace.torch = f.string_or("torch", "");
   TF_ASSIGN_OR_RETURN(const json* params, f.array("parameters"));
   for (size_t i = 0; i < params->size(); ++i) {
-    const json& pj = (*params)[i];
-    const std::string where = fmt::format("parameters[{}]", i);
-    if (!pj.is_object()) return parse_error(where + ": must be an object", std::string(kHint));
-    Fields p(pj, where);
+    TF_ASSIGN_OR_RETURN(const Fields p, object_at(*params, i, "parameters"));
     TraceParam param;
     TF_ASSIGN_OR_RETURN(param.name, p.string("name"));
     TF_ASSIGN_OR_RETURN(param.bytes, p.integer("bytes", 0));
@@ -273,7 +268,8 @@ Result<Trace> parse_document(const json& doc) {
   TF_ASSIGN_OR_RETURN(const json* runs, f.array("runs"));
   Tables tables;
   for (size_t r = 0; r < runs->size(); ++r) {
-    TF_ASSIGN_OR_RETURN(TraceRun run, parse_run((*runs)[r], r, trace, tables));
+    TF_ASSIGN_OR_RETURN(const Fields run_fields, object_at(*runs, r, "runs"));
+    TF_ASSIGN_OR_RETURN(TraceRun run, parse_run(run_fields, trace, tables));
     trace.runs.push_back(std::move(run));
   }
   std::stable_sort(trace.runs.begin(), trace.runs.end(),

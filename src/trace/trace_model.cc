@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 
 #include <map>
-#include <memory>
-#include <set>
 
 #include "core/optimizer_step.h"
 #include "core/size_math.h"
@@ -48,15 +46,8 @@ class ListSink : public EventSink {
  public:
   ListSink(EventList& list, uint8_t iteration) : list_(list), iteration_(iteration) {}
   int32_t alloc(int64_t bytes, Category category, bool host, int32_t param) override {
-    Buffer b;
-    b.bytes = bytes;
-    b.category = category;
-    b.host = host;
-    b.param = param;
-    list_.buffers.push_back(b);
-    const auto id = static_cast<int32_t>(list_.buffers.size() - 1);
-    list_.events.push_back({id, true, Phase::kOptimizer, iteration_, kNone});
-    return id;
+    return list_.add_alloc({.bytes = bytes, .category = category, .host = host, .param = param},
+                           Phase::kOptimizer, iteration_, kNone);
   }
   void release(int32_t buffer) override {
     list_.events.push_back({buffer, false, Phase::kOptimizer, iteration_, kNone});
@@ -66,6 +57,23 @@ class ListSink : public EventSink {
   EventList& list_;
   uint8_t iteration_;
 };
+
+// The module of `path` in the tree, added with the containers above it when new.
+ModuleId add_module(Graph& tree, std::map<std::string, ModuleId>& ids, const std::string& path) {
+  if (auto it = ids.find(path); it != ids.end()) return it->second;
+  const size_t dot = path.rfind('.');
+  const ModuleId parent =
+      add_module(tree, ids, dot == std::string::npos ? std::string() : path.substr(0, dot));
+  Module module;
+  module.path = path;
+  module.name = dot == std::string::npos ? path : path.substr(dot + 1);
+  module.parent = parent;
+  module.depth = tree.modules[static_cast<size_t>(parent)].depth + 1;
+  tree.modules.push_back(std::move(module));
+  const auto id = static_cast<ModuleId>(tree.modules.size() - 1);
+  ids.emplace(path, id);
+  return id;
+}
 
 // The first event where the runs differ, as an error; ok when they line up.
 Status line_up(const Trace& trace) {
@@ -163,8 +171,18 @@ Result<TraceModel> fit_trace(Trace trace) {
     m.parameters += numel;
     if (p.trainable) m.trainable_parameters += numel;
   }
+  Module root;
+  root.name = trace.model;
+  m.tree.modules.push_back(std::move(root));
+  std::map<std::string, ModuleId> ids{{"", 0}};
+  for (const std::string& path : trace.modules)
+    m.module_of.push_back(add_module(m.tree, ids, path));
   m.trace = std::move(trace);
   return m;
+}
+
+ModuleId tree_module(const TraceModel& m, const TraceEvent& e) {
+  return e.module >= 0 ? m.module_of[static_cast<size_t>(e.module)] : kNone;
 }
 
 Result<EventList> trace_events(const TraceModel& m, int64_t batch, const EstimateOptions& options) {
@@ -230,19 +248,6 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
       lower_optimizer_step(step, sink);
     }
   };
-  const auto new_buffer = [&](int64_t bytes, Category category, NodeId node, ModuleId module,
-                              int32_t param, const TraceEvent& e) {
-    Buffer b;
-    b.bytes = bytes;
-    b.category = category;
-    b.node = node;
-    b.module = module;
-    b.param = param;
-    list.buffers.push_back(b);
-    const auto id = static_cast<int32_t>(list.buffers.size() - 1);
-    list.events.push_back({id, true, e.phase, e.iteration, node});
-    return id;
-  };
   for (size_t i = 0; i < base.events.size(); ++i) {
     const TraceEvent& e = base.events[i];
     if (restep) {
@@ -293,14 +298,21 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
       bool& made = e.phase == Phase::kBackward ? cublas_backward : cublas_forward;
       if (!made && e.phase != Phase::kOptimizer) {
         // The autograd engine runs CUDA backward on its own thread, with its own handle.
-        new_buffer(options.device.cublas_workspace_bytes, Category::kWorkspace, node, e.module, -1,
-                   e);
+        list.add_alloc({.bytes = options.device.cublas_workspace_bytes,
+                        .category = Category::kWorkspace,
+                        .node = node,
+                        .module = tree_module(m, e)},
+                       e.phase, e.iteration, node);
         made = true;
       }
     }
     if (*bytes == 0) continue;
-    buffer_of[static_cast<size_t>(e.buffer)] =
-        new_buffer(*bytes, e.category, node, e.module, e.param, e);
+    buffer_of[static_cast<size_t>(e.buffer)] = list.add_alloc({.bytes = *bytes,
+                                                               .category = e.category,
+                                                               .node = node,
+                                                               .module = tree_module(m, e),
+                                                               .param = e.param},
+                                                              e.phase, e.iteration, node);
   }
   if (restep) emit_step(base.iterations);
   return list;
@@ -308,53 +320,19 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
 
 EventNames trace_names(const TraceModel& m) {
   const Trace& t = m.trace;
-  // Module paths, with the containers above them, for the report's blocks.
-  std::vector<std::string> paths = t.modules;
-  std::map<std::string, ModuleId> index;
-  for (size_t i = 0; i < paths.size(); ++i) index.emplace(paths[i], static_cast<ModuleId>(i));
-  // The root descends while the model has a single child (a wrapper), as module_blocks does;
-  // a module's block is the root's child it lies under.
-  const auto under = [](const std::string& p, const std::string& root) {
-    return root.empty() || p == root || p.rfind(root + ".", 0) == 0;
-  };
-  const auto child_of = [](const std::string& p, const std::string& root) {
-    return p.substr(0, p.find('.', root.empty() ? 0 : root.size() + 1));
-  };
-  std::string root;
-  for (;;) {
-    std::set<std::string> children;
-    for (const std::string& p : t.modules) {
-      if (p != root && under(p, root)) children.insert(child_of(p, root));
-    }
-    if (children.size() != 1) break;
-    root = *children.begin();
-  }
-  const auto id_of = [&](const std::string& path) {
-    const auto [it, added] = index.emplace(path, static_cast<ModuleId>(paths.size()));
-    if (added) paths.push_back(path);
-    return it->second;
-  };
-  std::vector<ModuleId> blocks(t.modules.size(), kNone);
-  for (size_t i = 0; i < t.modules.size(); ++i) {
-    const std::string& p = t.modules[i];
-    const bool at_or_above_root = p == root || !under(p, root);
-    if (at_or_above_root && root.empty()) continue;
-    blocks[i] = id_of(at_or_above_root ? root : child_of(p, root));
-  }
-  blocks.resize(paths.size(), kNone);
-  for (size_t i = t.modules.size(); i < blocks.size(); ++i) blocks[i] = static_cast<ModuleId>(i);
-
-  EventNames names;
   const TraceRun& base = t.runs[0];
+  EventNames names;
   names.op = [&](NodeId n) {
     const int32_t op = base.events[static_cast<size_t>(n)].op;
     return op >= 0 ? t.ops[static_cast<size_t>(op)] : std::string();
   };
-  names.node_module = [&](NodeId n) { return base.events[static_cast<size_t>(n)].module; };
-  names.module = [shared = std::make_shared<const std::vector<std::string>>(std::move(paths))](
-                     ModuleId id) { return (*shared)[static_cast<size_t>(id)]; };
+  names.node_module = [&](NodeId n) { return tree_module(m, base.events[static_cast<size_t>(n)]); };
+  names.module = [&](ModuleId id) {
+    const Module& module = m.tree.modules[static_cast<size_t>(id)];
+    return module.path.empty() ? module.name : module.path;
+  };
   names.param = [&](int32_t p) { return t.params[static_cast<size_t>(p)].name; };
-  names.blocks = std::move(blocks);
+  names.blocks = module_blocks(m.tree);
   return names;
 }
 

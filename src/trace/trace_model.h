@@ -21,7 +21,12 @@ struct TraceModel {
   // Per event of runs[0]: bytes = intercept + slope * batch (allocations only).
   std::vector<int64_t> intercept;
   std::vector<int64_t> slope;
-  int64_t parameters = 0;  // elements of parameters (not buffers)
+  // The module tree the trace's paths make (the model, then every path and the containers
+  // above it, parents first; only modules are set), so that reports group modules into blocks
+  // as they do for a zoo graph (graph.h module_blocks).
+  Graph tree;
+  std::vector<ModuleId> module_of;  // Trace::modules index -> its module in `tree`
+  int64_t parameters = 0;           // elements of parameters (not buffers)
   int64_t trainable_parameters = 0;
 };
 
@@ -33,6 +38,9 @@ Result<TraceModel> fit_trace(Trace trace);
 // optimizer implementation; the optimizer itself and everything else are the trace's).
 Result<EventList> trace_events(const TraceModel& model, int64_t batch,
                                const EstimateOptions& options);
+
+// The module in `model.tree` an event ran in; kNone outside modules.
+ModuleId tree_module(const TraceModel& model, const TraceEvent& e);
 
 // Names of the ops, modules and parameters the events refer to; it refers to `model`, which
 // must outlive it.

@@ -152,6 +152,38 @@ TEST(TraceParse, MalformedInputsAreOneClearError) {
   EXPECT_TRUE(parse_trace(good, "good.json").ok());
 }
 
+TEST(TraceParse, DtypeItemsizes) {
+  EXPECT_EQ(dtype_itemsize("float32"), 4);
+  EXPECT_EQ(dtype_itemsize("bfloat16"), 2);
+  EXPECT_EQ(dtype_itemsize("int8"), 1);
+  EXPECT_EQ(dtype_itemsize("complex128"), 16);
+  EXPECT_EQ(dtype_itemsize("quint4x2"), 0);
+}
+
+TEST(TraceModelTest, ModulesGroupIntoBlocksAsForAGraph) {
+  const std::string run = R"({"batch":1,"iterations":1,"events":[
+      {"phase":"forward","iteration":1},
+      {"alloc":1,"bytes":8,"category":"activation","module":"body.a.conv"},
+      {"alloc":2,"bytes":8,"category":"activation","module":"body.b"},
+      {"alloc":3,"bytes":8,"category":"activation","module":"head"},
+      {"free":1},{"free":2},{"free":3}]})";
+  Result<Trace> t = parse_trace(trace_json(run), "t.json");
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  Result<TraceModel> m = fit_trace(std::move(t).value());
+  ASSERT_TRUE(m.ok());
+  // The tree: the model, body, body.a, body.a.conv, body.b, head.
+  EXPECT_EQ(m->tree.modules.size(), 6u);
+  const EventNames names = trace_names(*m);
+  const auto block_of = [&](size_t traced) {
+    const ModuleId id = m->module_of[traced];
+    return names.module(names.blocks[static_cast<size_t>(id)]);
+  };
+  EXPECT_EQ(names.module(m->module_of[0]), "body.a.conv");
+  EXPECT_EQ(block_of(0), "body");
+  EXPECT_EQ(block_of(1), "body");
+  EXPECT_EQ(block_of(2), "head");
+}
+
 TEST(TraceParse, MissingFileIsNotFound) {
   Result<Trace> t = read_trace("/nonexistent/trace.json");
   ASSERT_FALSE(t.ok());
