@@ -12,6 +12,7 @@
 import argparse
 import gc
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -20,10 +21,12 @@ import torch
 import torch.nn.functional as F
 import torchvision
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+PYTHON_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
+sys.path.insert(0, PYTHON_DIR)
 import trainfit  # noqa: E402
 
 import gpt2_reference  # noqa: E402
+from torch_models import Case  # noqa: E402
 from harness import Report, make_optimizer, run_trainfit, training_peak  # noqa: E402
 
 TOLERANCE = 0.03
@@ -31,13 +34,6 @@ ZOO_TOLERANCE = 0.01
 IMAGE = (3, 128, 128)
 NOT_IN_ZOO = ["mobilenet_v2", "resnext50_32x4d", "wide_resnet50_2", "alexnet", "mnasnet1_0"]
 BATCHES = (8, 16)
-
-
-class Case:
-    """What harness.training_peak needs: the model and its loss."""
-
-    def __init__(self, model, loss_fn):
-        self.model, self.loss_fn = model, loss_fn
 
 
 def image_batch(n):
@@ -63,7 +59,7 @@ def not_in_zoo(report, binary, directory, models):
                 def make_batch():
                     (x,), y = image_batch(batch)
                     return [x], [y]
-                measured, where = training_peak(Case(model, F.cross_entropy), optimizer,
+                measured, where = training_peak(Case(model, [], [], F.cross_entropy), optimizer,
                                                 make_batch)
                 ours = run_trainfit(binary, ["estimate", "--trace", path, "--batch", str(batch),
                                              "--device-profile", "cpu", "--json"])
@@ -134,6 +130,41 @@ def zoo_agreement(report, binary, directory, quick):
         gc.collect()
 
 
+def command_line(report, binary, directory):
+    """python3 -m trainfit.trace: a trace from the shell estimates like one from Python, and bad
+    arguments are one line and exit 2."""
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    path = os.path.join(directory, "cli.trace.json")
+    base = [sys.executable, "-m", "trainfit.trace", "--input", "3x64x64"]
+    proc = subprocess.run(base + ["--model", "torchvision.models:mnasnet0_5", "--optimizer", "sgd",
+                                  "--out", path], capture_output=True, text=True, env=env)
+    report.check(proc.returncode == 0 and os.path.exists(path),
+                 f"python3 -m trainfit.trace mnasnet0_5 -> rc {proc.returncode} "
+                 f"{proc.stderr.strip().splitlines()[-1:]}")
+    if proc.returncode == 0:
+        torch.manual_seed(0)
+        model = torchvision.models.mnasnet0_5()
+
+        def make_batch():
+            return [torch.randn(8, 3, 64, 64)], [torch.randint(0, 1000, (8,))]
+        measured, _ = training_peak(Case(model, [], [], F.cross_entropy), "sgd", make_batch)
+        ours = run_trainfit(binary, ["estimate", "--trace", path, "--batch", "8",
+                                     "--device-profile", "cpu", "--json"])
+        error = (ours["peak_allocated_bytes"] - measured) / measured
+        report.check(abs(error) <= TOLERANCE,
+                     f"mnasnet0_5 sgd b8 from the command line: torch {measured:,} trace@1,2 "
+                     f"{ours['peak_allocated_bytes']:,} {error:+.3%}")
+    for bad in (["--model", "torchvision.models:nope", "--out", path],
+                ["--model", "nocolon", "--out", path],
+                ["--model", "torchvision.models:resnet18", "--target", "classes:0", "--out", path],
+                ["--model", "torchvision.models:resnet18", "--kwargs", "{bad", "--out", path],
+                ["--model", "torchvision.models:resnet18", "--batch-sizes", "2", "--out", path]):
+        proc = subprocess.run(base + bad, capture_output=True, text=True, env=env)
+        lines = proc.stderr.strip().splitlines()
+        report.check(proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "),
+                     f"{' '.join(bad[:4]):60s} -> rc {proc.returncode}: {lines[-1:]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainfit", required=True)
@@ -146,6 +177,7 @@ def main():
     with tempfile.TemporaryDirectory() as directory:
         not_in_zoo(report, args.trainfit, directory, NOT_IN_ZOO[:2] if args.quick else NOT_IN_ZOO)
         zoo_agreement(report, args.trainfit, directory, args.quick)
+        command_line(report, args.trainfit, directory)
     print(f"({time.monotonic() - start:.0f} s)")
     report.finish()
 

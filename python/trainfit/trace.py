@@ -101,23 +101,23 @@ def build(args):
         if classes < 1:
             raise UsageError(f"--target '{target}': use classes:N with N >= 1")
 
-        def make_target(n, _):
+        def make_target(n):
             return torch.randint(0, classes, (n,))
 
         def loss_fn(out, y):
             return torch.nn.functional.cross_entropy(first_tensor(out), y)
     elif target == "regression":
         with torch.no_grad():  # the output's shape per sample, for a target of the same shape
-            probe = first_tensor(call(model, [torch.randn(1, *d) for d in inputs]))
+            probe = first_tensor(model(*[torch.randn(1, *d) for d in inputs]))
         per_sample = tuple(probe.shape[1:])
 
-        def make_target(n, _):
+        def make_target(n):
             return torch.randn(n, *per_sample)
 
         def loss_fn(out, y):
             return torch.nn.functional.mse_loss(first_tensor(out), y)
     elif target == "none":
-        def make_target(n, _):
+        def make_target(n):
             return None
 
         def loss_fn(out, y):
@@ -127,13 +127,9 @@ def build(args):
 
     def make_batch(n):
         xs = tuple(torch.randn(n, *d) for d in inputs)
-        return xs, make_target(n, xs)
+        return xs, make_target(n)
 
     return model, make_batch, loss_fn
-
-
-def call(model, xs):
-    return model(*xs)
 
 
 def main(argv=None):
