@@ -4,7 +4,7 @@
 #   scripts/deps.sh test    also GoogleTest, PyTorch and torchvision (CPU), clang-format, clang-tidy
 set -euo pipefail
 
-packages=(g++ cmake make libfmt-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev)
+packages=(g++ cmake make libfmt-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev pybind11-dev python3-dev)
 if [ "${1:-build}" = test ]; then
   packages+=(libgtest-dev python3-torch python3-torchvision clang-format clang-tidy)
 fi

@@ -92,6 +92,10 @@ class Report:
             self.failures += 1
         print(f"  {'ok  ' if ok else 'FAIL'} {line}", flush=True)
 
+    def show(self, line):
+        """A figure printed for information: it counts neither as passed nor as failed."""
+        print(f"  info {line}", flush=True)
+
     def finish(self):
         print(f"{self.title}: {self.checks - self.failures}/{self.checks} passed", flush=True)
         sys.exit(1 if self.failures or not self.checks else 0)

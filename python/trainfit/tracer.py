@@ -223,6 +223,9 @@ def _run(model, make_batch, loss_fn, make_optimizer, batch, iterations, params):
                           and p.requires_grad])
     index_of = {id(t): i for i, (_, t) in enumerate(params)}
     saved = set()
+    # loss_fn's ops are reported under a module of their own, as trainfit's zoo does.
+    paths = {path for path, _ in model.named_modules()}
+    loss_path = next(p for p in ("loss", "loss_fn", "(loss)") if p not in paths)
 
     def pack(t):
         i = recorder.id_of(t)
@@ -249,7 +252,9 @@ def _run(model, make_batch, loss_fn, make_optimizer, batch, iterations, params):
                 inputs, target = make_batch(batch)
                 batch_ids = {recorder.id_of(t) for t in tree_flatten((inputs, target))[0]}
                 out = _call(model, inputs)
+                recorder.modules.append(loss_path)
                 loss = loss_fn(out, target)
+                recorder.modules.pop()
                 for i in batch_ids:
                     if i is not None:
                         recorder.allocs[i]["category"] = "input"
@@ -258,7 +263,7 @@ def _run(model, make_batch, loss_fn, make_optimizer, batch, iterations, params):
                         recorder.allocs[i]["category"] = "activation"
                 saved.clear()
                 recorder.mark("backward", it)
-                recorder.backward_module = ""
+                recorder.backward_module = loss_path
                 loss.backward()
                 for index, (_, p) in enumerate(params):
                     i = recorder.id_of(p.grad) if isinstance(p, torch.nn.Parameter) else None

@@ -1,7 +1,8 @@
-// trainfit compare: several models side by side. Each model source starts at its --model and
-// takes its own options; options before the first --model apply to every model.
+// trainfit compare: several models side by side. Each model source starts at its --model (or
+// --trace) and takes its own options; options before the first one apply to every model.
 //
 //   trainfit compare --gpu rtx4090 --model act --batch 48 --model diffusion --batch 64
+//   trainfit compare --gpu rtx4090 --trace mine.trace.json --batch 32 --model resnet50 --batch 32
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -42,23 +43,35 @@ Result<CompareEntry> run_segment(const std::vector<std::string>& args, size_t in
                             "see trainfit compare --help");
   }
   const EstimateFlags& f = *parsed;
+  const std::string& source = f.source.model.empty() ? f.source.trace : f.source.model;
+  const auto in_context = [&](const Status& status) {
+    return status.with_context(fmt::format("model {} ({})", index + 1, source));
+  };
   Result<EstimateRun> run = run_pipeline(f, {});
-  if (!run.ok())
-    return run.status().with_context(fmt::format("model {} ({})", index + 1, f.source.model));
-  // Per sample: what one more sample adds (batch 2 minus batch 1), so that what does not grow
-  // with the batch (autocast's low-precision weight copies) is not counted as a sample's.
-  ModelRequest one = run->request;
-  one.batch = 1;
-  TF_ASSIGN_OR_RETURN(Graph graph_one, build_model(one));
-  ModelRequest two = run->request;
-  two.batch = 2;
-  TF_ASSIGN_OR_RETURN(Graph graph_two, build_model(two));
+  if (!run.ok()) return in_context(run.status());
   CompareEntry entry;
+  if (run->trace) {
+    // The trace's own per-sample growth, under the same device and optimizer as the estimate.
+    Result<ResolvedEstimate> resolved = resolve_flags(f);
+    if (!resolved.ok()) return in_context(resolved.status());
+    Result<BlockFigures> per_sample = per_sample_blocks(*run->trace, resolved->options);
+    if (!per_sample.ok()) return in_context(per_sample.status());
+    entry.per_sample = std::move(*per_sample);
+  } else {
+    // Per sample: what one more sample adds (batch 2 minus batch 1), so that what does not grow
+    // with the batch (autocast's low-precision weight copies) is not counted as a sample's.
+    ModelRequest one = run->request;
+    one.batch = 1;
+    TF_ASSIGN_OR_RETURN(Graph graph_one, build_model(one));
+    ModelRequest two = run->request;
+    two.batch = 2;
+    TF_ASSIGN_OR_RETURN(Graph graph_two, build_model(two));
+    entry.per_sample = per_sample_figures(block_figures(graph_one), block_figures(graph_two));
+    entry.facts = graph_one.facts;
+    entry.sets = run->request.sets;
+  }
   entry.header = run->header;
   entry.estimate = std::move(run->estimate);
-  entry.sets = run->request.sets;
-  entry.per_sample = per_sample_figures(block_figures(graph_one), block_figures(graph_two));
-  entry.facts = graph_one.facts;
   return entry;
 }
 
@@ -72,19 +85,22 @@ int run_compare(const CLI::App& app, std::ostream& out, std::ostream& err) {
   const auto json_end = std::remove(args.begin(), args.end(), std::string("--json"));
   const bool json = json_end != args.end();
   args.erase(json_end, args.end());
-  // Split at each --model; what comes before the first applies to all.
+  // Split at each --model or --trace; what comes before the first applies to all.
   std::vector<std::string> shared;
   std::vector<std::vector<std::string>> models;
   for (const std::string& a : args) {
-    if (a == "--model" || a.starts_with("--model=")) models.emplace_back();
+    if (a == "--model" || a.starts_with("--model=") || a == "--trace" ||
+        a.starts_with("--trace=")) {
+      models.emplace_back();
+    }
     (models.empty() ? shared : models.back()).push_back(a);
   }
   if (models.size() < 2) {
     return report_error(
         err,
         invalid_argument(fmt::format("compare needs two or more models, got {}", models.size()),
-                         "give each its own --model, e.g. trainfit compare --model act "
-                         "--batch 48 --model diffusion --batch 64"));
+                         "give each its own --model (or --trace), e.g. trainfit compare "
+                         "--model act --batch 48 --model diffusion --batch 64"));
   }
   std::vector<CompareEntry> entries;
   for (size_t i = 0; i < models.size(); ++i) {
@@ -117,9 +133,10 @@ CommandRun setup_compare(CLI::App& app) {
   app.footer(
       "Usage: trainfit compare [SHARED OPTIONS] --model A [OPTIONS] --model B [OPTIONS] ... "
       "[--json]\n\n"
-      "Each --model starts a model source with its own options (batch, --set keys, precision,\n"
-      "optimizer); options before the first --model apply to every model, and a model's own\n"
-      "value wins. For each model: parameters and bytes kept for backward per sample, by block;\n"
+      "Each --model (a zoo model) or --trace (your traced model) starts a model source with its\n"
+      "own options (batch, --set keys, precision, optimizer); options before the first one\n"
+      "apply to every model, and a model's own value wins. For each model: parameters and bytes "
+      "kept for backward per sample, by block;\n"
       "the attention matrices among them; peak allocated and reserved at its batch, where the\n"
       "peak happens and what dominates it; and with --gpu, whether it fits.\n\n" +
       options_help() +
@@ -127,7 +144,9 @@ CommandRun setup_compare(CLI::App& app) {
       "  trainfit compare --gpu rtx4090 --model act --batch 48 --model diffusion --batch 64\n"
       "  trainfit compare --model act --set use_vae=false --model act --set chunk_size=50\n"
       "  trainfit compare --precision amp-bf16 --model resnet50 --batch 64 --model vit_b_16 "
-      "--batch 64 --json");
+      "--batch 64 --json\n"
+      "  trainfit compare --gpu rtx4090 --trace mine.trace.json --batch 32 --model resnet50 "
+      "--batch 32");
   return [&app](std::ostream& out, std::ostream& err) { return run_compare(app, out, err); };
 }
 

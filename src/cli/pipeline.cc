@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <map>
+#include <algorithm>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 namespace trainfit {
 
@@ -66,13 +69,25 @@ std::vector<std::string> estimate_args(const EstimateFlags& f) {
 }
 
 Result<std::shared_ptr<const TraceModel>> load_trace_model(const std::string& path) {
-  static std::map<std::string, std::shared_ptr<const TraceModel>> loaded;
-  if (auto it = loaded.find(path); it != loaded.end()) return it->second;
-  TF_ASSIGN_OR_RETURN(Trace trace, read_trace(path));
+  // Keyed by the file's bytes, not its path: in a long-lived process (the Python binding) a
+  // trace may be rewritten between estimates. A few models are kept, the latest first.
+  constexpr size_t kKept = 4;
+  static std::mutex mutex;
+  static std::vector<std::pair<std::string, std::shared_ptr<const TraceModel>>> loaded;
+  TF_ASSIGN_OR_RETURN(std::string text, read_trace_text(path));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& [bytes, model] : loaded) {
+      if (bytes == text) return model;
+    }
+  }
+  TF_ASSIGN_OR_RETURN(Trace trace, parse_trace(text, path));
   Result<TraceModel> model = fit_trace(std::move(trace));
   if (!model.ok()) return model.status().with_context(path);
   auto shared = std::make_shared<const TraceModel>(std::move(model).value());
-  loaded.emplace(path, shared);
+  std::lock_guard<std::mutex> lock(mutex);
+  loaded.emplace(loaded.begin(), std::move(text), shared);
+  if (loaded.size() > kKept) loaded.pop_back();
   return shared;
 }
 
@@ -153,6 +168,19 @@ EstimateHeader header_of(const ResolvedEstimate& r) {
   h.resolved_impl = resolve_optimizer_impl(h.optimizer.impl, r.request.options.target);
   h.device = r.options.device;
   h.training = r.options.training;
+  // A softmax outside the loss is attention's, which PyTorch 2.x fuses on CUDA where 1.x ran
+  // it op by op; the trace shows the path of the PyTorch that made it.
+  if (r.trace && h.device.target.device == Device::kCuda) {
+    const Trace& t = r.trace->trace;
+    const bool softmax = std::find(t.ops.begin(), t.ops.end(), "aten::_softmax") != t.ops.end();
+    if (softmax && t.torch.starts_with("1.")) {
+      h.notes.push_back(fmt::format(
+          "traced under PyTorch {0}: attention (nn.MultiheadAttention, Hugging Face's sdpa) "
+          "replays as {0} ran it, op by op, where 2.x on CUDA calls fused attention and keeps "
+          "less; trace under PyTorch 2.x for that",
+          t.torch));
+    }
+  }
   return h;
 }
 

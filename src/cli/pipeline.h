@@ -63,7 +63,7 @@ EstimateHeader header_of(const ResolvedEstimate& resolved);
 Result<EstimateRun> run_pipeline(const EstimateFlags& flags, const PipelineExtras& extras);
 // What an estimate's events are called: the zoo graph's or the trace's names.
 EventNames names_of(const EstimateRun& run);
-// A trace file read and fitted once per process, however many estimates use it.
+// A trace file read and fitted once, however many estimates use it (cached by content).
 Result<std::shared_ptr<const TraceModel>> load_trace_model(const std::string& path);
 Result<EstimateRun> run_pipeline(const ModelSourceOptions& source, const TrainingFlags& training,
                                  const DeviceFlags& device, const PipelineExtras& extras);

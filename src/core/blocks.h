@@ -26,8 +26,22 @@ struct BlockFigures {
   int64_t parameters = 0;
   int64_t kept_bytes = 0;
   int64_t attention_bytes = 0;
+  bool attention_known = true;  // false for a trace, which does not tell attention matrices apart
 };
 
+// What counts toward a block: a module's parameters or bytes kept for backward (negative to
+// take bytes away, as in a difference of two batches).
+struct BlockItem {
+  ModuleId module = kNone;  // kNone: the model's own block
+  int64_t parameters = 0;
+  int64_t kept_bytes = 0;
+  bool attention = false;  // kept_bytes hold attention scores, probabilities or masks
+};
+
+// Groups items by the blocks of `tree`'s modules; only the tree's modules are read. Blocks with
+// neither parameters nor kept bytes stay out.
+BlockFigures block_figures(const Graph& tree, const std::vector<BlockItem>& items);
+// A zoo graph's parameters and kept_for_backward storages.
 BlockFigures block_figures(const Graph& graph);
 
 }  // namespace trainfit

@@ -140,6 +140,7 @@ std::string compare_text(const std::vector<CompareEntry>& entries) {
         [](int64_t n) { return format_bytes(n); });
   });
   add("  attention matrices", [](const CompareEntry& e) {
+    if (!e.per_sample.attention_known) return std::string("not told apart in a trace");
     if (e.per_sample.attention_bytes == 0) return std::string("none");
     return fmt::format("{} ({} of the sample)", format_bytes(e.per_sample.attention_bytes),
                        percent(e.per_sample.attention_bytes, e.per_sample.kept_bytes));
@@ -197,7 +198,9 @@ nlohmann::json compare_json(const std::vector<CompareEntry>& entries) {
     }
     j["blocks"] = blocks;
     j["activation_bytes_per_sample"] = e.per_sample.kept_bytes;
-    j["attention_bytes_per_sample"] = e.per_sample.attention_bytes;
+    j["attention_bytes_per_sample"] = e.per_sample.attention_known
+                                          ? nlohmann::json(e.per_sample.attention_bytes)
+                                          : nlohmann::json();
     const Dominant d = dominant_category(e.estimate);
     j["dominant"] = {
         {"category", category_name(d.category)}, {"bytes", d.bytes}, {"share", d.share}};

@@ -48,6 +48,7 @@ std::string estimate_text(const EstimateHeader& h, const Estimate& e) {
       fmt::format("{}, batch {}, {}, {}\n{}\n", h.model, h.batch, precision_name(h.precision),
                   optimizer_line(h), device_line(h.device));
   if (!h.optimizer.preset.empty()) out += fmt::format("optimizer: {}\n", h.optimizer.preset);
+  for (const std::string& note : h.notes) out += fmt::format("note: {}\n", note);
   out += '\n';
   auto line = [&](std::string_view label, int64_t bytes, std::string_view note) {
     std::string l = fmt::format("  {:<20}{:>10}  {}", label, format_bytes(bytes), note);
@@ -132,6 +133,7 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
   j["precision"] = precision_name(h.precision);
   j["optimizer"] = optimizer_name(h.optimizer.kind);
   j["optimizer_impl"] = impl_label(h);
+  j["notes"] = h.notes;
   if (h.optimizer.weight_decay >= 0) j["weight_decay"] = h.optimizer.weight_decay;
   if (!h.optimizer.preset.empty()) j["optimizer_preset"] = h.optimizer.preset;
   j["grad_accum"] = h.training.grad_accum;

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/estimate.h"
 #include "core/optimizer_step.h"
@@ -22,6 +23,7 @@ struct EstimateHeader {
   OptimizerImpl resolved_impl = OptimizerImpl::kLoop;
   DeviceProfile device;
   TrainingConfig training;
+  std::vector<std::string> notes;  // caveats about this estimate, one sentence each
 };
 
 // "adamw (foreach), weight_decay 0.0001, 4 micro-batches per step"

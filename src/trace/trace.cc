@@ -315,7 +315,7 @@ Result<Trace> parse_trace(std::string_view text, std::string_view source) {
   return trace;
 }
 
-Result<Trace> read_trace(const std::string& path) {
+Result<std::string> read_trace_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return not_found(fmt::format("cannot open trace '{}'", path),
@@ -323,7 +323,12 @@ Result<Trace> read_trace(const std::string& path) {
   }
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_trace(text.str(), path);
+  return std::move(text).str();
+}
+
+Result<Trace> read_trace(const std::string& path) {
+  TF_ASSIGN_OR_RETURN(std::string text, read_trace_text(path));
+  return parse_trace(text, path);
 }
 
 }  // namespace trainfit

@@ -83,5 +83,7 @@ int64_t dtype_itemsize(std::string_view name);
 // `source` names the input in errors (a path).
 Result<Trace> parse_trace(std::string_view text, std::string_view source);
 Result<Trace> read_trace(const std::string& path);
+// A trace file's bytes, unparsed (for callers that cache by content).
+Result<std::string> read_trace_text(const std::string& path);
 
 }  // namespace trainfit

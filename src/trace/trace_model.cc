@@ -58,6 +58,22 @@ class ListSink : public EventSink {
   uint8_t iteration_;
 };
 
+int64_t elements(const TraceParam& p) {
+  return p.itemsize > 0 ? p.bytes / p.itemsize : p.bytes;
+}
+
+// Activations alive when the first backward starts, by module (`sign` -1 to take them away).
+std::vector<BlockItem> kept_items(const EventList& list, int64_t sign) {
+  std::vector<BlockItem> kept;
+  for (const Event& e : list.events) {
+    if (e.phase == Phase::kBackward) break;
+    const Buffer& b = list.buffers[static_cast<size_t>(e.buffer)];
+    if (b.category != Category::kActivation) continue;
+    kept.push_back({.module = b.module, .kept_bytes = (e.alloc ? sign : -sign) * b.bytes});
+  }
+  return kept;
+}
+
 // The module of `path` in the tree, added with the containers above it when new.
 ModuleId add_module(Graph& tree, std::map<std::string, ModuleId>& ids, const std::string& path) {
   if (auto it = ids.find(path); it != ids.end()) return it->second;
@@ -167,7 +183,7 @@ Result<TraceModel> fit_trace(Trace trace) {
   }
   for (const TraceParam& p : trace.params) {
     if (p.buffer) continue;
-    const int64_t numel = p.itemsize > 0 ? p.bytes / p.itemsize : p.bytes;
+    const int64_t numel = elements(p);
     m.parameters += numel;
     if (p.trainable) m.trainable_parameters += numel;
   }
@@ -342,15 +358,40 @@ Result<Estimate> estimate_trace(const TraceModel& m, int64_t batch,
   Estimate facts;
   facts.parameters = m.parameters;
   facts.trainable_parameters = m.trainable_parameters;
-  // Kept for backward: activations alive when the first backward starts.
-  int64_t kept = 0;
-  for (const Event& e : list.events) {
-    if (e.phase == Phase::kBackward) break;
-    const Buffer& b = list.buffers[static_cast<size_t>(e.buffer)];
-    if (b.category == Category::kActivation) kept += e.alloc ? b.bytes : -b.bytes;
-  }
-  facts.activation_bytes = kept;
+  for (const BlockItem& k : kept_items(list, 1)) facts.activation_bytes += k.kept_bytes;
   return estimate_events(list, trace_names(m), std::move(facts), options);
+}
+
+Result<BlockFigures> per_sample_blocks(const TraceModel& m, const EstimateOptions& options) {
+  std::map<std::string, ModuleId, std::less<>> by_path;
+  for (size_t i = 0; i < m.tree.modules.size(); ++i) {
+    by_path.emplace(m.tree.modules[i].path, static_cast<ModuleId>(i));
+  }
+  std::vector<BlockItem> items;
+  for (const TraceParam& p : m.trace.params) {
+    if (p.buffer) continue;
+    // The nearest enclosing module the trace saw ("layer1.0.conv1.weight" -> layer1.0.conv1).
+    std::string_view path = p.name;
+    ModuleId module = 0;
+    for (size_t dot = path.rfind('.'); dot != std::string_view::npos; dot = path.rfind('.')) {
+      path = path.substr(0, dot);
+      if (auto it = by_path.find(path); it != by_path.end()) {
+        module = it->second;
+        break;
+      }
+    }
+    items.push_back({.module = module, .parameters = elements(p)});
+  }
+  // What one more sample keeps: the traced batch and one more, as the zoo's batch 1 and 2.
+  const int64_t batch = m.trace.runs[0].batch;
+  for (const int64_t b : {batch, batch + 1}) {
+    TF_ASSIGN_OR_RETURN(const EventList list, trace_events(m, b, options));
+    std::vector<BlockItem> kept = kept_items(list, b == batch ? -1 : 1);
+    items.insert(items.end(), kept.begin(), kept.end());
+  }
+  BlockFigures figures = block_figures(m.tree, items);
+  figures.attention_known = false;
+  return figures;
 }
 
 }  // namespace trainfit

@@ -11,6 +11,7 @@
 // requested implementation makes (foreach by default), from the traced parameter groups.
 #pragma once
 
+#include "core/blocks.h"
 #include "core/estimate.h"
 #include "trace/trace.h"
 
@@ -48,5 +49,9 @@ EventNames trace_names(const TraceModel& model);
 
 Result<Estimate> estimate_trace(const TraceModel& model, int64_t batch,
                                 const EstimateOptions& options);
+
+// Parameters per block, and the bytes one more sample keeps for backward per block (`trainfit
+// compare`). Needs a trace at two batch sizes.
+Result<BlockFigures> per_sample_blocks(const TraceModel& model, const EstimateOptions& options);
 
 }  // namespace trainfit

@@ -184,6 +184,31 @@ TEST(TraceModelTest, ModulesGroupIntoBlocksAsForAGraph) {
   EXPECT_EQ(block_of(2), "head");
 }
 
+TEST(TraceModelTest, PerSampleBlocksForCompare) {
+  Result<Trace> t = parse_trace(trace_json(run_json(1, 300) + "," + run_json(2, 300)), "t.json");
+  ASSERT_TRUE(t.ok());
+  Result<TraceModel> m = fit_trace(std::move(t).value());
+  ASSERT_TRUE(m.ok());
+  Result<BlockFigures> f = per_sample_blocks(*m, cpu_options());
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  // body.w belongs to body, the activation (300 bytes a sample) to body.act; body's one child
+  // makes the block (module_blocks), which holds both.
+  ASSERT_EQ(f->blocks.size(), 1u);
+  EXPECT_EQ(f->blocks[0].block, "body.act");
+  EXPECT_EQ(f->blocks[0].parameters, 1024);
+  EXPECT_EQ(f->blocks[0].kept_bytes, 300);
+  EXPECT_EQ(f->kept_bytes, 300);
+  EXPECT_FALSE(f->attention_known);
+
+  Result<Trace> one = parse_trace(trace_json(run_json(4)), "t.json");
+  ASSERT_TRUE(one.ok());
+  Result<TraceModel> single = fit_trace(std::move(one).value());
+  ASSERT_TRUE(single.ok());
+  Result<BlockFigures> none = per_sample_blocks(*single, cpu_options());
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().to_string().find("two batch sizes"), std::string::npos);
+}
+
 TEST(TraceParse, MissingFileIsNotFound) {
   Result<Trace> t = read_trace("/nonexistent/trace.json");
   ASSERT_FALSE(t.ok());

@@ -1,0 +1,151 @@
+"""The Python binding: trainfit.estimate and trainfit.fit give, in process, the same report as the
+command line's --json, raise trainfit.Error with the command's message on bad input, follow a
+trace file that is rewritten, and run from several threads at once.
+
+    TRAINFIT_BUILD=build/release /usr/bin/python3 tests/python/binding_test.py --trainfit build/release/trainfit
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import trainfit  # noqa: E402
+
+TRAINFIT = None  # the command-line binary, from --trainfit
+
+
+def cli_json(*args):
+    done = subprocess.run([TRAINFIT, *args, "--json"], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def tiny_trace(width, path=None):
+    """A small convolutional net traced at batch 1 and 2 (dict; also written to `path`)."""
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, width, 3, padding=1), torch.nn.BatchNorm2d(width), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(width, 10))
+    return trainfit.trace(model, lambda n: (torch.randn(n, 3, 16, 16), torch.randint(0, 10, (n,))),
+                          torch.nn.functional.cross_entropy, lambda p: torch.optim.AdamW(p),
+                          out=path, name=f"tiny{width}")
+
+
+class SameReport(unittest.TestCase):
+    def test_estimate_zoo(self):
+        cases = [
+            (dict(model="resnet50", batch=64, gpu="rtx4090"),
+             ["--model", "resnet50", "--batch", "64", "--gpu", "rtx4090"]),
+            (dict(model="vit_b_16", batch=32, precision="amp-bf16", optimizer="adamw",
+                  optimizer_impl="fused", gpu="a100-80gb"),
+             ["--model", "vit_b_16", "--batch", "32", "--precision", "amp-bf16", "--optimizer",
+              "adamw", "--optimizer-impl", "fused", "--gpu", "a100-80gb"]),
+            (dict(model="resnet50", batch=8, input=(3, 160, 160), checkpoint=["layer3", "layer4"],
+                  expandable_segments=True, explain=True, freeze=None),
+             ["--model", "resnet50", "--batch", "8", "--input", "3x160x160", "--checkpoint",
+              "layer3", "--checkpoint", "layer4", "--expandable-segments", "--explain"]),
+            (dict(model="resnet18", batch=4, set={"num_classes": 10}, device_profile="cpu",
+                  optimizer="sgd"),
+             ["--model", "resnet18", "--batch", "4", "--set", "num_classes=10",
+              "--device-profile", "cpu", "--optimizer", "sgd"]),
+        ]
+        for kwargs, args in cases:
+            with self.subTest(args=" ".join(args)):
+                kwargs = dict(kwargs)
+                got = trainfit.estimate(kwargs.pop("model"), **kwargs)
+                self.assertEqual(got, cli_json("estimate", *args))
+                self.assertGreater(got["peak_allocated_bytes"], 0)
+
+    def test_fit(self):
+        got = trainfit.fit("resnet18", gpu="rtx4090")
+        self.assertEqual(got, cli_json("fit", "--model", "resnet18", "--gpu", "rtx4090"))
+        self.assertGreater(got["max_batch"], 1)
+
+    def test_trace_dict_and_file(self):
+        with tempfile.TemporaryDirectory() as scratch:
+            path = os.path.join(scratch, "tiny.trace.json")
+            trace = tiny_trace(8, path)
+            from_dict = trainfit.estimate(trace=trace, batch=16, device_profile="cpu")
+            from_file = trainfit.estimate(trace=path, batch=16, device_profile="cpu")
+            self.assertEqual(from_dict, from_file)
+            self.assertEqual(from_file, cli_json("estimate", "--trace", path, "--batch", "16",
+                                                 "--device-profile", "cpu"))
+            self.assertEqual(trainfit.fit(trace=path, gpu="rtx4090", what_if=True),
+                             cli_json("fit", "--trace", path, "--gpu", "rtx4090", "--what-if"))
+            # The same path rewritten with a wider model: the new file is read, not a cached one.
+            tiny_trace(32, path)
+            wider = trainfit.estimate(trace=path, batch=16, device_profile="cpu")
+            self.assertGreater(wider["peak_allocated_bytes"], from_file["peak_allocated_bytes"])
+            self.assertEqual(wider, cli_json("estimate", "--trace", path, "--batch", "16",
+                                             "--device-profile", "cpu"))
+
+    def test_threads(self):
+        want = cli_json("estimate", "--model", "resnet18", "--batch", "32", "--gpu", "rtx4090")
+        results = [None] * 4
+
+        def work(i):
+            results[i] = trainfit.estimate("resnet18", batch=32, gpu="rtx4090")
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(results))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(results, [want] * len(results))
+
+
+class Errors(unittest.TestCase):
+    def assert_refused(self, call, *fragments):
+        with self.assertRaises(trainfit.Error) as caught:
+            call()
+        message = str(caught.exception)
+        self.assertEqual(len(message.splitlines()), 1, message)
+        self.assertIn("hint:", message)
+        for fragment in fragments:
+            self.assertIn(fragment, message)
+
+    def test_unknown_model(self):
+        self.assert_refused(lambda: trainfit.estimate("resnet5", batch=2), "unknown model 'resnet5'")
+
+    def test_unknown_keyword(self):
+        self.assert_refused(lambda: trainfit.estimate("resnet50", no_such_option=3),
+                            "--no-such-option")
+
+    def test_bad_value(self):
+        self.assert_refused(lambda: trainfit.estimate("resnet50", batch=0), "batch")
+        self.assert_refused(lambda: trainfit.fit("resnet50", gpu="rtx9999"), "rtx9999")
+
+    def test_malformed_trace(self):
+        self.assert_refused(lambda: trainfit.estimate(trace={"format": "something else"}),
+                            "format")
+        self.assert_refused(lambda: trainfit.estimate(trace="/no/such/file.json"),
+                            "cannot open trace")
+
+    def test_trace_fixes_the_model(self):
+        self.assert_refused(lambda: trainfit.estimate(trace=tiny_trace(4), precision="amp-bf16"),
+                            "--precision")
+
+    def test_not_built(self):
+        code = ("import trainfit\n"
+                "try:\n    trainfit.estimate('resnet50')\n"
+                "except ImportError as e:\n    print(e)\n")
+        env = dict(os.environ, TRAINFIT_BUILD="/nonexistent-build")
+        python = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+        env["PYTHONPATH"] = python
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, check=True)
+        self.assertIn("scripts/setup.sh", done.stdout)
+        self.assertIn("/nonexistent-build/python/trainfit", done.stdout)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trainfit", required=True, help="the trainfit binary")
+    known, rest = parser.parse_known_args()
+    TRAINFIT = known.trainfit
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
