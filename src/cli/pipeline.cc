@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -168,19 +167,7 @@ EstimateHeader header_of(const ResolvedEstimate& r) {
   h.resolved_impl = resolve_optimizer_impl(h.optimizer.impl, r.request.options.target);
   h.device = r.options.device;
   h.training = r.options.training;
-  // A softmax outside the loss is attention's, which PyTorch 2.x fuses on CUDA where 1.x ran
-  // it op by op; the trace shows the path of the PyTorch that made it.
-  if (r.trace && h.device.target.device == Device::kCuda) {
-    const Trace& t = r.trace->trace;
-    const bool softmax = std::find(t.ops.begin(), t.ops.end(), "aten::_softmax") != t.ops.end();
-    if (softmax && t.torch.starts_with("1.")) {
-      h.notes.push_back(fmt::format(
-          "traced under PyTorch {0}: attention (nn.MultiheadAttention, Hugging Face's sdpa) "
-          "replays as {0} ran it, op by op, where 2.x on CUDA calls fused attention and keeps "
-          "less; trace under PyTorch 2.x for that",
-          t.torch));
-    }
-  }
+  if (r.trace) h.notes = trace_notes(*r.trace, h.device.target);
   return h;
 }
 

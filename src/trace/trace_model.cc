@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "core/optimizer_step.h"
@@ -75,7 +76,8 @@ std::vector<BlockItem> kept_items(const EventList& list, int64_t sign) {
 }
 
 // The module of `path` in the tree, added with the containers above it when new.
-ModuleId add_module(Graph& tree, std::map<std::string, ModuleId>& ids, const std::string& path) {
+ModuleId add_module(Graph& tree, std::map<std::string, ModuleId, std::less<>>& ids,
+                    const std::string& path) {
   if (auto it = ids.find(path); it != ids.end()) return it->second;
   const size_t dot = path.rfind('.');
   const ModuleId parent =
@@ -190,9 +192,23 @@ Result<TraceModel> fit_trace(Trace trace) {
   Module root;
   root.name = trace.model;
   m.tree.modules.push_back(std::move(root));
-  std::map<std::string, ModuleId> ids{{"", 0}};
+  std::map<std::string, ModuleId, std::less<>> ids{{"", 0}};
   for (const std::string& path : trace.modules)
     m.module_of.push_back(add_module(m.tree, ids, path));
+  // A parameter's module: the nearest enclosing one the trace saw ("layer1.0.conv1.weight" ->
+  // layer1.0.conv1), else the model.
+  for (const TraceParam& p : trace.params) {
+    std::string_view path = p.name;
+    ModuleId module = 0;
+    for (size_t dot = path.rfind('.'); dot != std::string_view::npos; dot = path.rfind('.')) {
+      path = path.substr(0, dot);
+      if (auto it = ids.find(path); it != ids.end()) {
+        module = it->second;
+        break;
+      }
+    }
+    m.param_module.push_back(module);
+  }
   m.trace = std::move(trace);
   return m;
 }
@@ -363,24 +379,10 @@ Result<Estimate> estimate_trace(const TraceModel& m, int64_t batch,
 }
 
 Result<BlockFigures> per_sample_blocks(const TraceModel& m, const EstimateOptions& options) {
-  std::map<std::string, ModuleId, std::less<>> by_path;
-  for (size_t i = 0; i < m.tree.modules.size(); ++i) {
-    by_path.emplace(m.tree.modules[i].path, static_cast<ModuleId>(i));
-  }
   std::vector<BlockItem> items;
-  for (const TraceParam& p : m.trace.params) {
-    if (p.buffer) continue;
-    // The nearest enclosing module the trace saw ("layer1.0.conv1.weight" -> layer1.0.conv1).
-    std::string_view path = p.name;
-    ModuleId module = 0;
-    for (size_t dot = path.rfind('.'); dot != std::string_view::npos; dot = path.rfind('.')) {
-      path = path.substr(0, dot);
-      if (auto it = by_path.find(path); it != by_path.end()) {
-        module = it->second;
-        break;
-      }
-    }
-    items.push_back({.module = module, .parameters = elements(p)});
+  for (size_t i = 0; i < m.trace.params.size(); ++i) {
+    const TraceParam& p = m.trace.params[i];
+    if (!p.buffer) items.push_back({.module = m.param_module[i], .parameters = elements(p)});
   }
   // What one more sample keeps: the traced batch and one more, as the zoo's batch 1 and 2.
   const int64_t batch = m.trace.runs[0].batch;
@@ -392,6 +394,22 @@ Result<BlockFigures> per_sample_blocks(const TraceModel& m, const EstimateOption
   BlockFigures figures = block_figures(m.tree, items);
   figures.attention_known = false;
   return figures;
+}
+
+std::vector<std::string> trace_notes(const TraceModel& m, const KernelTarget& target) {
+  std::vector<std::string> notes;
+  // A softmax outside the loss (log_softmax) is attention's, which PyTorch 2.x fuses on CUDA
+  // where 1.x runs it op by op; the trace shows the path of the PyTorch that made it.
+  const Trace& t = m.trace;
+  const bool softmax = std::find(t.ops.begin(), t.ops.end(), "aten::_softmax") != t.ops.end();
+  if (target.device == Device::kCuda && softmax && t.torch.starts_with("1.")) {
+    notes.push_back(fmt::format(
+        "traced under PyTorch {0}: attention (nn.MultiheadAttention, Hugging Face's sdpa) "
+        "replays as {0} ran it, op by op, where 2.x on CUDA calls fused attention and keeps "
+        "less; trace under PyTorch 2.x for that",
+        t.torch));
+  }
+  return notes;
 }
 
 }  // namespace trainfit

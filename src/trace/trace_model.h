@@ -26,8 +26,9 @@ struct TraceModel {
   // above it, parents first; only modules are set), so that reports group modules into blocks
   // as they do for a zoo graph (graph.h module_blocks).
   Graph tree;
-  std::vector<ModuleId> module_of;  // Trace::modules index -> its module in `tree`
-  int64_t parameters = 0;           // elements of parameters (not buffers)
+  std::vector<ModuleId> module_of;     // Trace::modules index -> its module in `tree`
+  std::vector<ModuleId> param_module;  // Trace::params index -> its module in `tree`
+  int64_t parameters = 0;              // elements of parameters (not buffers)
   int64_t trainable_parameters = 0;
 };
 
@@ -53,5 +54,8 @@ Result<Estimate> estimate_trace(const TraceModel& model, int64_t batch,
 // Parameters per block, and the bytes one more sample keeps for backward per block (`trainfit
 // compare`). Needs a trace at two batch sizes.
 Result<BlockFigures> per_sample_blocks(const TraceModel& model, const EstimateOptions& options);
+
+// Caveats a report should print about replaying this trace on `target`, one sentence each.
+std::vector<std::string> trace_notes(const TraceModel& model, const KernelTarget& target);
 
 }  // namespace trainfit

@@ -209,6 +209,29 @@ TEST(TraceModelTest, PerSampleBlocksForCompare) {
   EXPECT_NE(none.status().to_string().find("two batch sizes"), std::string::npos);
 }
 
+TEST(TraceModelTest, NotesAttentionTracedUnderTorch1OnCuda) {
+  std::string run = run_json(1);
+  run.replace(run.find("aten::relu"), 10, "aten::_softmax");
+  const auto notes = [&](const std::string& torch, const DeviceProfile& device) {
+    std::string doc = trace_json(run);
+    doc.replace(doc.find("\"1.13\""), 6, "\"" + torch + "\"");
+    Result<Trace> t = parse_trace(doc, "t.json");
+    EXPECT_TRUE(t.ok()) << t.status().to_string();
+    Result<TraceModel> m = fit_trace(std::move(t).value());
+    EXPECT_TRUE(m.ok());
+    return trace_notes(*m, device.target);
+  };
+  const std::vector<std::string> cuda = notes("1.13.1", cuda_profile(std::nullopt));
+  ASSERT_EQ(cuda.size(), 1u);
+  EXPECT_NE(cuda[0].find("traced under PyTorch 1.13.1"), std::string::npos);
+  EXPECT_TRUE(notes("1.13.1", cpu_profile()).empty());
+  EXPECT_TRUE(notes("2.4.0", cuda_profile(std::nullopt)).empty());
+
+  Result<TraceModel> cnn = fit_trace(*parse_trace(trace_json(run_json(1)), "t.json"));
+  ASSERT_TRUE(cnn.ok());
+  EXPECT_TRUE(trace_notes(*cnn, cuda_profile(std::nullopt).target).empty());
+}
+
 TEST(TraceParse, MissingFileIsNotFound) {
   Result<Trace> t = read_trace("/nonexistent/trace.json");
   ASSERT_FALSE(t.ok());
