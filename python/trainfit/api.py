@@ -2,7 +2,7 @@
 
     import trainfit
     report = trainfit.estimate("resnet50", batch=64, gpu="rtx4090")
-    report["peak"]["allocated_bytes"]
+    report["peak_allocated_bytes"], report["fits"]
     trainfit.estimate(trace="model.trace.json", batch=256, gpu="h100", expandable_segments=True)
     trainfit.fit(trace=trainfit.trace(model, make_batch, loss_fn, make_optimizer), gpu="all")
 

@@ -225,7 +225,7 @@ def _run(model, make_batch, loss_fn, make_optimizer, batch, iterations, params):
     saved = set()
     # loss_fn's ops are reported under a module of their own, as trainfit's zoo does.
     paths = {path for path, _ in model.named_modules()}
-    loss_path = next(p for p in ("loss", "loss_fn", "(loss)") if p not in paths)
+    loss_path = next((p for p in ("loss", "loss_fn") if p not in paths), "(loss)")
 
     def pack(t):
         i = recorder.id_of(t)
