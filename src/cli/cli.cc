@@ -26,6 +26,12 @@ constexpr Command kCommands[] = {
     {"models", "list the model zoo with each model's --set keys", setup_models},
     {"gpus", "list the GPU catalog", setup_gpus},
     {"ops", "list the op registry: what each op keeps for backward", setup_ops},
+    {"doctor", "check this host for training and fixed-rate loops; says what to fix (read-only)",
+     setup_doctor},
+    {"latency", "a fixed-rate loop at several rates: wake-up lateness, work time, CPU clock",
+     setup_latency},
+    {"monitor", "GPU and CPU every second, like nvidia-smi dmon; spots a data-starved GPU",
+     setup_monitor},
 };
 
 }  // namespace

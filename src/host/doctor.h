@@ -1,0 +1,47 @@
+// What the doctor concludes from a host snapshot: findings, each with a severity, one sentence
+// of why it matters and the exact command that fixes it. Pure functions of the snapshot, so the
+// tests feed recorded machines.
+//
+//   HostInfo host = read_host_info(HostFs("/"));
+//   GpuReport gpus = read_gpu_report(HostFs("/"), "");
+//   for (const Finding& f : diagnose(host, gpus)) ...
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "host/host_info.h"
+#include "host/nvml.h"
+
+namespace trainfit {
+
+enum class Severity : uint8_t { kInfo, kWarning, kCritical };
+const char* severity_name(Severity s);  // "info", "warning", "critical"
+
+struct Finding {
+  std::string id;  // stable: "cpu.governor", "mem.shm", "gpu.power_limit", ...
+  Severity severity = Severity::kInfo;
+  std::string title;  // what was found, with the numbers
+  std::string why;    // one sentence: why it matters for training or a fixed-rate loop
+  std::string fix;    // the exact command; "" when there is nothing to run
+};
+
+// The GPUs as NVML reports them, or why there are none.
+struct GpuReport {
+  std::string error;  // "" when NVML was read
+  std::string driver;
+  std::vector<GpuStatus> gpus;
+  std::vector<std::vector<std::string>> process_names;  // per GPU, per process: /proc/PID/comm
+};
+
+// NVML from `library` ("" = libnvidia-ml.so.1); process names from `fs`.
+GpuReport read_gpu_report(const HostFs& fs, const std::string& library);
+
+// Most severe first, then in the order of the report's sections.
+std::vector<Finding> diagnose(const HostInfo& host, const GpuReport& gpus);
+
+// The governor story in one line: "intel_pstate (active), powersave, EPP balance_performance
+// on 24 policies"; "not available (no cpufreq)" without one.
+std::string governor_summary(const CpuInfo& cpu);
+
+}  // namespace trainfit
