@@ -206,7 +206,7 @@ CommandRun setup_latency(CLI::App& app) {
       "Each rate runs a loop that sleeps to an absolute deadline (clock_nanosleep on the\n"
       "monotonic clock), then runs the same fixed CPU work, sized at start to take --work-ms at\n"
       "full clock. Wake-up lateness shows idle-state and timer delays; work time and the CPU\n"
-      "clock show frequency scaling. The seed symptom: the same work is slower at 30 Hz than at\n"
+      "clock show frequency scaling. The classic symptom: the same work is slower at 30 Hz than at\n"
       "60 Hz because the governor clocks down while the loop sleeps.\n\n"
       "Examples:\n"
       "  trainfit latency                                  # 30 and 60 Hz, 5 ms work, 10 s each\n"
