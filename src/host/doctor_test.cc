@@ -10,6 +10,7 @@
 #include <random>
 
 #include "host/doctor_report.h"
+#include "report/golden_test_util.h"
 
 namespace trainfit {
 namespace {
@@ -77,6 +78,7 @@ TEST(DoctorFixture, IntelHybridDesktopOnPowersave) {
   EXPECT_NE(findings[2].title.find("16-19"), std::string::npos);
   EXPECT_EQ(findings[4].fix, "export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1");
   EXPECT_EQ(findings[5].fix, "sudo nvidia-smi -i 0 -pm 1");
+  expect_golden("doctor_intel_hybrid_rtx4090.txt", doctor_text(host, gpus, findings));
 }
 
 TEST(DoctorFixture, AmdServerWithAmdPstate) {
@@ -126,6 +128,7 @@ TEST(DoctorFixture, CloudVmWithoutCpufreqOrGpu) {
   EXPECT_NE(text.find("cpufreq     not available (no cpufreq)"), std::string::npos) << text;
   EXPECT_NE(text.find("GPU\n  not available (cannot load"), std::string::npos) << text;
   EXPECT_NE(text.find("--shm-size"), std::string::npos);
+  expect_golden("doctor_cloud_vm.txt", text);
 }
 
 TEST(DoctorFixture, JsonHasEveryFindingAndSection) {

@@ -6,6 +6,7 @@
 
 #include "report/estimate_report.h"
 #include "report/format.h"
+#include "report/golden_test_util.h"
 #include "report/summary_report.h"
 #include "report/table.h"
 #include "zoo/zoo.h"
@@ -36,20 +37,6 @@ TEST(Table, ShrinksFlexibleColumnsToFit) {
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 40U) << line;
   EXPECT_NE(text.find(".."), std::string::npos);
-}
-
-// Compares with tests/data/golden/<name>; TRAINFIT_UPDATE_GOLDEN=1 rewrites the file.
-void expect_golden(const std::string& name, const std::string& actual) {
-  const std::string path = std::string(TRAINFIT_TEST_DATA_DIR) + "/golden/" + name;
-  if (std::getenv("TRAINFIT_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(path) << actual;
-    return;
-  }
-  std::ifstream f(path);
-  ASSERT_TRUE(f.good()) << "missing " << path << " (run with TRAINFIT_UPDATE_GOLDEN=1)";
-  std::stringstream expected;
-  expected << f.rdbuf();
-  EXPECT_EQ(actual, expected.str()) << "golden file " << name << " differs";
 }
 
 Summary summary_of(const std::string& model, int64_t batch) {
