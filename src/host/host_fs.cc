@@ -32,7 +32,7 @@ std::optional<int64_t> parse_int(std::string_view s) {
   return v;
 }
 
-HostFs::HostFs(std::string root) {
+HostFs::HostFs(const std::string& root) {
   // Without trailing slashes, so that root + "/sys/..." is one path; "" and "/" are this machine.
   const size_t last = root.find_last_not_of('/');
   root_ = last == std::string::npos ? std::string("/") : root.substr(0, last + 1);

@@ -26,7 +26,7 @@ struct FsSpace {
 
 class HostFs {
  public:
-  explicit HostFs(std::string root = "/");
+  explicit HostFs(const std::string& root = "/");
 
   const std::string& root() const { return root_; }
   bool is_live() const { return root_ == "/"; }  // this machine, not a recorded tree
