@@ -1,8 +1,10 @@
 // doctor, latency and monitor through the command line, in process.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli/cli_test_util.h"
 
@@ -52,6 +54,37 @@ TEST(DoctorCli, RecordedTreeWithTheFakeNvml) {
 
 TEST(DoctorCli, BadRoot) {
   expect_one_line_error(run({"doctor", "--root", "/nonexistent/tree"}), "missing root");
+}
+
+TEST(DoctorCli, JudgesARunningProcessByPid) {
+  // This test binary is a live process with descriptors open: the doctor reads it like a trainer.
+  const std::string pid = std::to_string(getpid());
+  const CliRun j = run({"doctor", "--pid", pid, "--json"});
+  ASSERT_EQ(j.code, 0) << j.err;
+  const nlohmann::json doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["process"]["pid"], getpid());
+  EXPECT_TRUE(doc["process"]["env_readable"]);
+  EXPECT_GT(doc["process"]["open_fds"].get<int64_t>(), 2);
+  EXPECT_GE(doc["process"]["threads"].get<int64_t>(), 1);
+  const CliRun text = run({"doctor", "--pid", pid});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("  process     " + pid + " ("), std::string::npos) << text.out;
+
+  setenv("FAKE_NVML_SCENARIO", "desktop_4090", 1);
+  const CliRun recorded = run(
+      {"doctor", "--root", fixture("intel_hybrid"), "--nvml", TRAINFIT_FAKE_NVML, "--pid", "4242"});
+  ASSERT_EQ(recorded.code, 0) << recorded.err;
+  EXPECT_NE(recorded.out.find("fix: prlimit --pid 4242 --nofile=65536:"), std::string::npos)
+      << recorded.out;
+}
+
+TEST(DoctorCli, BadPid) {
+  expect_one_line_error(run({"doctor", "--pid", "abc"}), "not a number");
+  expect_one_line_error(run({"doctor", "--pid", "0"}), "zero");
+  expect_one_line_error(run({"doctor", "--pid", "-3"}), "negative");
+  expect_one_line_error(run({"doctor", "--pid", "99999999999999999999"}), "overflow");
+  expect_one_line_error(run({"doctor", "--root", fixture("intel_hybrid"), "--pid", "5"}),
+                        "not in the recorded tree");
 }
 
 TEST(LatencyCli, RunsBothRatesHere) {

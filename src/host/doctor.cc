@@ -150,7 +150,9 @@ std::optional<int64_t> max_khz_of(const CpuInfo& cpu, const std::vector<int>& cp
   return best;
 }
 
-void check_topology(const CpuInfo& cpu, std::vector<Finding>& out) {
+void check_topology(const HostInfo& host, std::vector<Finding>& out) {
+  const CpuInfo& cpu = host.cpu;
+  const std::string who = process_label(host.process);
   const std::vector<int> slow_cores = [&] {
     std::vector<int> all = cpu.e_cores;
     all.insert(all.end(), cpu.lp_cores.begin(), cpu.lp_cores.end());
@@ -167,21 +169,23 @@ void check_topology(const CpuInfo& cpu, std::vector<Finding>& out) {
     }
     out.push_back(
         {"cpu.hybrid", Severity::kInfo,
-         fmt::format("hybrid CPU: this process may run on E-cores {}{}", format_cpu_list(on_slow),
+         fmt::format("hybrid CPU: {} may run on E-cores {}{}", who, format_cpu_list(on_slow),
                      speeds),
          "The scheduler can put the training main process or a control loop on a slower E-core; "
          "pinning keeps them on P-cores and leaves the E-cores to DataLoader workers.",
          fmt::format("taskset -c {} python train.py ...", format_cpu_list(cpu.p_cores))});
   }
-  if (!cpu.affinity.empty() && !cpu.online.empty() && cpu.affinity.size() < cpu.online.size()) {
-    out.push_back(
-        {"cpu.affinity", Severity::kInfo,
-         fmt::format("this process may use {} of {} online CPUs ({})", cpu.affinity.size(),
-                     cpu.online.size(), format_cpu_list(cpu.affinity)),
-         "A taskset, cgroup or container limit applies: size num_workers and thread "
-         "counts to these CPUs, not to the machine.",
-         fmt::format("taskset -c {} python train.py ...   (if the limit is unintended)",
-                     format_cpu_list(cpu.online))});
+  // Pinned to exactly the P-cores is the fix above, not a limit to report.
+  const bool pinned_to_p_cores = !cpu.p_cores.empty() && cpu.affinity == cpu.p_cores;
+  if (!cpu.affinity.empty() && !cpu.online.empty() && cpu.affinity.size() < cpu.online.size() &&
+      !pinned_to_p_cores) {
+    out.push_back({"cpu.affinity", Severity::kInfo,
+                   fmt::format("{} may use {} of {} online CPUs ({})", who, cpu.affinity.size(),
+                               cpu.online.size(), format_cpu_list(cpu.affinity)),
+                   "A taskset, cgroup or container limit applies: size num_workers and thread "
+                   "counts to these CPUs, not to the machine.",
+                   fmt::format("taskset -c {} python train.py ...   (if the limit is unintended)",
+                               format_cpu_list(cpu.online))});
   }
 }
 
@@ -212,14 +216,16 @@ void check_threads(const HostInfo& host, std::vector<Finding>& out) {
     if (it == env.end()) continue;
     std::optional<int64_t> n = parse_int(it->second);
     if (n && cpus > 0 && *n > static_cast<int64_t>(cpus)) {
-      out.push_back({"env.threads", Severity::kWarning,
-                     fmt::format("{}={} but this process may use {} CPUs", name, *n, cpus),
-                     "More compute threads than CPUs time-slice against each other and against "
-                     "DataLoader workers.",
-                     fmt::format("export {}={}", name, cpus)});
+      out.push_back(
+          {"env.threads", Severity::kWarning,
+           fmt::format("{}={} but {} may use {} CPUs", name, *n, process_label(host.process), cpus),
+           "More compute threads than CPUs time-slice against each other and against "
+           "DataLoader workers.",
+           fmt::format("export {}={}", name, cpus)});
     }
   }
-  if (env.count("OMP_NUM_THREADS") == 0) {
+  // Another user's process hides its environment: nothing can be said of its variables.
+  if (host.process.env_readable && env.count("OMP_NUM_THREADS") == 0) {
     out.push_back({"env.threads", Severity::kInfo,
                    "OMP_NUM_THREADS and MKL_NUM_THREADS are not set",
                    fmt::format("Code in DataLoader workers that uses OpenMP or MKL (NumPy, OpenCV, "
@@ -242,18 +248,33 @@ void check_memory(const HostInfo& host, std::vector<Finding>& out) {
          "remount,size=16G /dev/shm"});
   }
   const auto& p = host.process;
-  if (p.nofile_soft && *p.nofile_soft >= 0 && *p.nofile_soft < kNofileLow) {
+  // A trainer near its limit fails at the next batch that shares more tensors than it frees.
+  const bool crowded =
+      p.nofile_soft && p.open_fds && *p.nofile_soft > 0 && *p.open_fds * 10 >= *p.nofile_soft * 8;
+  if (p.nofile_soft && *p.nofile_soft >= 0 && (*p.nofile_soft < kNofileLow || crowded)) {
     const int64_t hard = p.nofile_hard.value_or(kNofileWanted);
     const int64_t to = hard < 0 ? kNofileWanted : std::min(hard, kNofileWanted);
-    out.push_back({"proc.nofile", Severity::kWarning,
-                   fmt::format("open-files limit is {} (hard {})", *p.nofile_soft,
-                               hard < 0 ? std::string("unlimited") : fmt::format("{}", hard)),
-                   "Each tensor a worker shares is an open file descriptor until it is consumed; "
-                   "at the limit training fails with \"received 0 items of ancdata\".",
-                   to > *p.nofile_soft
-                       ? fmt::format("ulimit -n {}", to)
-                       : std::string("raise nofile in /etc/security/limits.conf, or "
-                                     "torch.multiprocessing.set_sharing_strategy('file_system')")});
+    std::string fix =
+        "raise nofile in /etc/security/limits.conf, or "
+        "torch.multiprocessing.set_sharing_strategy('file_system')";
+    if (to > *p.nofile_soft) {
+      // A running process's soft limit can be raised in place up to its hard limit.
+      fix = p.pid == "self" ? fmt::format("ulimit -n {}", to)
+                            : fmt::format(
+                                  "prlimit --pid {} --nofile={}:   (and ulimit -n {} "
+                                  "before the next run)",
+                                  p.pid, to, to);
+    }
+    const bool near = crowded && *p.open_fds * 10 >= *p.nofile_soft * 9;
+    out.push_back(
+        {"proc.nofile", near ? Severity::kCritical : Severity::kWarning,
+         fmt::format("open-files limit is {} (hard {}){}", *p.nofile_soft,
+                     hard < 0 ? std::string("unlimited") : fmt::format("{}", hard),
+                     p.open_fds ? fmt::format("; {} in use by {}", *p.open_fds, process_label(p))
+                                : std::string()),
+         "Each tensor a worker shares is an open file descriptor until it is consumed; "
+         "at the limit training fails with \"received 0 items of ancdata\".",
+         fix});
   }
   const auto& m = host.memory;
   if (m.total_bytes && m.available_bytes && *m.available_bytes * 10 < *m.total_bytes) {
@@ -389,7 +410,7 @@ std::vector<Finding> diagnose(const HostInfo& host, const GpuReport& gpus) {
   std::vector<Finding> out;
   check_governor(host.cpu, out);
   check_turbo_and_caps(host.cpu, out);
-  check_topology(host.cpu, out);
+  check_topology(host, out);
   check_idle(host.cpu, out);
   check_threads(host, out);
   check_memory(host, out);

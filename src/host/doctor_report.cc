@@ -201,8 +201,8 @@ std::string doctor_text(const HostInfo& host, const GpuReport& gpus,
   row(out, "online",
       cpu.online.empty()
           ? std::string(kNotAvailable)
-          : fmt::format("{} CPUs ({}); this process may use {}", cpu.online.size(),
-                        format_cpu_list(cpu.online),
+          : fmt::format("{} CPUs ({}); {} may use {}", cpu.online.size(),
+                        format_cpu_list(cpu.online), process_label(host.process),
                         cpu.affinity.empty() ? kNotAvailable : format_cpu_list(cpu.affinity)));
   if (!cpu.p_cores.empty() || !cpu.e_cores.empty()) {
     std::string hybrid = fmt::format("P-cores {}, E-cores {}", format_cpu_list(cpu.p_cores),
@@ -226,6 +226,10 @@ std::string doctor_text(const HostInfo& host, const GpuReport& gpus,
     env += fmt::format("{}{}={}", env.empty() ? "" : ", ", name,
                        it == host.process.thread_env.end() ? "(unset)" : it->second);
   }
+  if (!host.process.env_readable) {
+    env = fmt::format("{} (only the process's owner or root can read /proc/{}/environ)",
+                      kNotAvailable, host.process.pid);
+  }
   row(out, "env", env);
 
   out += "Memory\n";
@@ -244,10 +248,18 @@ std::string doctor_text(const HostInfo& host, const GpuReport& gpus,
   const auto limit = [](int64_t v) {
     return v < 0 ? std::string("unlimited") : fmt::format("{}", v);
   };
-  row(out, "open files",
-      p.nofile_soft ? fmt::format("{} (hard {})", limit(*p.nofile_soft),
-                                  p.nofile_hard ? limit(*p.nofile_hard) : kNotAvailable)
-                    : kNotAvailable);
+  std::string files = p.nofile_soft
+                          ? fmt::format("{} (hard {})", limit(*p.nofile_soft),
+                                        p.nofile_hard ? limit(*p.nofile_hard) : kNotAvailable)
+                          : std::string(kNotAvailable);
+  if (p.open_fds) files += fmt::format(", {} in use", *p.open_fds);
+  row(out, "open files", files);
+  if (p.pid != "self") {
+    row(out, "process",
+        fmt::format("{}{}{}", p.pid, p.name.empty() ? "" : fmt::format(" ({})", p.name),
+                    p.threads ? fmt::format(", {} thread{}", *p.threads, *p.threads == 1 ? "" : "s")
+                              : std::string()));
+  }
 
   if (!gpus.error.empty()) {
     out += fmt::format("GPU\n  {} ({})\n", kNotAvailable, gpus.error);
@@ -346,9 +358,16 @@ nlohmann::json doctor_json(const HostInfo& host, const GpuReport& gpus,
       {"swap_total_bytes", opt(m.swap_total_bytes)},
       {"shm_total_bytes", m.shm ? nlohmann::json(m.shm->total_bytes) : nlohmann::json(nullptr)},
       {"shm_free_bytes", m.shm ? nlohmann::json(m.shm->free_bytes) : nlohmann::json(nullptr)}};
-  nlohmann::json process = {{"thread_env", host.process.thread_env},
-                            {"nofile_soft", opt(host.process.nofile_soft)},
-                            {"nofile_hard", opt(host.process.nofile_hard)}};
+  const ProcessInfo& p = host.process;
+  nlohmann::json process = {
+      {"pid", p.pid == "self" ? nlohmann::json(nullptr) : opt(parse_int(p.pid))},
+      {"name", text_or_null(p.name)},
+      {"env_readable", p.env_readable},
+      {"thread_env", p.thread_env},
+      {"threads", opt(p.threads)},
+      {"open_fds", opt(p.open_fds)},
+      {"nofile_soft", opt(p.nofile_soft)},
+      {"nofile_hard", opt(p.nofile_hard)}};
   nlohmann::json gpu_list = nlohmann::json::array();
   for (size_t i = 0; i < gpus.gpus.size(); ++i) {
     gpu_list.push_back(gpu_json(gpus.gpus[i], i < gpus.process_names.size()

@@ -131,6 +131,87 @@ TEST(DoctorFixture, CloudVmWithoutCpufreqOrGpu) {
   expect_golden("doctor_cloud_vm.txt", text);
 }
 
+TEST(DoctorFixture, RunningTrainerByPid) {
+  // The Intel desktop's trainer, started with the fixes: pinned to the P-cores, one thread.
+  const HostFs fs(fixture("intel_hybrid"));
+  const HostInfo host = read_host_info(fs, "4242");
+  EXPECT_EQ(host.process.name, "python3");
+  EXPECT_EQ(host.process.threads, 23);
+  EXPECT_EQ(host.process.open_fds, 12);
+  EXPECT_TRUE(host.process.env_readable);
+  EXPECT_EQ(host.process.thread_env.at("OMP_NUM_THREADS"), "1");
+  EXPECT_EQ(format_cpu_list(host.cpu.affinity), "0-15");
+  const GpuReport gpus = fake_gpus("desktop_4090", fs);
+  const std::vector<Finding> findings = diagnose(host, gpus);
+  // No cpu.hybrid, cpu.affinity or env.threads: those are the fixes this trainer already has.
+  EXPECT_EQ(ids(findings), (Expected{{"cpu.governor", "warning"},
+                                     {"proc.nofile", "warning"},
+                                     {"cpu.cstates", "info"},
+                                     {"gpu.persistence", "info"}}));
+  EXPECT_EQ(findings[1].title,
+            "open-files limit is 1024 (hard 1048576); 12 in use by process 4242 (python3)");
+  EXPECT_EQ(findings[1].fix,
+            "prlimit --pid 4242 --nofile=65536:   (and ulimit -n 65536 before the next run)");
+  const std::string text = doctor_text(host, gpus, findings);
+  EXPECT_NE(text.find("20 CPUs (0-19); process 4242 (python3) may use 0-15"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("open files  1024 (hard 1048576), 12 in use"), std::string::npos) << text;
+  EXPECT_NE(text.find("process     4242 (python3), 23 threads"), std::string::npos) << text;
+  const nlohmann::json j = doctor_json(host, gpus, findings);
+  EXPECT_EQ(j["process"]["pid"], 4242);
+  EXPECT_EQ(j["process"]["open_fds"], 12);
+  EXPECT_EQ(j["process"]["thread_env"]["MKL_NUM_THREADS"], "1");
+}
+
+TEST(DoctorFixture, AnotherUsersProcessHidesItsEnvironment) {
+  const HostFs fs(fixture("intel_hybrid"));
+  const HostInfo host = read_host_info(fs, "4343");
+  EXPECT_FALSE(host.process.env_readable);
+  EXPECT_FALSE(host.process.open_fds.has_value());
+  const GpuReport gpus = fake_gpus("desktop_4090", fs);
+  const std::vector<Finding> findings = diagnose(host, gpus);
+  // Unset variables cannot be told from unreadable ones, so env.threads says nothing.
+  EXPECT_EQ(ids(findings), (Expected{{"cpu.governor", "warning"},
+                                     {"proc.nofile", "warning"},
+                                     {"cpu.hybrid", "info"},
+                                     {"cpu.cstates", "info"},
+                                     {"gpu.persistence", "info"}}));
+  EXPECT_EQ(
+      findings[2].title.rfind("hybrid CPU: process 4343 (python3) may run on E-cores 16-19", 0),
+      0u);
+  const std::string text = doctor_text(host, gpus, findings);
+  EXPECT_NE(text.find("env         not available (only the process's owner or root can read "
+                      "/proc/4343/environ)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(doctor_json(host, gpus, findings)["process"]["open_fds"], nullptr);
+}
+
+TEST(Doctor, OpenFilesNearTheLimit) {
+  // A trainer with a generous limit is still flagged when its descriptors approach it.
+  const auto judge = [](int64_t open_fds) {
+    HostInfo host;
+    host.process.pid = "77";
+    host.process.env_readable = true;
+    host.process.thread_env["OMP_NUM_THREADS"] = "1";
+    host.process.nofile_soft = 65536;
+    host.process.nofile_hard = 65536;
+    host.process.open_fds = open_fds;
+    GpuReport gpus;
+    gpus.error = "none";
+    for (const Finding& f : diagnose(host, gpus)) {
+      if (f.id == "proc.nofile") return std::string(severity_name(f.severity)) + ": " + f.fix;
+    }
+    return std::string("none");
+  };
+  EXPECT_EQ(judge(50000), "none");  // 76%
+  const std::string fix =
+      "raise nofile in /etc/security/limits.conf, or "
+      "torch.multiprocessing.set_sharing_strategy('file_system')";
+  EXPECT_EQ(judge(53000), "warning: " + fix);   // 81%: the hard limit leaves no room
+  EXPECT_EQ(judge(60000), "critical: " + fix);  // 92%
+}
+
 TEST(DoctorFixture, JsonHasEveryFindingAndSection) {
   const HostFs fs(fixture("amd_server"));
   const HostInfo host = read_host_info(fs);

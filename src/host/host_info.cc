@@ -99,7 +99,11 @@ void read_idle(const HostFs& fs, CpuInfo& cpu) {
   }
 }
 
-CpuInfo read_cpu(const HostFs& fs) {
+std::string proc_path(const std::string& pid, const char* file) {
+  return fmt::format("/proc/{}/{}", pid, file);
+}
+
+CpuInfo read_cpu(const HostFs& fs, const std::string& pid) {
   CpuInfo cpu;
   if (std::optional<std::string> info = fs.read("/proc/cpuinfo")) {
     std::istringstream lines(*info);
@@ -111,7 +115,7 @@ CpuInfo read_cpu(const HostFs& fs) {
     }
   }
   cpu.online = read_cpus(fs, fmt::format("{}/online", kCpuDir));
-  if (std::optional<std::string> status = fs.read("/proc/self/status")) {
+  if (std::optional<std::string> status = fs.read(proc_path(pid, "status"))) {
     std::istringstream lines(*status);
     for (std::string line; std::getline(lines, line);) {
       if (starts_with(line, "Cpus_allowed_list")) {
@@ -141,9 +145,23 @@ CpuInfo read_cpu(const HostFs& fs) {
   return cpu;
 }
 
-ProcessInfo read_process(const HostFs& fs) {
+ProcessInfo read_process(const HostFs& fs, const std::string& pid) {
   ProcessInfo p;
-  if (std::optional<std::string> env = fs.read("/proc/self/environ")) {
+  p.pid = pid;
+  if (std::optional<std::string> status = fs.read(proc_path(pid, "status"))) {
+    std::istringstream lines(*status);
+    for (std::string line; std::getline(lines, line);) {
+      if (starts_with(line, "Name:")) p.name = field_value(line);
+      if (starts_with(line, "Threads:")) p.threads = parse_int(field_value(line));
+    }
+  }
+  if (pid != "self") {
+    // A live process has at least one descriptor open; none listed means fd/ was not readable.
+    const size_t fds = fs.list(proc_path(pid, "fd")).size();
+    if (fds > 0) p.open_fds = static_cast<int64_t>(fds);
+  }
+  if (std::optional<std::string> env = fs.read(proc_path(pid, "environ"))) {
+    p.env_readable = true;
     std::string_view rest = *env;
     while (!rest.empty()) {
       const size_t end = rest.find('\0');
@@ -158,7 +176,7 @@ ProcessInfo read_process(const HostFs& fs) {
       }
     }
   }
-  if (std::optional<std::string> limits = fs.read("/proc/self/limits")) {
+  if (std::optional<std::string> limits = fs.read(proc_path(pid, "limits"))) {
     std::istringstream lines(*limits);
     for (std::string line; std::getline(lines, line);) {
       if (!starts_with(line, "Max open files")) continue;
@@ -189,6 +207,12 @@ MemoryInfo read_memory(const HostFs& fs) {
 }
 
 }  // namespace
+
+std::string process_label(const ProcessInfo& p) {
+  if (p.pid == "self") return "this process";
+  return p.name.empty() ? fmt::format("process {}", p.pid)
+                        : fmt::format("process {} ({})", p.pid, p.name);
+}
 
 const std::vector<std::string>& thread_env_names() {
   static const std::vector<std::string> kNames = {
@@ -250,10 +274,10 @@ std::optional<double> read_one_cpu_mhz(const HostFs& fs, int cpu) {
   return std::nullopt;
 }
 
-HostInfo read_host_info(const HostFs& fs) {
+HostInfo read_host_info(const HostFs& fs, const std::string& pid) {
   HostInfo info;
-  info.cpu = read_cpu(fs);
-  info.process = read_process(fs);
+  info.cpu = read_cpu(fs, pid);
+  info.process = read_process(fs, pid);
   info.memory = read_memory(fs);
   return info;
 }

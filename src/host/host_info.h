@@ -1,8 +1,9 @@
 // A read-only snapshot of what on a host decides how well it feeds a GPU and runs a fixed-rate
-// loop: CPU frequency policies, the hybrid core layout, idle states and PM QoS, this process's
+// loop: CPU frequency policies, the hybrid core layout, idle states and PM QoS, a process's
 // affinity, thread variables and open-files limit, memory and /dev/shm.
 //
-//   HostInfo info = read_host_info(HostFs("/"));
+//   HostInfo info = read_host_info(HostFs("/"));          // this process
+//   HostInfo run = read_host_info(HostFs("/"), "4242");   // a running trainer
 //   if (info.cpu.policies.empty()) ...   // cpufreq not exposed (a VM)
 //
 // Fields a host does not expose stay empty or nullopt; the doctor says "not available".
@@ -43,7 +44,7 @@ struct IdleState {
 struct CpuInfo {
   std::string model;                // /proc/cpuinfo "model name"
   std::vector<int> online;          // /sys/devices/system/cpu/online
-  std::vector<int> affinity;        // Cpus_allowed_list of this process
+  std::vector<int> affinity;        // Cpus_allowed_list of the inspected process
   std::vector<CpuPolicy> policies;  // empty: cpufreq not exposed
   std::string intel_pstate_status;  // active | passive | off, "" when absent
   std::string amd_pstate_status;    // active | passive | guided | disable, "" when absent
@@ -60,8 +61,14 @@ struct CpuInfo {
   std::vector<double> cur_mhz;            // per online CPU where known (cpufreq or /proc/cpuinfo)
 };
 
+// The process whose settings the doctor judges: trainfit itself, or a trainer named by PID.
 struct ProcessInfo {
+  std::string pid = "self";                       // the /proc entry: "self" or a PID
+  std::string name;                               // status "Name:" (the command, 15 chars)
+  bool env_readable = false;                      // environ is only readable by its owner
   std::map<std::string, std::string> thread_env;  // the thread variables that are set
+  std::optional<int64_t> threads;                 // status "Threads:"
+  std::optional<int64_t> open_fds;                // entries in fd/; nullopt when unreadable
   std::optional<int64_t> nofile_soft;             // RLIMIT_NOFILE; -1 is unlimited
   std::optional<int64_t> nofile_hard;
 };
@@ -82,7 +89,11 @@ struct HostInfo {
 // The thread variables the doctor reports, in order.
 const std::vector<std::string>& thread_env_names();
 
-HostInfo read_host_info(const HostFs& fs);
+// `pid` is "self" or the decimal PID of another process on the same host (or recorded tree).
+HostInfo read_host_info(const HostFs& fs, const std::string& pid = "self");
+
+// How reports name the process: "this process" or "process 4242 (python3)".
+std::string process_label(const ProcessInfo& p);
 
 // Per-CPU MHz now: scaling_cur_freq where cpufreq exists, else /proc/cpuinfo's "cpu MHz".
 std::vector<double> read_cpu_mhz(const HostFs& fs, const std::vector<int>& cpus);

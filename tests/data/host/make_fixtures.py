@@ -68,11 +68,17 @@ def idle_states(root, cpus, driver, governor, states):
             write(root, d + "/disable", "0\n")
 
 
-def process(root, cpus, env, nofile):
-    write(root, "/proc/self/status",
-          f"Name:\ttrainfit\nCpus_allowed:\tffffffff\nCpus_allowed_list:\t{cpus}\n")
-    write(root, "/proc/self/environ", environ(env))
-    write(root, "/proc/self/limits", limits(*nofile))
+def process(root, cpus, env, nofile, pid="self", name="trainfit", threads=1, fds=0):
+    """/proc/<pid>: env None leaves environ out (another user's process hides it); fds is how
+    many descriptors fd/ lists."""
+    write(root, f"/proc/{pid}/status",
+          f"Name:\t{name}\nThreads:\t{threads}\nCpus_allowed:\tffffffff\n"
+          f"Cpus_allowed_list:\t{cpus}\n")
+    if env is not None:
+        write(root, f"/proc/{pid}/environ", environ(env))
+    write(root, f"/proc/{pid}/limits", limits(*nofile))
+    for fd in range(fds):
+        write(root, f"/proc/{pid}/fd/{fd}", "")
 
 
 def intel_hybrid(root):
@@ -109,6 +115,11 @@ def intel_hybrid(root):
                 [("POLL", 0, 0), ("C1", 1, 1), ("C1E", 2, 4), ("C6", 220, 600),
                  ("C8", 280, 800), ("C10", 680, 2000)])
     process(root, "0-19", {}, (1024, 1048576))
+    # The trainer, started as the fixes say: pinned to the P-cores, one OpenMP thread each.
+    process(root, "0-15", {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}, (1024, 1048576),
+            pid=4242, name="python3", threads=23, fds=12)
+    # Another user's trainer: its environment and descriptors are not readable.
+    process(root, "0-19", None, (1024, 1048576), pid=4343, name="python3", threads=9)
     write(root, "/proc/meminfo", meminfo(31.2, 24.6, 2))
     write(root, "/statvfs", f"/dev/shm {16 * GIB} {16 * GIB - (12 << 20)}\n")
 
