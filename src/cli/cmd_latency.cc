@@ -159,13 +159,12 @@ int run_latency(LatencyOptions o, std::ostream& out, std::ostream& err) {
   if (o.json) {
     nlohmann::json rates = nlohmann::json::array();
     for (const RateResult& r : results) {
-      rates.push_back(
-          {{"rate_hz", r.rate_hz},
-           {"frames", r.frames},
-           {"missed", r.missed},
-           {"lateness_us", percentiles_json(r.lateness_us)},
-           {"work_ms", percentiles_json(r.work_ms)},
-           {"cpu_mhz", r.cpu_mhz ? nlohmann::json(*r.cpu_mhz) : nlohmann::json(nullptr)}});
+      rates.push_back({{"rate_hz", r.rate_hz},
+                       {"frames", r.frames},
+                       {"missed", r.missed},
+                       {"lateness_us", percentiles_json(r.lateness_us)},
+                       {"work_ms", percentiles_json(r.work_ms)},
+                       {"cpu_mhz", json_or_null(r.cpu_mhz)}});
     }
     out << json_text(nlohmann::json{{"work_ms", o.work_ms},
                                     {"work_iterations", work.iterations()},

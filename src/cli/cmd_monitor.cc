@@ -100,25 +100,24 @@ std::string csv_line(const std::vector<std::string>& cells) {
 }
 
 nlohmann::json sample_json(const MonitorSample& s) {
-  const auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   nlohmann::json gpus = nlohmann::json::array();
   for (const GpuStatus& g : s.gpus) {
     gpus.push_back({{"index", g.index},
-                    {"util_gpu_pct", opt(g.util_gpu_pct)},
-                    {"util_mem_pct", opt(g.util_mem_pct)},
-                    {"power_w", opt(g.power_w)},
-                    {"temperature_c", opt(g.temperature_c)},
-                    {"sm_mhz", opt(g.sm_mhz)},
-                    {"mem_mhz", opt(g.mem_mhz)},
-                    {"memory_used_bytes", opt(g.memory_used_bytes)},
+                    {"util_gpu_pct", json_or_null(g.util_gpu_pct)},
+                    {"util_mem_pct", json_or_null(g.util_mem_pct)},
+                    {"power_w", json_or_null(g.power_w)},
+                    {"temperature_c", json_or_null(g.temperature_c)},
+                    {"sm_mhz", json_or_null(g.sm_mhz)},
+                    {"mem_mhz", json_or_null(g.mem_mhz)},
+                    {"memory_used_bytes", json_or_null(g.memory_used_bytes)},
                     {"processes", g.processes.size()}});
   }
   return {{"t_s", s.t_s},
           {"gpus", gpus},
-          {"cpu_mhz", opt(s.cpu_mhz)},
-          {"cpu_util_pct", opt(s.cpu_util_pct)},
-          {"ram_used_bytes", opt(s.ram_used_bytes)},
-          {"ram_total_bytes", opt(s.ram_total_bytes)}};
+          {"cpu_mhz", json_or_null(s.cpu_mhz)},
+          {"cpu_util_pct", json_or_null(s.cpu_util_pct)},
+          {"ram_used_bytes", json_or_null(s.ram_used_bytes)},
+          {"ram_total_bytes", json_or_null(s.ram_total_bytes)}};
 }
 
 int run_monitor_command(const MonitorOptions& o, std::ostream& out, std::ostream& err) {
@@ -140,10 +139,6 @@ int run_monitor_command(const MonitorOptions& o, std::ostream& out, std::ostream
   Result<HostFs> fs = host_fs(o.host);
   if (!fs.ok()) return report_error(err, fs.status());
   NvmlOpen nvml = Nvml::open(o.host.nvml);
-  std::vector<int> online;
-  if (auto line = fs->read_line("/sys/devices/system/cpu/online")) {
-    online = parse_cpu_list(*line).value_or(std::vector<int>{});
-  }
   const bool with_gpu = nvml.nvml && nvml.nvml->device_count() > 0;
   MonitorSampler sampler(*fs, nvml.nvml.get());
   MonotonicClock clock;
@@ -178,7 +173,7 @@ int run_monitor_command(const MonitorOptions& o, std::ostream& out, std::ostream
       });
   if (o.seconds == 0) std::signal(SIGINT, previous);
 
-  const std::vector<Finding> findings = judge_monitor(samples, online.size());
+  const std::vector<Finding> findings = judge_monitor(samples, sampler.online().size());
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const MonitorSample& s : samples) rows.push_back(sample_json(s));

@@ -20,9 +20,9 @@ constexpr int64_t kNofileLow = 4096;
 constexpr int64_t kNofileWanted = 65536;
 // An idle state whose exit latency reaches this is worth knowing for a fixed-rate loop.
 constexpr int64_t kDeepIdleLatencyUs = 20;
-constexpr int64_t kNoQosConstraintUs = 2000000000;  // PM QoS default: no constraint
 constexpr double kPowerCapShare = 0.95;
-constexpr int kBusyUtilPct = 50;
+// A GPU this busy (or with a process on it) is loaded: its PCIe link should be up to speed.
+constexpr int kLoadedUtilPct = 50;
 
 bool generic_driver(const std::string& driver, const CpuInfo& cpu) {
   if (driver == "intel_pstate") return false;  // active mode: powersave is its own algorithm
@@ -43,11 +43,6 @@ std::map<std::tuple<std::string, std::string, std::string>, int> governor_groups
   return groups;
 }
 
-std::string set_governor_fix() {
-  return "sudo cpupower frequency-set -g performance   (or: sudo tuned-adm profile "
-         "latency-performance)";
-}
-
 void check_governor(const CpuInfo& cpu, std::vector<Finding>& out) {
   if (cpu.policies.empty()) {
     out.push_back({"cpu.cpufreq", Severity::kInfo,
@@ -64,7 +59,7 @@ void check_governor(const CpuInfo& cpu, std::vector<Finding>& out) {
     if (governor == "performance") continue;
     Finding f;
     f.id = "cpu.governor";
-    f.fix = set_governor_fix();
+    f.fix = governor_fix();
     if (governor == "powersave" && !generic_driver(driver, cpu)) {
       const bool epp_fast = epp == "performance" || epp == "0";
       f.severity = epp_fast ? Severity::kInfo : Severity::kWarning;
@@ -202,9 +197,7 @@ void check_idle(const CpuInfo& cpu, std::vector<Finding>& out) {
                              deepest->latency_us, cpu.idle_driver, cpu.idle_governor),
                  "A loop that sleeps between frames may pay this wake-up on every frame; "
                  "`trainfit latency --hold-dma-latency` shows whether it does.",
-                 fmt::format("sudo cpupower idle-set -D {}   (or: sudo tuned-adm profile "
-                             "latency-performance)",
-                             kDeepIdleLatencyUs / 2)});
+                 idle_states_fix()});
 }
 
 void check_threads(const HostInfo& host, std::vector<Finding>& out) {
@@ -288,7 +281,7 @@ void check_memory(const HostInfo& host, std::vector<Finding>& out) {
 }
 
 bool busy(const GpuStatus& g) {
-  return g.util_gpu_pct.value_or(0) >= kBusyUtilPct || !g.processes.empty();
+  return g.util_gpu_pct.value_or(0) >= kLoadedUtilPct || !g.processes.empty();
 }
 
 void check_gpus(const GpuReport& report, std::vector<Finding>& out) {
@@ -366,25 +359,15 @@ const char* severity_name(Severity s) {
   return "info";
 }
 
-GpuReport read_gpu_report(const HostFs& fs, const std::string& library) {
-  GpuReport report;
-  NvmlOpen opened = Nvml::open(library);
-  if (!opened.nvml) {
-    report.error = opened.error;
-    return report;
-  }
-  report.driver = opened.nvml->driver_version();
-  for (int i = 0; i < opened.nvml->device_count(); ++i) {
-    GpuStatus g = opened.nvml->read(i);
-    std::vector<std::string> names;
-    for (const GpuProcess& p : g.processes) {
-      names.push_back(fs.read_line(fmt::format("/proc/{}/comm", p.pid)).value_or("?"));
-    }
-    report.gpus.push_back(std::move(g));
-    report.process_names.push_back(std::move(names));
-  }
-  if (report.gpus.empty()) report.error = "NVML reports no GPU";
-  return report;
+std::string governor_fix() {
+  return "sudo cpupower frequency-set -g performance   (or: sudo tuned-adm profile "
+         "latency-performance)";
+}
+
+std::string idle_states_fix() {
+  return fmt::format(
+      "sudo cpupower idle-set -D {}   (or: sudo tuned-adm profile latency-performance)",
+      kDeepIdleLatencyUs / 2);
 }
 
 std::string governor_summary(const CpuInfo& cpu) {

@@ -26,19 +26,13 @@ struct Finding {
   std::string fix;    // the exact command; "" when there is nothing to run
 };
 
-// The GPUs as NVML reports them, or why there are none.
-struct GpuReport {
-  std::string error;  // "" when NVML was read
-  std::string driver;
-  std::vector<GpuStatus> gpus;
-  std::vector<std::vector<std::string>> process_names;  // per GPU, per process: /proc/PID/comm
-};
-
-// NVML from `library` ("" = libnvidia-ml.so.1); process names from `fs`.
-GpuReport read_gpu_report(const HostFs& fs, const std::string& library);
-
 // Most severe first, then in the order of the report's sections.
 std::vector<Finding> diagnose(const HostInfo& host, const GpuReport& gpus);
+
+// The fixes the doctor and the latency verdict share: the performance governor, and idle states
+// no deeper than a loop can afford to wake from.
+std::string governor_fix();
+std::string idle_states_fix();
 
 // The governor story in one line: "intel_pstate (active), powersave, EPP balance_performance
 // on 24 policies"; "not available (no cpufreq)" without one.

@@ -3,21 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <numeric>
 
+#include "host/stats.h"
 #include "report/format.h"
 
 namespace trainfit {
 namespace {
 
 constexpr const char* kNotAvailable = "not available";
-constexpr int64_t kNoQosConstraintUs = 2000000000;
 constexpr size_t kFindingIndent = 11;  // "critical" and three blanks
-
-template <typename T>
-nlohmann::json opt(const std::optional<T>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
 
 // Words of `text` on lines of at most `width` columns: the first starts with `first`, the
 // rest with `rest`. A word longer than a line gets a line of its own.
@@ -71,9 +65,8 @@ std::string frequency_row(const CpuInfo& cpu) {
   const auto [mn, mx] = std::minmax_element(cpu.cur_mhz.begin(), cpu.cur_mhz.end());
   const std::string source = cpu.policies.empty() ? " (/proc/cpuinfo)" : "";
   if (*mx - *mn < 1) return out + fmt::format("now {:.0f} MHz on every CPU{}", *mn, source);
-  const double mean = std::accumulate(cpu.cur_mhz.begin(), cpu.cur_mhz.end(), 0.0) /
-                      static_cast<double>(cpu.cur_mhz.size());
-  return out + fmt::format("now {:.0f}-{:.0f} MHz, mean {:.0f}{}", *mn, *mx, mean, source);
+  return out +
+         fmt::format("now {:.0f}-{:.0f} MHz, mean {:.0f}{}", *mn, *mx, mean(cpu.cur_mhz), source);
 }
 
 std::string idle_row(const CpuInfo& cpu) {
@@ -162,28 +155,28 @@ nlohmann::json gpu_json(const GpuStatus& g, const std::vector<std::string>& name
   for (size_t i = 0; i < g.processes.size(); ++i) {
     procs.push_back({{"pid", g.processes[i].pid},
                      {"name", i < names.size() ? names[i] : "?"},
-                     {"used_bytes", opt(g.processes[i].used_bytes)}});
+                     {"used_bytes", json_or_null(g.processes[i].used_bytes)}});
   }
   return {{"index", g.index},
           {"name", g.name},
-          {"memory_total_bytes", opt(g.memory_total_bytes)},
-          {"memory_used_bytes", opt(g.memory_used_bytes)},
-          {"persistence", opt(g.persistence)},
-          {"power_w", opt(g.power_w)},
-          {"power_limit_w", opt(g.power_limit_w)},
-          {"power_default_limit_w", opt(g.power_default_limit_w)},
-          {"power_max_limit_w", opt(g.power_max_limit_w)},
-          {"temperature_c", opt(g.temperature_c)},
-          {"util_gpu_pct", opt(g.util_gpu_pct)},
-          {"util_mem_pct", opt(g.util_mem_pct)},
-          {"sm_mhz", opt(g.sm_mhz)},
-          {"sm_max_mhz", opt(g.sm_max_mhz)},
-          {"mem_mhz", opt(g.mem_mhz)},
-          {"mem_max_mhz", opt(g.mem_max_mhz)},
-          {"pcie_gen", opt(g.pcie_gen)},
-          {"pcie_gen_max", opt(g.pcie_gen_max)},
-          {"pcie_width", opt(g.pcie_width)},
-          {"pcie_width_max", opt(g.pcie_width_max)},
+          {"memory_total_bytes", json_or_null(g.memory_total_bytes)},
+          {"memory_used_bytes", json_or_null(g.memory_used_bytes)},
+          {"persistence", json_or_null(g.persistence)},
+          {"power_w", json_or_null(g.power_w)},
+          {"power_limit_w", json_or_null(g.power_limit_w)},
+          {"power_default_limit_w", json_or_null(g.power_default_limit_w)},
+          {"power_max_limit_w", json_or_null(g.power_max_limit_w)},
+          {"temperature_c", json_or_null(g.temperature_c)},
+          {"util_gpu_pct", json_or_null(g.util_gpu_pct)},
+          {"util_mem_pct", json_or_null(g.util_mem_pct)},
+          {"sm_mhz", json_or_null(g.sm_mhz)},
+          {"sm_max_mhz", json_or_null(g.sm_max_mhz)},
+          {"mem_mhz", json_or_null(g.mem_mhz)},
+          {"mem_max_mhz", json_or_null(g.mem_max_mhz)},
+          {"pcie_gen", json_or_null(g.pcie_gen)},
+          {"pcie_gen_max", json_or_null(g.pcie_gen_max)},
+          {"pcie_width", json_or_null(g.pcie_width)},
+          {"pcie_width_max", json_or_null(g.pcie_width_max)},
           {"throttle_reasons", g.throttle_reasons
                                    ? nlohmann::json(throttle_reason_names(*g.throttle_reasons))
                                    : nlohmann::json(nullptr)},
@@ -317,11 +310,11 @@ nlohmann::json doctor_json(const HostInfo& host, const GpuReport& gpus,
                         {"driver", p.driver},
                         {"governor", p.governor},
                         {"epp", p.epp.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.epp)},
-                        {"min_khz", opt(p.min_khz)},
-                        {"max_khz", opt(p.max_khz)},
-                        {"cur_khz", opt(p.cur_khz)},
-                        {"hw_max_khz", opt(p.hw_max_khz)},
-                        {"base_khz", opt(p.base_khz)}});
+                        {"min_khz", json_or_null(p.min_khz)},
+                        {"max_khz", json_or_null(p.max_khz)},
+                        {"cur_khz", json_or_null(p.cur_khz)},
+                        {"hw_max_khz", json_or_null(p.hw_max_khz)},
+                        {"base_khz", json_or_null(p.base_khz)}});
   }
   nlohmann::json idle = nlohmann::json::array();
   for (const IdleState& s : cpu.idle_states) {
@@ -340,34 +333,34 @@ nlohmann::json doctor_json(const HostInfo& host, const GpuReport& gpus,
                              {"policies", policies},
                              {"intel_pstate_status", text_or_null(cpu.intel_pstate_status)},
                              {"amd_pstate_status", text_or_null(cpu.amd_pstate_status)},
-                             {"no_turbo", opt(cpu.no_turbo)},
-                             {"boost", opt(cpu.boost)},
+                             {"no_turbo", json_or_null(cpu.no_turbo)},
+                             {"boost", json_or_null(cpu.boost)},
                              {"p_cores", format_cpu_list(cpu.p_cores)},
                              {"e_cores", format_cpu_list(cpu.e_cores)},
                              {"lp_cores", format_cpu_list(cpu.lp_cores)},
                              {"idle_driver", text_or_null(cpu.idle_driver)},
                              {"idle_governor", text_or_null(cpu.idle_governor)},
                              {"idle_states", idle},
-                             {"dma_latency_us", opt(cpu.dma_latency_us)},
+                             {"dma_latency_us", json_or_null(cpu.dma_latency_us)},
                              {"tuned_profile", text_or_null(cpu.tuned_profile)},
                              {"cur_mhz", cpu.cur_mhz}};
   const MemoryInfo& m = host.memory;
   nlohmann::json memory = {
-      {"total_bytes", opt(m.total_bytes)},
-      {"available_bytes", opt(m.available_bytes)},
-      {"swap_total_bytes", opt(m.swap_total_bytes)},
+      {"total_bytes", json_or_null(m.total_bytes)},
+      {"available_bytes", json_or_null(m.available_bytes)},
+      {"swap_total_bytes", json_or_null(m.swap_total_bytes)},
       {"shm_total_bytes", m.shm ? nlohmann::json(m.shm->total_bytes) : nlohmann::json(nullptr)},
       {"shm_free_bytes", m.shm ? nlohmann::json(m.shm->free_bytes) : nlohmann::json(nullptr)}};
   const ProcessInfo& p = host.process;
   nlohmann::json process = {
-      {"pid", p.pid == "self" ? nlohmann::json(nullptr) : opt(parse_int(p.pid))},
+      {"pid", p.pid == "self" ? nlohmann::json(nullptr) : json_or_null(parse_int(p.pid))},
       {"name", text_or_null(p.name)},
       {"env_readable", p.env_readable},
       {"thread_env", p.thread_env},
-      {"threads", opt(p.threads)},
-      {"open_fds", opt(p.open_fds)},
-      {"nofile_soft", opt(p.nofile_soft)},
-      {"nofile_hard", opt(p.nofile_hard)}};
+      {"threads", json_or_null(p.threads)},
+      {"open_fds", json_or_null(p.open_fds)},
+      {"nofile_soft", json_or_null(p.nofile_soft)},
+      {"nofile_hard", json_or_null(p.nofile_hard)}};
   nlohmann::json gpu_list = nlohmann::json::array();
   for (size_t i = 0; i < gpus.gpus.size(); ++i) {
     gpu_list.push_back(gpu_json(gpus.gpus[i], i < gpus.process_names.size()

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,12 @@ nlohmann::json findings_json(const std::vector<Finding>& findings);
 // The text of a host report's JSON: indented, and safe with what a host's files hold (bytes that
 // are not UTF-8 become U+FFFD instead of failing).
 std::string json_text(const nlohmann::json& j);
+
+// A value the host did not expose is null in the JSON.
+template <typename T>
+nlohmann::json json_or_null(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
 
 nlohmann::json doctor_json(const HostInfo& host, const GpuReport& gpus,
                            const std::vector<Finding>& findings);

@@ -114,7 +114,7 @@ CpuInfo read_cpu(const HostFs& fs, const std::string& pid) {
       }
     }
   }
-  cpu.online = read_cpus(fs, fmt::format("{}/online", kCpuDir));
+  cpu.online = read_online_cpus(fs);
   if (std::optional<std::string> status = fs.read(proc_path(pid, "status"))) {
     std::istringstream lines(*status);
     for (std::string line; std::getline(lines, line);) {
@@ -231,6 +231,10 @@ std::optional<int64_t> meminfo_bytes(const std::string& meminfo, const std::stri
     return kib * kBytesPerKiB;
   }
   return std::nullopt;
+}
+
+std::vector<int> read_online_cpus(const HostFs& fs) {
+  return read_cpus(fs, fmt::format("{}/online", kCpuDir));
 }
 
 std::vector<double> read_cpu_mhz(const HostFs& fs, const std::vector<int>& cpus) {

@@ -86,6 +86,9 @@ struct HostInfo {
   MemoryInfo memory;
 };
 
+// /dev/cpu_dma_latency with no PM QoS request held: no constraint on idle states.
+inline constexpr int64_t kNoQosConstraintUs = 2000000000;
+
 // The thread variables the doctor reports, in order.
 const std::vector<std::string>& thread_env_names();
 
@@ -94,6 +97,9 @@ HostInfo read_host_info(const HostFs& fs, const std::string& pid = "self");
 
 // How reports name the process: "this process" or "process 4242 (python3)".
 std::string process_label(const ProcessInfo& p);
+
+// /sys/devices/system/cpu/online as a list; empty when unreadable.
+std::vector<int> read_online_cpus(const HostFs& fs);
 
 // Per-CPU MHz now: scaling_cur_freq where cpufreq exists, else /proc/cpuinfo's "cpu MHz".
 std::vector<double> read_cpu_mhz(const HostFs& fs, const std::vector<int>& cpus);

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 namespace trainfit {
 namespace {
@@ -25,30 +24,11 @@ constexpr int64_t kCalibrationWarmupNs = 300'000'000;
 constexpr int64_t kCalibrationChunk = 200'000;
 constexpr int kCalibrationRounds = 7;
 
-double mean(const std::vector<double>& v) {
-  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-}
-
 std::string rate_name(double hz) {
   return fmt::format("{:g} Hz", hz);
 }
 
 }  // namespace
-
-Percentiles percentiles(std::vector<double> values) {
-  Percentiles p;
-  if (values.empty()) return p;
-  std::sort(values.begin(), values.end());
-  const auto rank = [&](double q) {
-    const auto n = static_cast<double>(values.size());
-    const auto i = static_cast<size_t>(std::max(1.0, std::ceil(q * n)));
-    return values[std::min(i, values.size()) - 1];
-  };
-  p.p50 = rank(0.50);
-  p.p99 = rank(0.99);
-  p.max = values.back();
-  return p;
-}
 
 RateResult run_rate(LoopClock& clock, double rate_hz, int64_t duration_ns, const LoopHooks& hooks) {
   const auto period_ns = static_cast<int64_t>(std::llround(kNsPerSecond / rate_hz));
@@ -127,9 +107,6 @@ std::vector<Finding> judge_latency(const std::vector<RateResult>& rates, const C
       [](const RateResult& a, const RateResult& b) { return a.rate_hz < b.rate_hz; });
   const RateResult& lo = *lo_it;
   const RateResult& hi = *hi_it;
-  const std::string fix =
-      "sudo cpupower frequency-set -g performance   (or: sudo tuned-adm profile "
-      "latency-performance)";
   const double slower = lo.work_ms.p50 / hi.work_ms.p50 - 1.0;
   if (slower >= kSlowerShare && lo.work_ms.p50 - hi.work_ms.p50 >= kSlowerMs) {
     Finding f;
@@ -155,7 +132,7 @@ std::vector<Finding> judge_latency(const std::vector<RateResult>& rates, const C
       f.why +=
           " This host does not expose its governor (a VM): a host with a fixed clock fixes it.";
     } else {
-      f.fix = fix;
+      f.fix = governor_fix();
     }
     out.push_back(std::move(f));
   }
@@ -167,7 +144,7 @@ std::vector<Finding> judge_latency(const std::vector<RateResult>& rates, const C
                           hi.lateness_us.p99),
               "Longer sleeps let the core enter deeper idle states, which take longer to exit; "
               "`--hold-dma-latency` keeps them off for the run to confirm it.",
-              "sudo cpupower idle-set -D 10   (or: sudo tuned-adm profile latency-performance)"};
+              idle_states_fix()};
     if (cpu.idle_states.empty()) {
       f.why =
           "This host shows no idle states (a VM): the hypervisor parks an idle virtual CPU, "

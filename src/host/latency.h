@@ -17,16 +17,9 @@
 
 #include "host/doctor.h"
 #include "host/loop_clock.h"
+#include "host/stats.h"
 
 namespace trainfit {
-
-// Nearest-rank percentiles of a sample.
-struct Percentiles {
-  double p50 = 0;
-  double p99 = 0;
-  double max = 0;
-};
-Percentiles percentiles(std::vector<double> values);
 
 struct RateResult {
   double rate_hz = 0;

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <sstream>
 
 #include "host/host_info.h"
+#include "host/stats.h"
 
 namespace trainfit {
 namespace {
@@ -45,9 +45,7 @@ std::optional<CpuTimes> read_cpu_times(const HostFs& fs) {
 }
 
 MonitorSampler::MonitorSampler(HostFs fs, const Nvml* nvml) : fs_(std::move(fs)), nvml_(nvml) {
-  if (auto online = fs_.read_line("/sys/devices/system/cpu/online")) {
-    online_ = parse_cpu_list(*online).value_or(std::vector<int>{});
-  }
+  online_ = read_online_cpus(fs_);
   last_ = read_cpu_times(fs_);
 }
 
@@ -58,9 +56,7 @@ MonitorSample MonitorSampler::sample(double t_s) {
     for (int i = 0; i < nvml_->device_count(); ++i) s.gpus.push_back(nvml_->read(i));
   }
   const std::vector<double> mhz = read_cpu_mhz(fs_, online_);
-  if (!mhz.empty()) {
-    s.cpu_mhz = std::accumulate(mhz.begin(), mhz.end(), 0.0) / static_cast<double>(mhz.size());
-  }
+  if (!mhz.empty()) s.cpu_mhz = mean(mhz);
   std::optional<CpuTimes> now = read_cpu_times(fs_);
   if (now && last_ && now->total > last_->total) {
     s.cpu_util_pct = 100.0 * static_cast<double>(now->busy - last_->busy) /
@@ -129,20 +125,16 @@ std::optional<PeriodicIdle> find_periodic_idle(const std::vector<MonitorSample>&
   if (found.dips < kMinDips) return std::nullopt;
   std::vector<double> gaps;
   for (size_t i = 1; i < dip_starts.size(); ++i) gaps.push_back(dip_starts[i] - dip_starts[i - 1]);
-  const double mean =
-      std::accumulate(gaps.begin(), gaps.end(), 0.0) / static_cast<double>(gaps.size());
+  const double period = mean(gaps);
   double var = 0;
-  for (double g : gaps) var += (g - mean) * (g - mean);
+  for (double g : gaps) var += (g - period) * (g - period);
   const double spread = std::sqrt(var / static_cast<double>(gaps.size()));
-  if (mean <= 0 || spread / mean > kMaxGapVariation) return std::nullopt;
-  found.period_s = mean;
+  if (period <= 0 || spread / period > kMaxGapVariation) return std::nullopt;
+  found.period_s = period;
   found.idle_share = static_cast<double>(idle) / static_cast<double>(util.size());
   const auto busy_count = static_cast<double>(util.size()) - idle;
   found.busy_util_pct = busy_count > 0 ? busy_sum / busy_count : 0;
-  if (!cpu_at_dips.empty()) {
-    found.cpu_util_at_dips_pct = std::accumulate(cpu_at_dips.begin(), cpu_at_dips.end(), 0.0) /
-                                 static_cast<double>(cpu_at_dips.size());
-  }
+  if (!cpu_at_dips.empty()) found.cpu_util_at_dips_pct = mean(cpu_at_dips);
   return found;
 }
 

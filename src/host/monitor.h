@@ -40,7 +40,7 @@ class MonitorSampler {
  public:
   MonitorSampler(HostFs fs, const Nvml* nvml);
   MonitorSample sample(double t_s);
-  const HostFs& fs() const { return fs_; }
+  const std::vector<int>& online() const { return online_; }  // the CPUs it averages
 
  private:
   HostFs fs_;

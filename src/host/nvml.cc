@@ -250,4 +250,25 @@ GpuStatus Nvml::read(int index) const {
   return g;
 }
 
+GpuReport read_gpu_report(const HostFs& fs, const std::string& library) {
+  GpuReport report;
+  NvmlOpen opened = Nvml::open(library);
+  if (!opened.nvml) {
+    report.error = opened.error;
+    return report;
+  }
+  report.driver = opened.nvml->driver_version();
+  for (int i = 0; i < opened.nvml->device_count(); ++i) {
+    GpuStatus g = opened.nvml->read(i);
+    std::vector<std::string> names;
+    for (const GpuProcess& p : g.processes) {
+      names.push_back(fs.read_line(fmt::format("/proc/{}/comm", p.pid)).value_or("?"));
+    }
+    report.gpus.push_back(std::move(g));
+    report.process_names.push_back(std::move(names));
+  }
+  if (report.gpus.empty()) report.error = "NVML reports no GPU";
+  return report;
+}
+
 }  // namespace trainfit

@@ -3,6 +3,7 @@
 //   NvmlOpen opened = Nvml::open();            // libnvidia-ml.so.1, or a path (tests: a fake)
 //   if (!opened.nvml) print(opened.error);     // "libnvidia-ml.so.1 not found", ...
 //   for (int i = 0; i < opened.nvml->device_count(); ++i) GpuStatus g = opened.nvml->read(i);
+//   GpuReport all = read_gpu_report(HostFs("/"), "");  // every GPU at once, with process names
 //
 // Every metric is optional: a driver that does not support one (or a missing symbol) leaves it
 // empty, and the report says "not available". Symbols are resolved by their versioned export
@@ -14,6 +15,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "host/host_fs.h"
 
 namespace trainfit {
 
@@ -92,5 +95,16 @@ class Nvml {
   int count_ = 0;
   std::string driver_;
 };
+
+// The GPUs as NVML reports them, or why there are none.
+struct GpuReport {
+  std::string error;  // "" when NVML was read
+  std::string driver;
+  std::vector<GpuStatus> gpus;
+  std::vector<std::vector<std::string>> process_names;  // per GPU, per process: /proc/PID/comm
+};
+
+// NVML from `library` ("" = libnvidia-ml.so.1); process names from `fs`.
+GpuReport read_gpu_report(const HostFs& fs, const std::string& library);
 
 }  // namespace trainfit

@@ -154,6 +154,13 @@ FakeGpu* device(void* handle) {
   return static_cast<FakeGpu*>(handle);
 }
 
+// nvmlClockType_t: 1 is the SM clock, 2 the memory clock; the fake has no others.
+int pick_clock(unsigned type, unsigned sm_mhz, unsigned mem_mhz, unsigned* mhz) {
+  if (type != 1 && type != 2) return kNotSupported;
+  *mhz = type == 1 ? sm_mhz : mem_mhz;
+  return kSuccess;
+}
+
 }  // namespace
 
 extern "C" {
@@ -263,25 +270,13 @@ int nvmlDeviceGetUtilizationRates(void* h, unsigned* util) {  // gpu, memory
 int nvmlDeviceGetClockInfo(void* h, unsigned type, unsigned* mhz) {
   FakeGpu* g = device(h);
   if (g == nullptr) return kInvalidArgument;
-  if (type == 1)
-    *mhz = g->sm_mhz;
-  else if (type == 2)
-    *mhz = g->mem_mhz;
-  else
-    return kNotSupported;
-  return kSuccess;
+  return pick_clock(type, g->sm_mhz, g->mem_mhz, mhz);
 }
 
 int nvmlDeviceGetMaxClockInfo(void* h, unsigned type, unsigned* mhz) {
   FakeGpu* g = device(h);
   if (g == nullptr) return kInvalidArgument;
-  if (type == 1)
-    *mhz = g->sm_max_mhz;
-  else if (type == 2)
-    *mhz = g->mem_max_mhz;
-  else
-    return kNotSupported;
-  return kSuccess;
+  return pick_clock(type, g->sm_max_mhz, g->mem_max_mhz, mhz);
 }
 
 int nvmlDeviceGetCurrentClocksEventReasons(void* h, unsigned long long* reasons) {
