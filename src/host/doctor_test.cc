@@ -329,6 +329,9 @@ TEST(DoctorFixture, SurvivesTruncatedAndGarbageFiles) {
       "proc/self/status",
       "proc/self/environ",
       "proc/self/limits",
+      "proc/4242/status",
+      "proc/4242/environ",
+      "proc/4242/limits",
       "statvfs",
       "sys/devices/system/cpu/online",
       "sys/devices/cpu_core/cpus",
@@ -357,12 +360,15 @@ TEST(DoctorFixture, SurvivesTruncatedAndGarbageFiles) {
           std::string("-99999999999999999999999\n"), std::string("0-4294967296,\n")}) {
       std::ofstream(path, std::ios::binary | std::ios::trunc) << bad;
       const HostFs host_fs(tmp.string());
-      const HostInfo host = read_host_info(host_fs);
-      GpuReport gpus;
-      gpus.error = "none";
-      const std::vector<Finding> findings = diagnose(host, gpus);
-      EXPECT_FALSE(doctor_text(host, gpus, findings).empty()) << file;
-      EXPECT_FALSE(json_text(doctor_json(host, gpus, findings)).empty()) << file;
+      for (const char* pid : {"self", "4242"}) {
+        const HostInfo host = read_host_info(host_fs, pid);
+        GpuReport gpus;
+        gpus.error = "none";
+        const std::vector<Finding> findings = diagnose(host, gpus);
+        EXPECT_EQ(doctor_text(host, gpus, findings).rfind("trainfit doctor: ", 0), 0u) << file;
+        const std::string json = json_text(doctor_json(host, gpus, findings));
+        EXPECT_TRUE(nlohmann::json::accept(json)) << file << ": " << json;
+      }
     }
     std::ofstream(path, std::ios::binary | std::ios::trunc) << original;
   }

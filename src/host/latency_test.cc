@@ -128,9 +128,23 @@ TEST(JudgeLatency, PenaltyWithoutClockReadingsStillNamesTheLikelyCause) {
 }
 
 TEST(JudgeLatency, LateWakeUpsPointAtIdleStates) {
+  CpuInfo cpu = powersave_cpu();
+  cpu.idle_states = {{"POLL", 0, 0, false}, {"C1", 1, 1, false}, {"C6", 220, 600, false}};
+  const auto f = judge_latency({rate(30, 5.0, 400, 4000), rate(60, 5.0, 60, 4000)}, cpu);
+  ASSERT_EQ(verdict_ids(f), std::vector<std::string>{"latency.wakeup"});
+  EXPECT_NE(f[0].title.find("p99 400 us"), std::string::npos) << f[0].title;
+  EXPECT_NE(f[0].why.find("--hold-dma-latency"), std::string::npos) << f[0].why;
+  EXPECT_EQ(f[0].fix, idle_states_fix());
+  EXPECT_EQ(f[0].fix.rfind("sudo cpupower idle-set -D 10", 0), 0u) << f[0].fix;
+}
+
+TEST(JudgeLatency, LateWakeUpsOnAVmBlameTheHypervisor) {
+  // No idle states exposed: nothing on this host to switch off.
   const auto f =
       judge_latency({rate(30, 5.0, 400, 4000), rate(60, 5.0, 60, 4000)}, powersave_cpu());
-  EXPECT_EQ(verdict_ids(f), std::vector<std::string>{"latency.wakeup"});
+  ASSERT_EQ(verdict_ids(f), std::vector<std::string>{"latency.wakeup"});
+  EXPECT_NE(f[0].why.find("hypervisor"), std::string::npos) << f[0].why;
+  EXPECT_EQ(f[0].fix.rfind("a VM cannot change this", 0), 0u) << f[0].fix;
 }
 
 TEST(JudgeLatency, OverrunAndNoPenalty) {

@@ -1,9 +1,13 @@
 // The monitor's sampling loop against the fake NVML, and its periodic-idle detector.
 #include "host/monitor.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 namespace trainfit {
 namespace {
@@ -119,6 +123,36 @@ TEST(Monitor, CpuColumnsWithoutAGpuAndAStopFlag) {
   EXPECT_EQ(samples.size(), 3u);
   EXPECT_TRUE(samples[0].gpus.empty());
   EXPECT_TRUE(samples[0].ram_used_bytes.has_value());
+}
+
+TEST(Monitor, CpuColumnsFromARecordedTree) {
+  // Four CPUs without cpufreq, /proc/stat moving between the start and the first sample.
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("trainfit_monitor_" + std::to_string(getpid()));
+  std::filesystem::remove_all(root);
+  const auto put = [&](const std::string& path, const std::string& text) {
+    std::filesystem::create_directories((root / path).parent_path());
+    std::ofstream(root / path) << text;
+  };
+  put("sys/devices/system/cpu/online", "0-3\n");
+  std::string cpuinfo;
+  for (int mhz : {2000, 2000, 3000, 3000}) cpuinfo += fmt::format("cpu MHz\t\t: {}.000\n\n", mhz);
+  put("proc/cpuinfo", cpuinfo);
+  put("proc/meminfo", "MemTotal: 8388608 kB\nMemAvailable: 6291456 kB\n");
+  // user nice system idle iowait irq softirq steal: 1000 ticks, 150 busy.
+  put("proc/stat", "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3\n");
+  MonitorSampler sampler(HostFs(root.string()), nullptr);
+  EXPECT_EQ(sampler.online(), (std::vector<int>{0, 1, 2, 3}));
+  // 800 more ticks, 350 of them busy (iowait counts as idle).
+  put("proc/stat", "cpu  400 0 100 1250 50 0 0 0 0 0\n");
+  const MonitorSample s = sampler.sample(1.0);
+  std::filesystem::remove_all(root);
+  EXPECT_DOUBLE_EQ(s.t_s, 1.0);
+  EXPECT_TRUE(s.gpus.empty());
+  EXPECT_DOUBLE_EQ(s.cpu_mhz.value_or(0), 2500);
+  EXPECT_DOUBLE_EQ(s.cpu_util_pct.value_or(0), 43.75);
+  EXPECT_EQ(s.ram_total_bytes, int64_t{8} << 30);
+  EXPECT_EQ(s.ram_used_bytes, int64_t{2} << 30);
 }
 
 TEST(Monitor, CpuTimesFromProcStat) {
