@@ -131,6 +131,7 @@ Result<BatchFit> BatchSearch::fit(const DeviceProfile& device) {
   };
   int64_t last = 0;
   int bracketed_steps = 0;
+  int64_t past_lo = 1;
   while (hi - lo > 1) {
     int64_t guess = 0;
     const bool bracketed = hi <= kMaxSearchBatch;
@@ -149,6 +150,13 @@ Result<BatchFit> BatchSearch::fit(const DeviceProfile& device) {
       for (const auto& [key, probe] : unbounded_) largest = std::max(largest, std::get<2>(key));
       const std::optional<int64_t> c = largest > 1 ? crossing(1, largest) : std::nullopt;
       guess = lo == 0 ? c.value_or(1) : std::min(c.value_or(lo * 16), lo * 16);
+      // The long baseline can put the crossing at or below a batch that fits (its slope is
+      // an average): step past lo by 1, 2, 4, ... so that a limit far above is bracketed in
+      // a few probes rather than approached one batch at a time.
+      if (lo > 0 && guess <= lo) {
+        guess = lo + past_lo;
+        past_lo *= 2;
+      }
     }
     const int64_t batch = std::clamp(guess, lo + 1, hi - 1);
     Result<bool> ok = fits(device, batch);
