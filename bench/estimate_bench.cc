@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "cli/cli.h"
-#include "core/estimate.h"
-#include "zoo/zoo.h"
+#include "estimate/estimate.h"
+#include "sources/zoo/zoo.h"
 
 namespace trainfit {
 namespace {

@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "cli/cli_test_util.h"
-#include "core/op_registry.h"
-#include "zoo/zoo.h"
+#include "graph/op_registry.h"
+#include "sources/zoo/zoo.h"
 
 namespace trainfit {
 namespace {

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
-#include "core/gpu_catalog.h"
+#include "estimate/gpu_catalog.h"
 #include "report/format.h"
 
 namespace trainfit {

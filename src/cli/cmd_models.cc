@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
-#include "zoo/zoo.h"
+#include "sources/zoo/zoo.h"
 
 namespace trainfit {
 namespace {

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
-#include "core/op_registry.h"
+#include "graph/op_registry.h"
 
 namespace trainfit {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "cli/cli.h"
 #include "cli/model_source.h"
-#include "core/summary.h"
+#include "graph/summary.h"
 #include "report/summary_report.h"
 
 namespace trainfit {

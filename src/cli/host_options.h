@@ -7,7 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "host/host_fs.h"
 
 namespace trainfit {

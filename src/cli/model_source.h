@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "zoo/zoo.h"
+#include "sources/zoo/zoo.h"
 
 namespace trainfit {
 

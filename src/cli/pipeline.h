@@ -16,7 +16,7 @@
 #include "cli/model_source.h"
 #include "cli/training_options.h"
 #include "report/estimate_report.h"
-#include "trace/trace_model.h"
+#include "sources/trace/trace_model.h"
 
 namespace trainfit {
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/builder.h"
-#include "core/flops.h"
-#include "core/lowering.h"
+#include "graph/builder.h"
+#include "lower/flops.h"
+#include "lower/lowering.h"
 
 namespace trainfit {
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "core/optimizer_step.h"
+#include "lower/optimizer_step.h"
 
 namespace trainfit {
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "core/allocator.h"
-#include "core/estimate.h"
-#include "zoo/zoo.h"
+#include "alloc/allocator.h"
+#include "estimate/estimate.h"
+#include "sources/zoo/zoo.h"
 
 namespace trainfit {
 

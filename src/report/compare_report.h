@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/blocks.h"
+#include "graph/blocks.h"
 #include "report/estimate_report.h"
 
 namespace trainfit {

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "core/op_schema.h"
-#include "core/optimizer_step.h"
+#include "graph/op_schema.h"
+#include "lower/optimizer_step.h"
 #include "report/format.h"
 #include "report/summary_report.h"
 

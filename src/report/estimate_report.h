@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/estimate.h"
-#include "core/optimizer_step.h"
+#include "estimate/estimate.h"
+#include "lower/optimizer_step.h"
 
 namespace trainfit {
 

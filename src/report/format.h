@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/estimate.h"
+#include "estimate/estimate.h"
 
 namespace trainfit {
 

@@ -9,7 +9,7 @@
 #include "report/golden_test_util.h"
 #include "report/summary_report.h"
 #include "report/table.h"
-#include "zoo/zoo.h"
+#include "sources/zoo/zoo.h"
 
 namespace trainfit {
 namespace {

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/summary.h"
+#include "graph/summary.h"
 
 namespace trainfit {
 

@@ -1,0 +1,318 @@
+#include "alloc/allocator.h"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+
+#include "base/check.h"
+
+namespace trainfit {
+namespace {
+
+constexpr CachingAllocator::BlockId kEmptyBlock = -2;  // a zero-byte request: never allocated
+
+int64_t round_up(int64_t n, int64_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
+
+// floor(log2(size)) - 20, clamped to the 16 configurable intervals (1 MiB ... 64 GiB).
+int interval_of(int64_t size) {
+  const int log2 = 63 - std::countl_zero(static_cast<uint64_t>(size));
+  return std::clamp(log2 - 20, 0, kRoundUpPowerOfTwoIntervals - 1);
+}
+
+// roundup_power2_next_division: the next multiple of (the power of two below size) / divisions.
+int64_t roundup_power2_next_division(int64_t size, int divisions) {
+  const auto u = static_cast<uint64_t>(size);
+  if (std::has_single_bit(u)) return size;
+  const uint64_t floor = std::bit_floor(u);
+  const uint64_t step = floor >> (63 - std::countl_zero(static_cast<uint64_t>(divisions)));
+  if (step == 0) return static_cast<int64_t>(floor << 1);
+  const uint64_t rounded_floor = u & ~(step - 1);
+  return static_cast<int64_t>(rounded_floor == u ? u : rounded_floor + step);
+}
+
+}  // namespace
+
+CachingAllocator::CachingAllocator(AllocatorConfig config) : config_(config) {}
+
+int64_t CachingAllocator::round_size(int64_t size) const {
+  if (size < kMinBlockSize) return kMinBlockSize;
+  const int divisions = config_.roundup_power2_divisions[static_cast<size_t>(interval_of(size))];
+  if (divisions > 1 && size > kMinBlockSize * divisions) {
+    return roundup_power2_next_division(size, divisions);
+  }
+  return round_up(size, kMinBlockSize);
+}
+
+int64_t CachingAllocator::get_allocation_size(int64_t size) {
+  if (size <= kSmallSize) return kSmallBuffer;
+  if (size < kMinLargeAlloc) return kLargeBuffer;
+  return round_up(size, kRoundLarge);
+}
+
+int64_t CachingAllocator::block_size(BlockId block) const {
+  if (block == kEmptyBlock) return 0;
+  return blocks_[static_cast<size_t>(block)].size;
+}
+
+CachingAllocator::BlockId CachingAllocator::new_block(const Block& b) {
+  if (!unused_ids_.empty()) {
+    const BlockId id = unused_ids_.back();
+    unused_ids_.pop_back();
+    blocks_[static_cast<size_t>(id)] = b;
+    return id;
+  }
+  blocks_.push_back(b);
+  return static_cast<BlockId>(blocks_.size() - 1);
+}
+
+void CachingAllocator::insert_free(BlockId id) {
+  const Block& b = blocks_[static_cast<size_t>(id)];
+  pool(b.small).insert({b.size, b.address, id});
+}
+
+void CachingAllocator::erase_free(BlockId id) {
+  const Block& b = blocks_[static_cast<size_t>(id)];
+  pool(b.small).erase({b.size, b.address, id});
+}
+
+bool CachingAllocator::should_split(const Block& block, int64_t size) const {
+  const int64_t remaining = block.size - size;
+  if (block.small || segments_[static_cast<size_t>(block.segment)].expandable) {
+    return remaining >= kMinBlockSize;
+  }
+  const bool under_max = config_.max_split_size < 0 || size < config_.max_split_size;
+  return under_max && remaining > kSmallSize;
+}
+
+std::optional<CachingAllocator::BlockId> CachingAllocator::get_free_block(int64_t size,
+                                                                          bool small) {
+  Pool& p = pool(small);
+  const auto it = p.lower_bound({size, std::numeric_limits<int64_t>::min(), -1});
+  if (it == p.end()) return std::nullopt;
+  const int64_t found = it->size;
+  if (config_.max_split_size >= 0) {
+    // Do not use an oversize block for a normal request, nor one much larger than an oversize
+    // request.
+    if (size < config_.max_split_size && found >= config_.max_split_size) return std::nullopt;
+    if (size >= config_.max_split_size && found >= size + config_.max_non_split_rounding) {
+      return std::nullopt;
+    }
+  }
+  const BlockId id = it->id;
+  p.erase(it);
+  return id;
+}
+
+bool CachingAllocator::alloc_block(int64_t size, bool small, BlockId& out) {
+  if (config_.expandable_segments) return alloc_expandable(size, small, out);
+  const int64_t alloc_size = get_allocation_size(size);
+  if (config_.capacity >= 0 && stats_.reserved_bytes + alloc_size > config_.capacity) {
+    return false;
+  }
+  Segment seg;
+  seg.address = next_address_;
+  seg.size = alloc_size;
+  seg.small = small;
+  next_address_ += alloc_size + kRoundLarge;
+  segments_.push_back(seg);
+  Block b;
+  b.size = alloc_size;
+  b.address = seg.address;
+  b.segment = static_cast<int32_t>(segments_.size() - 1);
+  b.small = small;
+  out = new_block(b);
+  stats_.reserved_bytes += alloc_size;
+  ++stats_.segments;
+  return true;
+}
+
+// Expandable segments: one growing virtual range per pool; map whole pages at its end to extend
+// the free block there (or a new one) until it fits the request.
+bool CachingAllocator::alloc_expandable(int64_t size, bool small, BlockId& out) {
+  const int64_t page = small ? kSmallBuffer : kLargeBuffer;
+  int32_t& seg_id = expandable_[small ? 1 : 0];
+  if (seg_id < 0) {
+    Segment seg;
+    seg.address = next_address_;
+    seg.size = 0;
+    seg.small = small;
+    seg.expandable = true;
+    next_address_ += int64_t{1} << 46;
+    segments_.push_back(seg);
+    seg_id = static_cast<int32_t>(segments_.size() - 1);
+    ++stats_.segments;
+  }
+  Segment& seg = segments_[static_cast<size_t>(seg_id)];
+  // The block ending at the mapped end, if free, grows.
+  BlockId tail = -1;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const Block& b = blocks_[i];
+    if (b.segment == seg_id && b.size > 0 && b.address + b.size == seg.address + seg.size &&
+        std::find(unused_ids_.begin(), unused_ids_.end(), static_cast<BlockId>(i)) ==
+            unused_ids_.end()) {
+      tail = static_cast<BlockId>(i);
+      break;
+    }
+  }
+  const bool tail_free = tail >= 0 && !blocks_[static_cast<size_t>(tail)].allocated;
+  const int64_t have = tail_free ? blocks_[static_cast<size_t>(tail)].size : 0;
+  const int64_t mapped = round_up(size - have, page);
+  if (config_.capacity >= 0 && stats_.reserved_bytes + mapped > config_.capacity) return false;
+  stats_.reserved_bytes += mapped;
+  if (tail_free) {
+    erase_free(tail);
+    blocks_[static_cast<size_t>(tail)].size += mapped;
+    out = tail;
+  } else {
+    Block b;
+    b.size = mapped;
+    b.address = seg.address + seg.size;
+    b.segment = seg_id;
+    b.small = small;
+    b.prev = tail;
+    out = new_block(b);
+    if (tail >= 0) blocks_[static_cast<size_t>(tail)].next = out;
+  }
+  seg.size += mapped;
+  return true;
+}
+
+void CachingAllocator::update_peaks() {
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+}
+
+std::optional<CachingAllocator::BlockId> CachingAllocator::malloc(int64_t size) {
+  TF_CHECK(size >= 0) << "negative allocation";
+  if (size == 0) return kEmptyBlock;
+  const int64_t rounded = round_size(size);
+  const bool small = rounded <= kSmallSize;
+  BlockId id = -1;
+  if (auto found = get_free_block(rounded, small)) {
+    id = *found;
+  } else if (!alloc_block(rounded, small, id)) {
+    // Free every cached segment and try once more before giving up.
+    release_cached_blocks();
+    ++stats_.num_alloc_retries;
+    if (!alloc_block(rounded, small, id)) {
+      ++stats_.num_ooms;
+      oom_ = {size, config_.capacity, stats_.allocated_bytes, stats_.reserved_bytes};
+      return std::nullopt;
+    }
+  }
+  Block& b = blocks_[static_cast<size_t>(id)];
+  if (should_split(b, rounded)) {
+    Block rest;
+    rest.size = b.size - rounded;
+    rest.address = b.address + rounded;
+    rest.segment = b.segment;
+    rest.small = b.small;
+    rest.prev = id;
+    rest.next = b.next;
+    b.size = rounded;
+    const BlockId rest_id = new_block(rest);  // may move blocks_: no reference across it
+    Block& bb = blocks_[static_cast<size_t>(id)];
+    if (bb.next >= 0) blocks_[static_cast<size_t>(bb.next)].prev = rest_id;
+    bb.next = rest_id;
+    insert_free(rest_id);
+  }
+  Block& block = blocks_[static_cast<size_t>(id)];
+  block.allocated = true;
+  block.requested = size;
+  stats_.allocated_bytes += block.size;
+  stats_.requested_bytes += size;
+  update_peaks();
+  return id;
+}
+
+void CachingAllocator::merge_free(BlockId id) {
+  Block& b = blocks_[static_cast<size_t>(id)];
+  const BlockId prev = b.prev;
+  if (prev >= 0 && !blocks_[static_cast<size_t>(prev)].allocated) {
+    erase_free(prev);
+    Block& p = blocks_[static_cast<size_t>(prev)];
+    b.address = p.address;
+    b.size += p.size;
+    b.prev = p.prev;
+    if (b.prev >= 0) blocks_[static_cast<size_t>(b.prev)].next = id;
+    p = Block{};
+    unused_ids_.push_back(prev);
+  }
+  const BlockId next = b.next;
+  if (next >= 0 && !blocks_[static_cast<size_t>(next)].allocated) {
+    erase_free(next);
+    Block& n = blocks_[static_cast<size_t>(next)];
+    b.size += n.size;
+    b.next = n.next;
+    if (b.next >= 0) blocks_[static_cast<size_t>(b.next)].prev = id;
+    n = Block{};
+    unused_ids_.push_back(next);
+  }
+  insert_free(id);
+}
+
+void CachingAllocator::free(BlockId id) {
+  if (id == kEmptyBlock) return;
+  Block& b = blocks_[static_cast<size_t>(id)];
+  TF_CHECK(b.allocated) << "double free of block " << id;
+  b.allocated = false;
+  stats_.allocated_bytes -= b.size;
+  stats_.requested_bytes -= b.requested;
+  b.requested = 0;
+  merge_free(id);
+}
+
+void CachingAllocator::release_cached_blocks() {
+  for (Pool* p : {&small_blocks_, &large_blocks_}) {
+    for (auto it = p->begin(); it != p->end();) {
+      Block& b = blocks_[static_cast<size_t>(it->id)];
+      Segment& seg = segments_[static_cast<size_t>(b.segment)];
+      if (seg.expandable) {
+        // Unmap the whole free pages at the end of the mapped range.
+        const int64_t page = seg.small ? kSmallBuffer : kLargeBuffer;
+        const int64_t end = seg.address + seg.size;
+        if (b.address + b.size != end) {
+          ++it;
+          continue;
+        }
+        const int64_t keep_end = seg.address + round_up(b.address - seg.address, page);
+        const int64_t released = end - std::max(keep_end, b.address);
+        if (released <= 0) {
+          ++it;
+          continue;
+        }
+        const BlockId id = it->id;
+        it = p->erase(it);
+        seg.size -= released;
+        stats_.reserved_bytes -= released;
+        b.size -= released;
+        if (b.size > 0) {
+          p->insert({b.size, b.address, id});
+        } else {
+          if (b.prev >= 0) blocks_[static_cast<size_t>(b.prev)].next = -1;
+          b = Block{};
+          unused_ids_.push_back(id);
+        }
+        continue;
+      }
+      if (b.prev >= 0 || b.next >= 0) {
+        ++it;
+        continue;
+      }
+      stats_.reserved_bytes -= b.size;
+      --stats_.segments;
+      seg.live = false;
+      unused_ids_.push_back(it->id);
+      b = Block{};
+      it = p->erase(it);
+    }
+  }
+}
+
+void CachingAllocator::empty_cache() {
+  release_cached_blocks();
+}
+
+}  // namespace trainfit

@@ -1,0 +1,272 @@
+#include "estimate/estimate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "graph/activations.h"
+#include "lower/lowering.h"
+#include "graph/op_schema.h"
+#include "base/size_math.h"
+
+namespace trainfit {
+namespace {
+
+Moment moment_of(const EventNames& names, const Event& e) {
+  Moment m;
+  m.phase = e.phase;
+  m.iteration = e.iteration;
+  if (e.node != kNone) {
+    m.op = names.op(e.node);
+    const ModuleId module = names.node_module(e.node);
+    if (module != kNone) m.module = names.module(module);
+  }
+  return m;
+}
+
+std::string module_label(const Graph& g, ModuleId id) {
+  const Module& m = g.modules[static_cast<size_t>(id)];
+  return m.path.empty() ? m.name : m.path;
+}
+
+}  // namespace
+
+EventNames names_of(const Graph& g) {
+  EventNames names;
+  names.op = [&g](NodeId n) { return std::string(g.nodes[static_cast<size_t>(n)].op->name); };
+  names.node_module = [&g](NodeId n) { return g.nodes[static_cast<size_t>(n)].module; };
+  names.module = [&g](ModuleId m) { return module_label(g, m); };
+  names.param = [&g](int32_t p) { return g.params[static_cast<size_t>(p)].name; };
+  names.blocks = module_blocks(g);
+  return names;
+}
+
+namespace {
+
+struct Replay {
+  std::vector<int64_t> live_sizes;  // per buffer at the peak (explain only)
+  int64_t peak_allocated = 0;
+  int64_t peak_reserved = 0;
+  size_t peak_event = 0;
+  std::array<int64_t, kCategoryCount> breakdown{};
+  std::vector<int64_t> activations;  // per top module slot, at the peak
+  int64_t retries = 0;
+  std::optional<size_t> oom_event;
+  OutOfMemory oom;
+  std::vector<TimelinePoint> timeline;
+};
+
+Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfig config,
+              bool timeline, const std::vector<int>& slot_of_buffer, size_t slots,
+              std::optional<size_t> stop_after = std::nullopt) {
+  Replay r;
+  r.activations.assign(slots, 0);
+  const bool caching = device.caching_allocator;
+  const bool skip_host = device.target.device == Device::kCuda;
+  CachingAllocator allocator(config);
+  std::vector<CachingAllocator::BlockId> block(list.buffers.size(), -1);
+  std::array<int64_t, kCategoryCount> live{};
+  std::vector<int64_t> live_activations(slots, 0);
+  int64_t allocated = 0;
+  int64_t reserved = 0;
+  if (timeline) r.timeline.reserve(list.events.size());
+  for (size_t i = 0; i < list.events.size(); ++i) {
+    const Event& e = list.events[i];
+    const Buffer& b = list.buffers[static_cast<size_t>(e.buffer)];
+    if (b.host && skip_host) continue;
+    int64_t size = b.bytes;
+    if (caching) {
+      if (e.alloc) {
+        const auto id = allocator.malloc(b.bytes);
+        if (!id) {
+          r.oom_event = i;
+          r.oom = allocator.last_oom();
+          break;
+        }
+        block[static_cast<size_t>(e.buffer)] = *id;
+        size = allocator.block_size(*id);
+      } else {
+        size = allocator.block_size(block[static_cast<size_t>(e.buffer)]);
+        allocator.free(block[static_cast<size_t>(e.buffer)]);
+      }
+      allocated = allocator.stats().allocated_bytes;
+      reserved = allocator.stats().reserved_bytes;
+    } else {
+      allocated += e.alloc ? size : -size;
+      reserved = allocated;
+    }
+    const int64_t delta = e.alloc ? size : -size;
+    live[static_cast<size_t>(b.category)] += delta;
+    if (b.category == Category::kActivation) {
+      live_activations[static_cast<size_t>(slot_of_buffer[static_cast<size_t>(e.buffer)])] += delta;
+    }
+    if (allocated > r.peak_allocated) {
+      r.peak_allocated = allocated;
+      r.peak_event = i;
+      r.breakdown = live;
+      r.activations = live_activations;
+    }
+    r.peak_reserved = std::max(r.peak_reserved, reserved);
+    if (timeline) r.timeline.push_back({e.phase, e.iteration, e.node, allocated, reserved});
+    if (stop_after && i == *stop_after) {
+      r.live_sizes.assign(list.buffers.size(), 0);
+      for (size_t j = 0; j <= i; ++j) {
+        const Event& ev = list.events[j];
+        if (list.buffers[static_cast<size_t>(ev.buffer)].host && skip_host) continue;
+        r.live_sizes[static_cast<size_t>(ev.buffer)] = ev.alloc ? 1 : 0;
+      }
+      for (size_t k = 0; k < r.live_sizes.size(); ++k) {
+        if (r.live_sizes[k] == 0) continue;
+        r.live_sizes[k] = caching ? allocator.block_size(block[k]) : list.buffers[k].bytes;
+      }
+      break;
+    }
+  }
+  r.retries = allocator.stats().num_alloc_retries;
+  return r;
+}
+
+}  // namespace
+
+DeviceProfile cpu_profile() {
+  DeviceProfile d;
+  d.target = {Device::kCpu, TorchVersion::k1_13};
+  d.caching_allocator = false;
+  return d;
+}
+
+DeviceProfile cuda_profile(const std::optional<GpuSpec>& gpu) {
+  DeviceProfile d;
+  d.target = {Device::kCuda, TorchVersion::k2};
+  if (gpu) {
+    d.gpu = std::string(gpu->name);
+    d.gpu_display = std::string(gpu->display);
+    d.total_bytes = gpu->total_bytes;
+    d.sm = gpu->sm;
+  }
+  d.context_bytes = kDefaultCudaContextBytes;
+  d.cublas_workspace_bytes = cublas_workspace_bytes(d.sm);
+  return d;
+}
+
+Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
+  const DeviceProfile& device = options.device;
+  LoweringOptions lowering;
+  if (device.target.device == Device::kCuda) {
+    lowering.cublas_workspace_bytes = device.cublas_workspace_bytes;
+    lowering.op_workspaces = true;
+  }
+  TF_ASSIGN_OR_RETURN(EventList list, lower_training_step(g, options.training, lowering));
+  Estimate facts;
+  for (const Param& p : g.params) {
+    if (p.buffer) continue;
+    const int64_t n = checked_numel(g.value(p.value).shape).value_or(0);
+    facts.parameters += n;
+    if (p.trainable) facts.trainable_parameters += n;
+  }
+  facts.activation_bytes = activation_bytes(g);
+  return estimate_events(list, names_of(g), std::move(facts), options);
+}
+
+Result<Estimate> estimate_events(const EventList& list, const EventNames& names, Estimate facts,
+                                 const EstimateOptions& options) {
+  const DeviceProfile& device = options.device;
+  if (list.events.empty()) {
+    return invalid_argument("there are no allocation events to replay",
+                            "the model allocated nothing during its training step");
+  }
+  // Activation bytes at the peak are reported per block (graph.h module_blocks).
+  const std::vector<ModuleId>& blocks = names.blocks;
+  std::vector<ModuleId> slot_modules;
+  std::vector<int> slot_of_buffer(list.buffers.size(), 0);
+  slot_modules.push_back(kNone);
+  for (size_t i = 0; i < list.buffers.size(); ++i) {
+    const ModuleId m = list.buffers[i].module;
+    const ModuleId top = m == kNone ? kNone : blocks[static_cast<size_t>(m)];
+    auto it = std::find(slot_modules.begin(), slot_modules.end(), top);
+    if (it == slot_modules.end()) {
+      slot_modules.push_back(top);
+      it = slot_modules.end() - 1;
+    }
+    slot_of_buffer[i] = static_cast<int>(it - slot_modules.begin());
+  }
+
+  Estimate e = std::move(facts);
+  e.events = list.events.size();
+  e.total_bytes = device.total_bytes;
+  e.margin_bytes = device.total_bytes >= 0 ? device.margin_bytes : 0;
+  e.cuda_context_bytes = device.target.device == Device::kCuda ? device.context_bytes : 0;
+
+  AllocatorConfig config = options.allocator;
+  if (device.total_bytes >= 0 && device.caching_allocator) {
+    config.capacity =
+        std::max<int64_t>(0, device.total_bytes - e.margin_bytes - e.cuda_context_bytes);
+  }
+  Replay r = replay(list, device, config, options.timeline, slot_of_buffer, slot_modules.size());
+  if (r.oom_event) {
+    e.oom = moment_of(names, list.events[*r.oom_event]);
+    e.oom_numbers = r.oom;
+    e.fits = false;
+    // What the run would need: the same events on an unbounded device.
+    if (options.peak_after_oom) {
+      config.capacity = -1;
+      r = replay(list, device, config, options.timeline, slot_of_buffer, slot_modules.size());
+    }
+  }
+  e.peak_allocated_bytes = r.peak_allocated;
+  e.peak_reserved_bytes = r.peak_reserved;
+  e.peak = moment_of(names, list.events[r.peak_event]);
+  e.breakdown = r.breakdown;
+  std::vector<size_t> slot_order(slot_modules.size());
+  for (size_t s = 0; s < slot_order.size(); ++s) slot_order[s] = s;
+  std::sort(slot_order.begin(), slot_order.end(), [&](size_t a, size_t b) {
+    // Model order: modules as they were entered; ops outside any module last.
+    const auto key = [&](size_t s) {
+      return slot_modules[s] == kNone ? INT32_MAX : slot_modules[s];
+    };
+    return key(a) < key(b);
+  });
+  for (size_t s : slot_order) {
+    if (r.activations[s] == 0) continue;
+    const ModuleId m = slot_modules[s];
+    std::string name = m == kNone ? "(outside modules)" : names.module(m);
+    e.activations_by_module.push_back({std::move(name), r.activations[s]});
+  }
+  e.allocator_cache_bytes = r.peak_reserved - r.peak_allocated;
+  e.num_alloc_retries = r.retries;
+  e.device_used_bytes = r.peak_reserved + e.cuda_context_bytes;
+  if (e.total_bytes >= 0) {
+    e.headroom_bytes = e.total_bytes - e.margin_bytes - e.device_used_bytes;
+    e.fits = e.fits && e.headroom_bytes >= 0;
+  }
+  e.timeline = std::move(r.timeline);
+  if (options.explain) {
+    const size_t peak_event = r.peak_event;
+    const Replay at_peak =
+        replay(list, device, config, false, slot_of_buffer, slot_modules.size(), peak_event);
+    std::vector<int> first_phase(list.buffers.size(), 0);
+    for (const Event& ev : list.events) {
+      if (ev.alloc) first_phase[static_cast<size_t>(ev.buffer)] = static_cast<int>(ev.phase);
+    }
+    for (size_t b = 0; b < at_peak.live_sizes.size(); ++b) {
+      if (at_peak.live_sizes[b] == 0) continue;
+      const Buffer& buf = list.buffers[b];
+      LiveTensor t;
+      t.bytes = at_peak.live_sizes[b];
+      t.category = buf.category;
+      t.phase = static_cast<Phase>(first_phase[b]);
+      if (buf.node != kNone) t.op = names.op(buf.node);
+      if (buf.param >= 0) {
+        t.module = names.param(buf.param);
+      } else if (buf.module != kNone) {
+        t.module = names.module(buf.module);
+      }
+      e.live_at_peak.push_back(std::move(t));
+    }
+    std::stable_sort(e.live_at_peak.begin(), e.live_at_peak.end(),
+                     [](const LiveTensor& a, const LiveTensor& b) { return a.bytes > b.bytes; });
+  }
+  return e;
+}
+
+}  // namespace trainfit

@@ -1,0 +1,125 @@
+// The estimate: a model graph trained on a device, from lowering to allocator statistics.
+//
+//   EstimateOptions o;
+//   o.device = cuda_profile(*find_gpu("rtx4090"));
+//   o.training.optimizer.kind = OptimizerKind::kAdamW;
+//   Result<Estimate> e = estimate(graph, o);
+//   e->peak_allocated_bytes, e->peak_reserved_bytes, e->device_used_bytes, e->fits ...
+//
+// The cuda profile runs the events through the caching-allocator model; the cpu profile counts
+// exact tensor bytes (reserved = allocated), as the PyTorch CPU measurements do.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "alloc/allocator.h"
+#include "estimate/gpu_catalog.h"
+#include "lower/training.h"
+
+namespace trainfit {
+
+struct DeviceProfile {
+  KernelTarget target;
+  std::string gpu;  // catalog name; empty when no GPU was given
+  std::string gpu_display;
+  int64_t total_bytes = -1;  // device memory; -1: unknown
+  int64_t margin_bytes = 0;  // of total_bytes, kept free: a run fits in total - margin
+  int sm = 80;               // architecture assumed when no GPU was given: Ampere
+  int64_t context_bytes = 0;
+  int64_t cublas_workspace_bytes = 0;
+  bool caching_allocator = true;
+};
+
+DeviceProfile cpu_profile();
+// A CUDA device: `gpu` from the catalog, or none (Ampere assumptions, memory unknown).
+DeviceProfile cuda_profile(const std::optional<GpuSpec>& gpu);
+
+struct EstimateOptions {
+  TrainingConfig training;
+  DeviceProfile device = cuda_profile(std::nullopt);
+  AllocatorConfig allocator;
+  bool timeline = false;
+  bool explain = false;  // list the tensors alive at the peak
+  // On out of memory, also replay on an unbounded device to report what the run would need
+  // (the peak figures); a search that only asks whether it fits turns this off.
+  bool peak_after_oom = true;
+};
+
+// One tensor (or workspace) alive at the peak.
+struct LiveTensor {
+  int64_t bytes = 0;  // as the allocator counts it
+  Category category = Category::kTemporary;
+  std::string op;               // the op that made it, if any
+  std::string module;           // its module path
+  Phase phase = Phase::kSetup;  // when it was allocated
+};
+
+struct TimelinePoint {
+  Phase phase = Phase::kSetup;
+  uint8_t iteration = 0;
+  NodeId node = kNone;
+  int64_t allocated = 0;
+  int64_t reserved = 0;
+};
+
+struct ModuleBytes {
+  std::string module;
+  int64_t bytes = 0;
+};
+
+struct Moment {
+  Phase phase = Phase::kSetup;
+  int iteration = 0;
+  std::string op;      // "conv2d" or "" outside ops (optimizer, setup)
+  std::string module;  // module path of that op
+};
+
+struct Estimate {
+  int64_t parameters = 0;
+  int64_t trainable_parameters = 0;
+  int64_t activation_bytes = 0;
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  int64_t cuda_context_bytes = 0;
+  int64_t device_used_bytes = 0;  // peak reserved + CUDA context
+  Moment peak;                    // where allocated memory peaks (the first time)
+  // Bytes per category at the allocated peak (block sizes, so they add up to it).
+  std::array<int64_t, kCategoryCount> breakdown{};
+  std::vector<ModuleBytes> activations_by_module;  // activation bytes at the peak, per top module
+  int64_t allocator_cache_bytes = 0;               // peak reserved - peak allocated
+  int64_t num_alloc_retries = 0;
+  int64_t total_bytes = -1;  // the device's memory, when known
+  int64_t margin_bytes = 0;  // of it, kept free
+  bool fits = true;
+  int64_t headroom_bytes = 0;  // total - margin - device used
+  std::optional<Moment> oom;   // where the run would run out of memory
+  OutOfMemory oom_numbers;
+  size_t events = 0;
+  std::vector<TimelinePoint> timeline;
+  std::vector<LiveTensor> live_at_peak;  // with EstimateOptions::explain, largest first
+};
+
+Result<Estimate> estimate(const Graph& graph, const EstimateOptions& options);
+
+// What the nodes, modules and parameters an event list refers to are called, for reports.
+struct EventNames {
+  std::function<std::string(NodeId)> op;
+  std::function<ModuleId(NodeId)> node_module;
+  std::function<std::string(ModuleId)> module;  // its path
+  std::function<std::string(int32_t)> param;    // a parameter's name
+  std::vector<ModuleId> blocks;  // per module: the block its activations are reported under
+};
+
+EventNames names_of(const Graph& graph);  // refers to `graph`, which must outlive it
+
+// The allocator model and the report's figures for events from any source (lowering or a
+// recorded trace). `facts` brings what the events do not say: parameter counts and
+// activation_bytes.
+Result<Estimate> estimate_events(const EventList& list, const EventNames& names, Estimate facts,
+                                 const EstimateOptions& options);
+
+}  // namespace trainfit

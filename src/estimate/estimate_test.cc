@@ -1,0 +1,97 @@
+#include "estimate/estimate.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "sources/zoo/zoo.h"
+
+namespace trainfit {
+namespace {
+
+Graph model(const std::string& name, int64_t batch, KernelTarget target) {
+  ModelRequest r;
+  r.name = name;
+  r.batch = batch;
+  r.options.target = target;
+  return *build_model(r);
+}
+
+int64_t sum(const std::array<int64_t, kCategoryCount>& a) {
+  return std::accumulate(a.begin(), a.end(), int64_t{0});
+}
+
+TEST(Estimate, CudaFiguresAreConsistent) {
+  const Graph g = model("resnet50", 16, {Device::kCuda, TorchVersion::k2});
+  EstimateOptions o;
+  o.device = cuda_profile(*find_gpu("rtx4090"));
+  o.explain = true;
+  const Estimate e = *estimate(g, o);
+  EXPECT_GE(e.peak_reserved_bytes, e.peak_allocated_bytes);
+  EXPECT_EQ(e.device_used_bytes, e.peak_reserved_bytes + e.cuda_context_bytes);
+  EXPECT_EQ(sum(e.breakdown), e.peak_allocated_bytes);
+  EXPECT_EQ(e.allocator_cache_bytes, e.peak_reserved_bytes - e.peak_allocated_bytes);
+  EXPECT_TRUE(e.fits);
+  EXPECT_EQ(e.headroom_bytes, e.total_bytes - e.device_used_bytes);
+  int64_t live = 0;
+  for (const LiveTensor& t : e.live_at_peak) live += t.bytes;
+  EXPECT_EQ(live, e.peak_allocated_bytes);
+  int64_t activations = 0;
+  for (const ModuleBytes& m : e.activations_by_module) activations += m.bytes;
+  EXPECT_EQ(activations, e.breakdown[static_cast<size_t>(Category::kActivation)]);
+}
+
+TEST(Estimate, CpuProfileHasNoCache) {
+  const Graph g = model("resnet18", 2, {Device::kCpu, TorchVersion::k1_13});
+  EstimateOptions o;
+  o.device = cpu_profile();
+  const Estimate e = *estimate(g, o);
+  EXPECT_EQ(e.peak_reserved_bytes, e.peak_allocated_bytes);
+  EXPECT_EQ(e.cuda_context_bytes, 0);
+}
+
+TEST(Estimate, OutOfMemoryIsReportedWithWhatTheRunNeeds) {
+  const Graph g = model("vgg16", 256, {Device::kCuda, TorchVersion::k2});
+  EstimateOptions o;
+  o.device = cuda_profile(*find_gpu("rtx3060"));
+  const Estimate e = *estimate(g, o);
+  EXPECT_FALSE(e.fits);
+  ASSERT_TRUE(e.oom.has_value());
+  EXPECT_GT(e.oom_numbers.requested, 0);
+  EXPECT_GT(e.device_used_bytes, e.total_bytes);  // the unbounded run's needs
+}
+
+TEST(Estimate, TimelineHasOnePointPerDeviceEvent) {
+  const Graph g = model("resnet18", 2, {Device::kCuda, TorchVersion::k2});
+  EstimateOptions o;
+  o.timeline = true;
+  const Estimate e = *estimate(g, o);
+  ASSERT_FALSE(e.timeline.empty());
+  EXPECT_LE(e.timeline.size(), e.events);
+  int64_t max_allocated = 0;
+  for (const TimelinePoint& p : e.timeline) max_allocated = std::max(max_allocated, p.allocated);
+  EXPECT_EQ(max_allocated, e.peak_allocated_bytes);
+}
+
+TEST(Estimate, BytesParsing) {
+  EXPECT_EQ(*parse_bytes("24GiB"), int64_t{24} << 30);
+  EXPECT_EQ(*parse_bytes("24GB"), 24'000'000'000);
+  EXPECT_EQ(*parse_bytes("1.5MiB"), 1536 * 1024);
+  EXPECT_EQ(*parse_bytes("4096"), 4096);
+  for (const char* bad :
+       {"", "GiB", "24 GiB", "24gib", "-1GiB", "0", "1e3GiB", "9999999999TiB", "24GiBs"}) {
+    EXPECT_FALSE(parse_bytes(bad).ok()) << bad;
+  }
+}
+
+TEST(Estimate, GpuCatalog) {
+  EXPECT_EQ(find_gpu("h100-80gb")->sm, 90);
+  EXPECT_EQ(cublas_workspace_bytes(90), 32 << 20);
+  EXPECT_EQ(cublas_workspace_bytes(86), 8'519'680);
+  const Status s = find_gpu("rtx9090").status();
+  EXPECT_EQ(s.code(), ErrorCode::kNotFound);
+  EXPECT_NE(s.hint().find("rtx4090"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trainfit

@@ -1,0 +1,132 @@
+// GraphBuilder: builds a Graph by running registry ops inside module scopes, the way a
+// PyTorch forward pass runs them.
+//
+//   GraphBuilder b("resnet18", options);
+//   ValueId x = b.input("image", {8, 3, 224, 224}, b.activation_dtype());
+//   {
+//     auto model = b.module("", "ResNet");
+//     auto conv1 = b.module("conv1", "Conv2d");
+//     x = b.call1("conv2d", {x}, {{"out_channels", 64}, {"kernel_size", 7}, ...});
+//   }
+//   Result<Graph> g = std::move(b).finish();
+//
+// Errors do not need checking at each call: the first one is kept (with the module it happened
+// in), later calls return kNone and do nothing, and finish() returns it. Parameters are created
+// in the current module under their state_dict names; a second module entry with the same path
+// reuses them, as calling one nn.Module twice does.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/op_schema.h"
+#include "base/status.h"
+
+namespace trainfit {
+
+struct BuildOptions {
+  KernelTarget target;
+  Precision precision = Precision::kFp32;
+  std::vector<std::string> freeze;  // parameter-name prefixes that do not train
+};
+
+class GraphBuilder {
+ public:
+  GraphBuilder(std::string model, BuildOptions options);
+
+  const BuildOptions& options() const { return options_; }
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+  // Keeps the first error, prefixed with the module it happened in.
+  void fail(const Status& status);
+
+  // The dtype of floating inputs and parameters: bf16 under pure bf16, else fp32.
+  DType activation_dtype() const;
+
+  // A batch tensor. requires_grad is for op tests that stand in for an activation.
+  ValueId input(const std::string& name, Dims shape, DType dtype, bool requires_grad = false);
+
+  // Runs `op` on activation `inputs`. Its parameters are created in the current module, or
+  // taken from `params` (weight tying). Returns the op's outputs; after an error, a list of
+  // kNone long enough for any op.
+  std::vector<ValueId> call(std::string_view op, std::vector<ValueId> inputs,
+                            const Attrs& attrs = {}, std::vector<ValueId> params = {});
+  ValueId call1(std::string_view op, std::vector<ValueId> inputs, const Attrs& attrs = {},
+                std::vector<ValueId> params = {});
+
+  // A parameter or buffer owned directly by the current module (ViT's class_token).
+  ValueId parameter(std::string_view local_name, Dims shape, bool buffer = false,
+                    std::optional<DType> dtype = {}, bool trainable = true);
+
+  class Scope {
+   public:
+    Scope(GraphBuilder* builder, ModuleId module) : builder_(builder), module_(module) {}
+    Scope(Scope&& other) noexcept : builder_(other.builder_), module_(other.module_) {
+      other.builder_ = nullptr;
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    Scope& operator=(Scope&&) = delete;
+    ~Scope();
+    ModuleId id() const { return module_; }
+
+   private:
+    GraphBuilder* builder_;
+    ModuleId module_;
+  };
+  // Enters a module; "" names the model itself. Leaves it when the Scope is destroyed.
+  [[nodiscard]] Scope module(std::string_view name, std::string_view type);
+
+  void set_loss(ValueId loss);
+  // A derived number users ask about (graph.h GraphFact).
+  void fact(std::string key, int64_t value, std::string text);
+  // Parameters whose names fall under `prefix` go to optimizer group `group` (LeRobot ACT's
+  // backbone group). Applied at finish(); later rules win.
+  void param_group(std::string prefix, int group);
+  // Orders Graph::params as the model's __init__ registers them, which is the order
+  // model.parameters() and so the optimizer see: by the first prefix that matches, then in
+  // creation order. Without it, parameters keep the order the forward pass creates them in.
+  void param_order(std::vector<std::string> prefixes);
+  // Gives every output of the nodes made since `first` the role `role`.
+  void mark_outputs_since(NodeId first, ValueRole role);
+  NodeId node_count() const { return static_cast<NodeId>(graph_.nodes.size()); }
+  const Value& value(ValueId id) const { return graph_.value(id); }
+  const Dims& shape(ValueId id) const { return value(id).shape; }
+  int64_t dim(ValueId id, int64_t d) const;
+
+  Result<Graph> finish() &&;
+
+ private:
+  ValueId make_param(const ParamSpec& spec);
+  ValueId autocast_input(ValueId input, Autocast policy, DType widest);
+  std::vector<ValueId> run_primitive(const OpSchema& schema, std::vector<ValueId> inputs,
+                                     const Attrs& attrs);
+  Result<Attrs> normalize_attrs(const OpSchema& schema, const Attrs& given) const;
+  bool frozen(const std::string& param_name) const;
+  void close_module(ModuleId module);
+  std::string param_name(std::string_view local) const;
+  ModuleId current_module() const;
+
+  struct OpenModule {
+    ModuleId id;
+    ValueId last_output = kNone;
+  };
+
+  BuildOptions options_;
+  Graph graph_;
+  Status status_;
+  std::vector<OpenModule> open_;
+  std::unordered_map<std::string, ValueId> param_by_name_;
+  std::unordered_map<ValueId, ValueId> autocast_cache_;  // fp32 parameter -> its cached cast
+  std::vector<std::pair<std::string, int>> param_groups_;
+  std::vector<std::string> param_order_;
+};
+
+// Does `name` fall under `prefix` ("layer1" covers "layer1.0.conv1.weight", not "layer10...")?
+bool path_matches(std::string_view name, std::string_view prefix);
+
+}  // namespace trainfit

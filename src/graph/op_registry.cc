@@ -1,0 +1,41 @@
+#include "graph/op_registry.h"
+
+#include "base/check.h"
+
+namespace trainfit {
+
+OpRegistry::OpRegistry(std::vector<OpSchema> ops) : ops_(std::move(ops)) {
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    for (size_t j = i + 1; j < ops_.size(); ++j) {
+      TF_CHECK(ops_[i].name != ops_[j].name) << "op registered twice: " << ops_[i].name;
+    }
+  }
+}
+
+const OpSchema* OpRegistry::find(std::string_view name) const {
+  for (const OpSchema& s : ops_) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+const OpRegistry& op_registry() {
+  static const OpRegistry kRegistry = [] {
+    std::vector<OpSchema> ops;
+    add_conv_ops(ops);
+    add_linear_ops(ops);
+    add_norm_ops(ops);
+    add_activation_ops(ops);
+    add_pool_ops(ops);
+    add_elementwise_ops(ops);
+    add_shape_ops(ops);
+    add_reduction_ops(ops);
+    add_attention_ops(ops);
+    add_loss_ops(ops);
+    add_embedding_ops(ops);
+    return OpRegistry(std::move(ops));
+  }();
+  return kRegistry;
+}
+
+}  // namespace trainfit

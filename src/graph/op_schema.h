@@ -1,0 +1,157 @@
+// One op = one OpSchema: its attributes, shape/dtype rule, parameters, what autograd keeps
+// for backward, transient workspace, and a one-line doc. Families of ops live in ops_*.cc
+// and are listed in op_registry.cc; nothing else in trainfit switches on op type.
+//
+//   OpSchema s;
+//   s.name = "relu";
+//   s.doc = "max(x, 0); autograd keeps the output";
+//   s.infer = [](const OpCall& c, std::vector<OutputSpec>& out) { ... return Status(); };
+//   s.saved = [](const OpCall& c) { return SavedList{saved_output(0)}; };
+//
+// Rules see an OpCall: attributes (defaults filled in), input values (activation inputs first,
+// then parameters), and the kernel target (device, PyTorch version).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "graph/attrs.h"
+#include "graph/graph.h"
+#include "base/status.h"
+
+namespace trainfit {
+
+class GraphBuilder;
+
+struct AttrSpec {
+  std::string_view name;
+  AttrKind kind;
+  std::optional<AttrValue> default_value;  // nullopt: required
+  std::string_view doc;
+};
+
+// How torch.autocast treats the op (aten/src/ATen/autocast_mode.cpp).
+enum class Autocast : uint8_t {
+  kUnchanged,  // runs in whatever dtype arrives
+  kLower,      // inputs cast to the autocast dtype (fp16/bf16); fp32 weights cast once, cached
+  kFp32,       // low-precision inputs cast up to fp32
+  kPromote,    // inputs cast to the widest input dtype
+  // Computes in fp32 through a dtype argument (softmax, log_softmax, sum, mean): the builder
+  // sets the op's "dtype" attribute instead of inserting a cast.
+  kFp32Output,
+};
+
+struct OpCall {
+  const Attrs& attrs;
+  std::span<const Value* const> inputs;  // activation inputs, then parameters
+  KernelTarget target;
+  Precision precision = Precision::kFp32;
+
+  const Value& in(size_t i) const { return *inputs[i]; }
+  bool has_input(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
+  bool requires_grad(size_t i) const { return has_input(i) && inputs[i]->requires_grad; }
+  bool on_cuda() const { return target.device == Device::kCuda; }
+  bool torch2() const { return target.torch == TorchVersion::k2; }
+};
+
+struct OutputSpec {
+  Dims shape;
+  Dims strides;
+  DType dtype = DType::kFloat32;
+  int alias_of = -1;           // shares input `alias_of`'s storage: a view or an in-place op
+  bool host = false;           // lives in host memory
+  bool differentiable = true;  // false for indices, masks and other non-float results
+
+  static OutputSpec fresh(Dims shape, DType dtype);
+  static OutputSpec fresh_strided(Dims shape, Dims strides, DType dtype);
+  static OutputSpec alias(int input, Dims shape, Dims strides, DType dtype);
+  // A by-product kept for backward only (indices, masks, statistics): no gradient flows.
+  static OutputSpec aux(Dims shape, DType dtype);
+};
+
+struct SavedRef {
+  bool output = false;
+  int index = 0;
+};
+inline SavedRef saved_input(int i) {
+  return {false, i};
+}
+inline SavedRef saved_output(int i) {
+  return {true, i};
+}
+using SavedList = std::vector<SavedRef>;
+
+struct ParamSpec {
+  std::string name;  // local name: "weight", "in_proj_weight", "out_proj.bias"
+  Dims shape;
+  bool buffer = false;
+  std::optional<DType> dtype;  // nullopt: the model's parameter dtype
+  bool trainable = true;       // false for state that never trains (FrozenBatchNorm2d's affine)
+};
+
+using InferFn = std::function<Status(const OpCall&, std::vector<OutputSpec>&)>;
+// The gradient a backward node produces for one input: a new tensor of the input's shape and
+// dtype, or a view of the gradient arriving for output `alias_output` (views, add, cat, ...).
+struct GradRule {
+  int input = 0;
+  int alias_output = -1;
+  // With alias_output: the very tensor that arrived (add's pass-through) rather than a new view
+  // of it. AccumulateGrad steals a view, even of a shared buffer, but copies a shared tensor.
+  bool same_tensor = false;
+};
+struct BackwardSpec {
+  std::vector<GradRule> grads;
+  int64_t workspace_bytes = 0;  // transient memory inside the backward kernel (CUDA)
+};
+using BackwardFn = std::function<BackwardSpec(const OpCall&)>;
+
+// Validates what parameter shapes depend on (input ranks, channel counts) before creating them.
+using ParamsFn = std::function<Result<std::vector<ParamSpec>>(const OpCall&)>;
+using SavedFn = std::function<SavedList(const OpCall&)>;
+using WorkspaceFn = std::function<int64_t(const OpCall&)>;
+// Floating-point operations of the forward kernel, given output 0's shape (a multiply-add is
+// two). Without one, an op costs one operation per element of each output that is not a view.
+using FlopsFn = std::function<double(const OpCall&, const Dims& output)>;
+// Composite ops expand into registry ops through the builder and return their outputs.
+using DecomposeFn =
+    std::function<std::vector<ValueId>(GraphBuilder&, std::span<const ValueId>, const Attrs&)>;
+
+struct OpSchema {
+  std::string_view name;
+  std::string_view family;
+  std::string_view doc;
+  std::vector<AttrSpec> attrs;
+  int min_inputs = 1;  // activation inputs (parameters excluded)
+  int max_inputs = 1;
+  Autocast autocast = Autocast::kUnchanged;
+  bool differentiable = true;
+  ParamsFn params;        // optional: ops without parameters leave it empty
+  InferFn infer;          // primitive ops
+  SavedFn saved;          // primitive ops
+  WorkspaceFn workspace;  // primitive ops
+  DecomposeFn decompose;  // composite ops (instead of infer/saved/workspace)
+  // Optional: without it, every input that needs a gradient gets a new tensor.
+  BackwardFn backward;
+  bool uses_cublas = false;  // its forward and backward run cuBLAS GEMMs (CUDA workspace)
+  FlopsFn flops;             // optional: products and convolutions
+
+  bool composite() const { return static_cast<bool>(decompose); }
+};
+
+// The gradients a primitive node produces: its schema's rule, or a new tensor per input that
+// needs a gradient.
+BackwardSpec backward_of(const OpSchema& schema, const OpCall& call);
+// A rule making every input that needs a gradient a view of output 0's gradient.
+BackwardSpec alias_backward(const OpCall& call);
+
+// Rule helpers shared by the op families.
+Result<Dims> spatial_attr(const Attrs& attrs, std::string_view name, size_t n);
+int64_t no_workspace(const OpCall&);
+Status expect_rank(const OpCall& call, size_t input, size_t min_rank, size_t max_rank,
+                   std::string_view what);
+Status expect_floating(const OpCall& call, size_t input);
+
+}  // namespace trainfit

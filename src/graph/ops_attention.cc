@@ -1,0 +1,436 @@
+// Attention: multi_head_attention (nn.MultiheadAttention, a composite), and
+// scaled_dot_product_attention (a composite that picks a backend) with its fused backends
+// sdpa_flash and sdpa_efficient.
+//
+// nn.MultiheadAttention (torch/nn/functional.py multi_head_attention_forward) decomposes
+// differently by version, and the differences are memory:
+//  - PyTorch 1.13 always takes the explicit path: q, k, v are chunk views of one projection,
+//    each made contiguous (three copies); scores = bmm(q / sqrt(d), k^T) -> softmax -> dropout
+//    -> bmm with v. Autograd keeps the (B*H, L, S) softmax output and the dropout mask.
+//  - PyTorch 2.x packs q, k, v into one contiguous (3, L, B, E) copy. need_weights=True (the
+//    default of forward) takes the same explicit path; need_weights=False calls
+//    scaled_dot_product_attention, which on CUDA is a fused kernel that keeps only q, k, v,
+//    the output and an fp32 logsumexp.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "graph/builder.h"
+#include "graph/op_registry.h"
+#include "base/size_math.h"
+
+namespace trainfit {
+namespace {
+
+// ---- scaled_dot_product_attention ----------------------------------------------------------
+
+enum class SdpaBackend : uint8_t { kFlash, kEfficient, kMath };
+
+Result<SdpaBackend> choose_backend(const GraphBuilder& b, std::span<const ValueId> in,
+                                   const Attrs& attrs) {
+  const std::string& name = attrs.get_string("backend");
+  if (name == "flash") return SdpaBackend::kFlash;
+  if (name == "efficient") return SdpaBackend::kEfficient;
+  if (name == "math") return SdpaBackend::kMath;
+  if (name != "auto") {
+    return invalid_argument(fmt::format("unknown attention backend '{}'", name),
+                            "use auto, flash, efficient or math");
+  }
+  const bool has_mask = in.size() > 3;
+  const DType dtype = b.value(in[0]).dtype;
+  const int64_t head_dim = b.shape(in[0]).back();
+  if (b.options().target.device == Device::kCpu) {
+    // PyTorch 2.x on CPU: the flash kernel when there is no mask, else the math path.
+    return has_mask ? SdpaBackend::kMath : SdpaBackend::kFlash;
+  }
+  // CUDA priority order flash -> efficient -> math (sdp_utils.cpp): flash needs fp16/bf16,
+  // no arbitrary mask and a head dim of at most 256; efficient takes fp32 and masks.
+  const bool low = dtype == DType::kFloat16 || dtype == DType::kBFloat16;
+  if (low && !has_mask && head_dim <= 256 && head_dim % 8 == 0) return SdpaBackend::kFlash;
+  if (head_dim % 4 == 0) return SdpaBackend::kEfficient;
+  return SdpaBackend::kMath;
+}
+
+std::vector<ValueId> sdpa_math(GraphBuilder& b, std::span<const ValueId> in, const Attrs& attrs) {
+  // _scaled_dot_product_attention_math (attention.cpp): fp16/bf16 are upcast to fp32, q and k
+  // are each scaled by sqrt(scale), scores are materialized, softmax, dropout, @ v.
+  ValueId q = in[0], k = in[1], v = in[2];
+  const DType origin = b.value(q).dtype;
+  const bool upcast = origin == DType::kFloat16 || origin == DType::kBFloat16;
+  if (upcast) {
+    const Attrs to_fp32{{"dtype", std::string("float32")}};
+    q = b.call1("to_copy", {q}, to_fp32);
+    k = b.call1("to_copy", {k}, to_fp32);
+    v = b.call1("to_copy", {v}, to_fp32);
+  }
+  const double head_dim = static_cast<double>(b.shape(in[0]).back());
+  const double scale =
+      attrs.get_float("scale") > 0 ? attrs.get_float("scale") : 1.0 / std::sqrt(head_dim);
+  const double factor = std::sqrt(scale);
+  const ValueId qs = b.call1("mul_scalar", {q}, {{"value", factor}});
+  const ValueId kt = b.call1("transpose", {k}, {{"dim0", int64_t{-2}}, {"dim1", int64_t{-1}}});
+  const ValueId ks = b.call1("mul_scalar", {kt}, {{"value", factor}});
+  const NodeId scores_from = b.node_count();
+  ValueId attn = b.call1("matmul", {qs, ks});
+  ValueId mask = in.size() > 3 ? in[3] : kNone;
+  if (attrs.get_bool("is_causal")) {
+    // The causal mask is materialized as an (L, S) float tensor.
+    const Dims& s = b.shape(attn);
+    mask = b.call1("full", {},
+                   {{"shape", Dims{s[s.size() - 2], s.back()}},
+                    {"dtype", std::string(dtype_name(b.value(attn).dtype))}});
+  }
+  if (mask != kNone) attn = b.call1("add", {attn, mask}, {{"inplace", true}});
+  attn = b.call1("softmax", {attn}, {{"dim", int64_t{-1}}});
+  if (attrs.get_float("dropout_p") > 0) {
+    attn = b.call1("dropout", {attn}, {{"p", attrs.get_float("dropout_p")}});
+  }
+  b.mark_outputs_since(scores_from, ValueRole::kAttentionMatrix);
+  ValueId out = b.call1("matmul", {attn, v});
+  if (upcast) out = b.call1("to_copy", {out}, {{"dtype", std::string(dtype_name(origin))}});
+  return {out};
+}
+
+std::vector<ValueId> sdpa_decompose(GraphBuilder& b, std::span<const ValueId> in,
+                                    const Attrs& attrs) {
+  if (b.options().target.torch == TorchVersion::k1_13) {
+    b.fail(unsupported("scaled_dot_product_attention does not exist in PyTorch 1.13",
+                       "the cpu profile follows PyTorch 1.13; use explicit attention there"));
+    return {kNone};
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    if (b.shape(in[i]).size() < 3) {
+      b.fail(invalid_argument(fmt::format("attention inputs must be (..., L, E), got {}",
+                                          shape_string(b.shape(in[i])))));
+      return {kNone};
+    }
+  }
+  Result<SdpaBackend> backend = choose_backend(b, in, attrs);
+  if (!backend.ok()) {
+    b.fail(backend.status());
+    return {kNone};
+  }
+  if (*backend == SdpaBackend::kMath) return sdpa_math(b, in, attrs);
+  const char* op = *backend == SdpaBackend::kFlash ? "sdpa_flash" : "sdpa_efficient";
+  if (*backend == SdpaBackend::kFlash && in.size() > 3) {
+    b.fail(unsupported("the flash attention backend takes no attention mask"));
+    return {kNone};
+  }
+  const Attrs fused{{"dropout_p", attrs.get_float("dropout_p")},
+                    {"is_causal", attrs.get_bool("is_causal")}};
+  return {b.call1(op, std::vector<ValueId>(in.begin(), in.end()), fused)};
+}
+
+// Fused kernels return an output laid out as (B, L, H, E) and viewed as (B, H, L, E).
+Status fused_infer(const OpCall& call, std::vector<OutputSpec>& out, bool flash) {
+  for (size_t i = 0; i < 3; ++i) {
+    if (call.in(i).shape.size() != 4) {
+      return invalid_argument(fmt::format("fused attention needs 4-D (B, H, L, E) inputs, got {}",
+                                          shape_string(call.in(i).shape)));
+    }
+  }
+  const Dims& q = call.in(0).shape;
+  const Dims& v = call.in(2).shape;
+  const int64_t batch = q[0], heads = q[1], len = q[2], ev = v[3];
+  out.push_back(OutputSpec::fresh_strided({batch, heads, len, ev},
+                                          {len * heads * ev, ev, heads * ev, 1}, call.in(0).dtype));
+  // logsumexp: fp32 (B, H, L); the memory-efficient kernel pads L to a multiple of 32.
+  const int64_t lse_len = flash ? len : ceil_div(len, 32) * 32;
+  out.push_back(OutputSpec::aux({batch, heads, lse_len}, DType::kFloat32));
+  return {};
+}
+
+OpSchema fused_schema(std::string_view name, std::string_view doc, bool flash) {
+  OpSchema s;
+  s.name = name;
+  s.family = "attention";
+  s.doc = doc;
+  s.min_inputs = 3;
+  s.max_inputs = flash ? 3 : 4;
+  s.attrs = {{"dropout_p", AttrKind::kFloat, AttrValue{0.0}, "attention dropout"},
+             {"is_causal", AttrKind::kBool, AttrValue{false}, "causal mask"}};
+  s.infer = [flash](const OpCall& c, std::vector<OutputSpec>& out) {
+    return fused_infer(c, out, flash);
+  };
+  // Q K^T and the product with V: 2 x (B, H, L, S, E) multiply-adds.
+  s.flops = [](const OpCall& c, const Dims&) {
+    const double q = static_cast<double>(checked_numel(c.in(0).shape).value_or(0));
+    const Dims& k = c.in(1).shape;
+    return 4.0 * q * static_cast<double>(k[k.size() - 2]);
+  };
+  s.saved = [](const OpCall& call) {
+    SavedList saved{saved_input(0), saved_input(1), saved_input(2)};
+    if (call.inputs.size() > 3) saved.push_back(saved_input(3));
+    saved.push_back(saved_output(0));
+    saved.push_back(saved_output(1));
+    return saved;
+  };
+  // Backward: new gradients for q, k and v, plus fp32 scratch. Flash (flash_api.cpp mha_bwd):
+  // softmax_d (B, H, L rounded to 128) and dq_accum (B, L rounded to 128, H, E). Memory-efficient:
+  // delta (B, H, L). Not yet measured on a GPU.
+  s.backward = [flash](const OpCall& call) {
+    BackwardSpec spec = backward_of(OpSchema{}, call);
+    const Dims& q = call.in(0).shape;
+    const int64_t rows = flash ? ceil_div(q[2], 128) * 128 : q[2];
+    spec.workspace_bytes = 4 * q[0] * q[1] * rows;
+    if (flash) spec.workspace_bytes += 4 * q[0] * rows * q[1] * q[3];
+    return spec;
+  };
+  // The memory-efficient kernel accumulates fp16/bf16 outputs wider than 64 in an fp32 buffer
+  // (kernel_forward.h kNeedsOutputAccumulatorBuffer).
+  s.workspace = [flash](const OpCall& call) -> int64_t {
+    const Value& v = call.in(2);
+    if (flash || v.dtype == DType::kFloat32 || v.shape.back() <= 64) return 0;
+    const Dims& q = call.in(0).shape;
+    return q[0] * q[1] * q[2] * v.shape.back() * 4;
+  };
+  return s;
+}
+
+// ---- multi_head_attention -----------------------------------------------------------------
+
+struct Mha {
+  GraphBuilder& b;
+  const Attrs& attrs;
+  int64_t embed = 0, heads = 0, head_dim = 0;
+  bool bias = true;
+  ValueId in_w = kNone, in_b = kNone, out_w = kNone, out_b = kNone;
+
+  // The packed weight (and bias) as functional.py splits them: whole, w.split([E, 2E]) for
+  // encoder-decoder attention, or w.chunk(3). The backward of a split or chunk assembles one
+  // full-size gradient from its pieces.
+  std::vector<ValueId> pieces(ValueId t, const Dims& sizes) const {
+    if (sizes.size() == 1) return {t};
+    return b.call("split", {t}, {{"sizes", sizes}, {"dim", int64_t{0}}});
+  }
+  std::vector<ValueId> project(const std::vector<ValueId>& xs, const Dims& sizes) const {
+    const std::vector<ValueId> w = pieces(in_w, sizes);
+    const std::vector<ValueId> bs =
+        bias ? pieces(in_b, sizes) : std::vector<ValueId>(sizes.size(), kNone);
+    std::vector<ValueId> out;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::vector<ValueId> params{w[i]};
+      if (bias) params.push_back(bs[i]);
+      out.push_back(
+          b.call1("linear", {xs[i]}, {{"out_features", sizes[i]}, {"bias", bias}}, params));
+    }
+    return out;
+  }
+  // (L, B, E) -> (B*H, L, hd)
+  ValueId split_heads(ValueId t, bool make_contiguous) const {
+    if (make_contiguous) t = b.call1("contiguous", {t});
+    const int64_t len = b.dim(t, 0);
+    const int64_t batch = b.dim(t, 1);
+    t = b.call1("view", {t}, {{"shape", Dims{len, batch * heads, head_dim}}});
+    return b.call1("transpose", {t}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
+  }
+  // proj (..., n*E) -> n contiguous pieces (n, ..., E), as 2.x's _in_projection_packed does.
+  std::vector<ValueId> packed_pieces(ValueId proj, int64_t n) const {
+    ValueId t = b.call1("unflatten", {proj}, {{"dim", int64_t{-1}}, {"sizes", Dims{n, embed}}});
+    t = b.call1("unsqueeze", {t}, {{"dim", int64_t{0}}});
+    t = b.call1("transpose", {t}, {{"dim0", int64_t{0}}, {"dim1", int64_t{-2}}});
+    t = b.call1("squeeze", {t}, {{"dim", int64_t{-2}}});
+    t = b.call1("contiguous", {t});
+    std::vector<ValueId> out;
+    for (int64_t i = 0; i < n; ++i) {
+      out.push_back(b.call1("select", {t}, {{"dim", int64_t{0}}, {"index", i}}));
+    }
+    return out;
+  }
+};
+
+std::vector<ValueId> mha_decompose(GraphBuilder& b, std::span<const ValueId> in,
+                                   const Attrs& attrs) {
+  Mha m{b, attrs};
+  m.embed = attrs.get_int("embed_dim");
+  m.heads = attrs.get_int("num_heads");
+  m.bias = attrs.get_bool("bias");
+  if (m.heads < 1 || m.embed % m.heads != 0) {
+    b.fail(invalid_argument(
+        fmt::format("embed_dim {} is not divisible by num_heads {}", m.embed, m.heads)));
+    return {kNone};
+  }
+  m.head_dim = m.embed / m.heads;
+  const size_t n_params = m.bias ? 4 : 2;
+  const size_t n_act = in.size() - n_params;
+  m.in_w = in[n_act];
+  m.in_b = m.bias ? in[n_act + 1] : kNone;
+  m.out_w = in[n_act + (m.bias ? 2 : 1)];
+  m.out_b = m.bias ? in[n_act + 3] : kNone;
+  ValueId query = in[0], key = in[1], value = in[2];
+  const ValueId key_padding_mask = n_act > 3 ? in[3] : kNone;
+  for (ValueId t : {query, key, value}) {
+    if (b.shape(t).size() != 3 || b.shape(t).back() != m.embed) {
+      b.fail(invalid_argument(fmt::format("attention inputs must be 3-D with {} features, got {}",
+                                          m.embed, shape_string(b.shape(t)))));
+      return {kNone};
+    }
+  }
+  const bool torch2 = b.options().target.torch == TorchVersion::k2;
+  const bool same_qk = query == key;
+  const bool same_kv = key == value;
+  const DType dtype = b.value(query).dtype;
+  // 2.x converts a bool key_padding_mask to float (-inf where set) before anything else.
+  ValueId kpm = key_padding_mask;
+  if (kpm != kNone && torch2 && b.value(kpm).dtype == DType::kBool) {
+    ValueId f = b.call1("full", {kpm}, {{"dtype", std::string(dtype_name(dtype))}});
+    kpm = b.call1("masked_fill", {f, kpm}, {{"value", -INFINITY}, {"inplace", true}});
+  }
+  if (attrs.get_bool("batch_first")) {
+    const Attrs swap{{"dim0", int64_t{1}}, {"dim1", int64_t{0}}};
+    query = b.call1("transpose", {query}, swap);
+    key = same_qk ? query : b.call1("transpose", {key}, swap);
+    value = same_kv ? key : b.call1("transpose", {value}, swap);
+  }
+  const int64_t len = b.dim(query, 0), batch = b.dim(query, 1), src = b.dim(key, 0);
+  const int64_t e = m.embed;
+
+  // In-projection.
+  ValueId q = kNone, k = kNone, v = kNone;
+  if (same_qk && same_kv) {
+    const ValueId proj = m.project({query}, {3 * e})[0];
+    std::vector<ValueId> p;
+    if (torch2) {
+      p = m.packed_pieces(proj, 3);
+    } else {
+      p = b.call("chunk", {proj}, {{"chunks", int64_t{3}}, {"dim", int64_t{-1}}});
+    }
+    q = p[0], k = p[1], v = p[2];
+  } else if (same_kv) {
+    const std::vector<ValueId> qkv = m.project({query, key}, {e, 2 * e});
+    q = qkv[0];
+    const ValueId kv = qkv[1];
+    std::vector<ValueId> p;
+    if (torch2) {
+      p = m.packed_pieces(kv, 2);
+    } else {
+      p = b.call("chunk", {kv}, {{"chunks", int64_t{2}}, {"dim", int64_t{-1}}});
+    }
+    k = p[0], v = p[1];
+  } else {
+    const std::vector<ValueId> qkv = m.project({query, key, value}, {e, e, e});
+    q = qkv[0], k = qkv[1], v = qkv[2];
+  }
+  // 1.13 makes each piece contiguous; 2.x views them directly.
+  q = m.split_heads(q, !torch2);
+  k = m.split_heads(k, !torch2);
+  v = m.split_heads(v, !torch2);
+
+  // key_padding_mask (B, S) -> (B*H, 1, S) additive mask.
+  ValueId mask = kNone;
+  if (kpm != kNone) {
+    ValueId t = b.call1("view", {kpm}, {{"shape", Dims{batch, 1, 1, src}}});
+    t = b.call1("expand", {t}, {{"sizes", Dims{-1, m.heads, -1, -1}}});
+    mask = b.call1("reshape", {t}, {{"shape", Dims{batch * m.heads, 1, src}}});
+    if (b.value(mask).dtype == DType::kBool) {
+      const ValueId f = b.call1("full", {mask}, {{"dtype", std::string(dtype_name(dtype))}});
+      mask = b.call1("masked_fill", {f, mask}, {{"value", -INFINITY}, {"inplace", true}});
+    }
+  }
+  const double dropout = attrs.get_bool("training") ? attrs.get_float("dropout") : 0.0;
+  const bool need_weights = attrs.get_bool("need_weights");
+
+  ValueId out = kNone;
+  ValueId weights = kNone;
+  if (torch2 && !need_weights) {
+    std::vector<ValueId> sdpa_in{
+        b.call1("view", {q}, {{"shape", Dims{batch, m.heads, len, m.head_dim}}}),
+        b.call1("view", {k}, {{"shape", Dims{batch, m.heads, src, m.head_dim}}}),
+        b.call1("view", {v}, {{"shape", Dims{batch, m.heads, src, m.head_dim}}})};
+    if (mask != kNone) {
+      sdpa_in.push_back(b.call1("view", {mask}, {{"shape", Dims{batch, m.heads, -1, src}}}));
+    }
+    out = b.call1("scaled_dot_product_attention", sdpa_in, {{"dropout_p", dropout}});
+    out = b.call1("permute", {out}, {{"dims", Dims{2, 0, 1, 3}}});
+  } else {
+    const double root = std::sqrt(static_cast<double>(m.head_dim));
+    const ValueId scaled = torch2 ? b.call1("mul_scalar", {q}, {{"value", 1.0 / root}})
+                                  : b.call1("div_scalar", {q}, {{"value", root}});
+    const ValueId kt = b.call1("transpose", {k}, {{"dim0", int64_t{-2}}, {"dim1", int64_t{-1}}});
+    const NodeId scores_from = b.node_count();
+    ValueId attn =
+        mask != kNone ? b.call1("baddbmm", {mask, scaled, kt}) : b.call1("bmm", {scaled, kt});
+    attn = b.call1("softmax", {attn}, {{"dim", int64_t{-1}}});
+    if (dropout > 0) attn = b.call1("dropout", {attn}, {{"p", dropout}});
+    b.mark_outputs_since(scores_from, ValueRole::kAttentionMatrix);
+    out = b.call1("bmm", {attn, v});
+    out = b.call1("transpose", {out}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
+    if (need_weights) {
+      weights = b.call1("view", {attn}, {{"shape", Dims{batch, m.heads, len, src}}});
+      if (attrs.get_bool("average_attn_weights")) {
+        if (torch2) {
+          weights = b.call1("mean", {weights}, {{"dims", Dims{1}}});
+        } else {
+          weights = b.call1("sum", {weights}, {{"dims", Dims{1}}});
+          weights = b.call1("div_scalar", {weights}, {{"value", static_cast<double>(m.heads)}});
+        }
+      }
+    }
+  }
+  out = b.call1("contiguous", {out});
+  out = b.call1("view", {out}, {{"shape", Dims{len * batch, e}}});
+  std::vector<ValueId> out_params{m.out_w};
+  if (m.bias) out_params.push_back(m.out_b);
+  out = b.call1("linear", {out}, {{"out_features", e}, {"bias", m.bias}}, out_params);
+  out = b.call1("view", {out}, {{"shape", Dims{len, batch, e}}});
+  if (attrs.get_bool("batch_first")) {
+    out = b.call1("transpose", {out}, {{"dim0", int64_t{1}}, {"dim1", int64_t{0}}});
+  }
+  return {out, weights};
+}
+
+}  // namespace
+
+void add_attention_ops(std::vector<OpSchema>& ops) {
+  OpSchema mha;
+  mha.name = "multi_head_attention";
+  mha.family = "attention";
+  mha.doc =
+      "nn.MultiheadAttention as its forward runs it (explicit softmax with need_weights, SDPA "
+      "without on PyTorch 2)";
+  mha.min_inputs = 3;
+  mha.max_inputs = 4;
+  mha.attrs = {
+      {"embed_dim", AttrKind::kInt, std::nullopt, "model width E"},
+      {"num_heads", AttrKind::kInt, std::nullopt, "heads (E must divide)"},
+      {"dropout", AttrKind::kFloat, AttrValue{0.0}, "attention-weight dropout"},
+      {"bias", AttrKind::kBool, AttrValue{true}, "projection biases"},
+      {"batch_first", AttrKind::kBool, AttrValue{false}, "inputs are (B, L, E)"},
+      {"need_weights", AttrKind::kBool, AttrValue{true}, "return attention weights"},
+      {"average_attn_weights", AttrKind::kBool, AttrValue{true}, "average them over heads"},
+      {"training", AttrKind::kBool, AttrValue{true}, "apply dropout"}};
+  mha.params = [](const OpCall& call) -> Result<std::vector<ParamSpec>> {
+    const int64_t e = call.attrs.get_int("embed_dim");
+    if (e < 1) return invalid_argument("embed_dim must be positive");
+    std::vector<ParamSpec> p{{"in_proj_weight", {3 * e, e}}};
+    if (call.attrs.get_bool("bias")) p.push_back({"in_proj_bias", {3 * e}});
+    p.push_back({"out_proj.weight", {e, e}});
+    if (call.attrs.get_bool("bias")) p.push_back({"out_proj.bias", {e}});
+    return p;
+  };
+  mha.decompose = mha_decompose;
+  ops.push_back(std::move(mha));
+
+  OpSchema sdpa;
+  sdpa.name = "scaled_dot_product_attention";
+  sdpa.family = "attention";
+  sdpa.doc = "F.scaled_dot_product_attention on (B, H, L, E): flash, memory-efficient or math";
+  sdpa.min_inputs = 3;
+  sdpa.max_inputs = 4;
+  sdpa.attrs = {{"dropout_p", AttrKind::kFloat, AttrValue{0.0}, "attention dropout"},
+                {"is_causal", AttrKind::kBool, AttrValue{false}, "causal mask"},
+                {"scale", AttrKind::kFloat, AttrValue{0.0}, "softmax scale (0: 1/sqrt(E))"},
+                {"backend", AttrKind::kString, AttrValue{std::string("auto")},
+                 "auto, flash, efficient or math"}};
+  sdpa.autocast = Autocast::kLower;
+  sdpa.decompose = sdpa_decompose;
+  ops.push_back(std::move(sdpa));
+
+  ops.push_back(fused_schema(
+      "sdpa_flash", "flash attention kernel; keeps q, k, v, output and fp32 logsumexp", true));
+  ops.push_back(fused_schema(
+      "sdpa_efficient",
+      "memory-efficient attention kernel; keeps q, k, v, mask, output and fp32 logsumexp", false));
+}
+
+}  // namespace trainfit

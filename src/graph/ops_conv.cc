@@ -1,0 +1,147 @@
+// Convolutions: conv1d, conv2d, conv_transpose1d, conv_transpose2d.
+//
+// autograd: convolution's backward formula covers input, weight and bias at once, so its
+// node always keeps both the input and the weight (derivatives.yaml `convolution`), even for
+// a first layer whose input needs no gradient.
+#include <fmt/format.h>
+
+#include "graph/op_registry.h"
+#include "base/size_math.h"
+
+namespace trainfit {
+namespace {
+
+struct ConvGeometry {
+  int64_t in_channels = 0;
+  int64_t out_channels = 0;
+  int64_t groups = 1;
+  Dims kernel, stride, padding, dilation, output_padding;
+};
+
+Result<ConvGeometry> conv_geometry(const OpCall& call, size_t spatial, bool transposed) {
+  TF_RETURN_IF_ERROR(expect_rank(call, 0, spatial + 2, spatial + 2, "input (N, C, spatial...)"));
+  ConvGeometry g;
+  g.in_channels = call.in(0).shape[1];
+  g.out_channels = call.attrs.get_int("out_channels");
+  g.groups = call.attrs.get_int("groups");
+  TF_ASSIGN_OR_RETURN(g.kernel, spatial_attr(call.attrs, "kernel_size", spatial));
+  TF_ASSIGN_OR_RETURN(g.stride, spatial_attr(call.attrs, "stride", spatial));
+  TF_ASSIGN_OR_RETURN(g.padding, spatial_attr(call.attrs, "padding", spatial));
+  TF_ASSIGN_OR_RETURN(g.dilation, spatial_attr(call.attrs, "dilation", spatial));
+  if (transposed) {
+    TF_ASSIGN_OR_RETURN(g.output_padding, spatial_attr(call.attrs, "output_padding", spatial));
+  }
+  if (g.groups < 1 || g.in_channels % g.groups != 0 || g.out_channels % g.groups != 0) {
+    return invalid_argument(fmt::format("groups={} must divide in_channels={} and out_channels={}",
+                                        g.groups, g.in_channels, g.out_channels));
+  }
+  if (g.out_channels < 1) return invalid_argument("out_channels must be at least 1");
+  for (size_t i = 0; i < spatial; ++i) {
+    if (g.kernel[i] < 1 || g.stride[i] < 1 || g.dilation[i] < 1 || g.padding[i] < 0) {
+      return invalid_argument("kernel_size, stride and dilation must be positive, padding >= 0");
+    }
+    if (transposed && g.output_padding[i] >= std::max(g.stride[i], g.dilation[i])) {
+      return invalid_argument("output_padding must be smaller than stride or dilation");
+    }
+  }
+  return g;
+}
+
+Result<std::vector<ParamSpec>> conv_params(const OpCall& call, size_t spatial, bool transposed) {
+  TF_ASSIGN_OR_RETURN(ConvGeometry g, conv_geometry(call, spatial, transposed));
+  Dims weight = transposed ? Dims{g.in_channels, g.out_channels / g.groups}
+                           : Dims{g.out_channels, g.in_channels / g.groups};
+  weight.insert(weight.end(), g.kernel.begin(), g.kernel.end());
+  std::vector<ParamSpec> out{{"weight", weight}};
+  if (call.attrs.get_bool("bias")) out.push_back({"bias", {g.out_channels}});
+  return out;
+}
+
+Status conv_infer(const OpCall& call, std::vector<OutputSpec>& out, size_t spatial,
+                  bool transposed) {
+  TF_ASSIGN_OR_RETURN(ConvGeometry g, conv_geometry(call, spatial, transposed));
+  TF_RETURN_IF_ERROR(expect_floating(call, 0));
+  const Dims& in = call.in(0).shape;
+  Dims shape{in[0], g.out_channels};
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t size = in[2 + i];
+    const int64_t effective_kernel = g.dilation[i] * (g.kernel[i] - 1) + 1;
+    int64_t o = 0;
+    if (transposed) {
+      const auto grown = checked_mul(size - 1, g.stride[i]);
+      if (!grown) return out_of_range("transposed convolution output overflows int64");
+      o = *grown - 2 * g.padding[i] + effective_kernel + g.output_padding[i];
+    } else {
+      const auto padded = checked_add(size, 2 * g.padding[i]);
+      if (!padded) return out_of_range("convolution input overflows int64");
+      o = *padded < effective_kernel ? 0 : (*padded - effective_kernel) / g.stride[i] + 1;
+    }
+    if (o < 1) {
+      return invalid_argument(
+          fmt::format("input {} is too small for kernel {}, stride {}, padding {}, dilation {}",
+                      shape_string(Dims(in.begin() + 1, in.end())), shape_string(g.kernel),
+                      shape_string(g.stride), shape_string(g.padding), shape_string(g.dilation)),
+          "use a larger input size");
+    }
+    shape.push_back(o);
+  }
+  out.push_back(OutputSpec::fresh(std::move(shape), call.in(0).dtype));
+  return {};
+}
+
+OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial, bool transposed) {
+  OpSchema s;
+  s.name = name;
+  s.family = "conv";
+  s.doc = doc;
+  s.attrs = {
+      {"out_channels", AttrKind::kInt, std::nullopt, "output channels"},
+      {"kernel_size", AttrKind::kInts, std::nullopt, "kernel size (one int or one per dim)"},
+      {"stride", AttrKind::kInts, AttrValue{int64_t{1}}, "stride"},
+      {"padding", AttrKind::kInts, AttrValue{int64_t{0}}, "zero padding on both sides"},
+      {"dilation", AttrKind::kInts, AttrValue{int64_t{1}}, "spacing between kernel taps"},
+      {"groups", AttrKind::kInt, AttrValue{int64_t{1}}, "blocked connections"},
+      {"bias", AttrKind::kBool, AttrValue{true}, "learnable bias"},
+  };
+  if (transposed) {
+    s.attrs.push_back({"output_padding", AttrKind::kInts, AttrValue{int64_t{0}},
+                       "extra size on one side of the output"});
+  }
+  s.autocast = Autocast::kLower;
+  s.params = [spatial, transposed](const OpCall& c) { return conv_params(c, spatial, transposed); };
+  s.infer = [spatial, transposed](const OpCall& c, std::vector<OutputSpec>& out) {
+    return conv_infer(c, out, spatial, transposed);
+  };
+  s.saved = [](const OpCall&) { return SavedList{saved_input(0), saved_input(1)}; };
+  // A convolution multiplies each output element by Cin/groups x kernel taps; a transposed one
+  // scatters each input element to Cout/groups x kernel taps.
+  s.flops = [transposed](const OpCall& c, const Dims& out) {
+    const Dims& w = c.in(1).shape;
+    const double taps =
+        static_cast<double>(checked_numel(w).value_or(0)) / static_cast<double>(w[0]);
+    const Dims& elements = transposed ? c.in(0).shape : out;
+    return 2.0 * static_cast<double>(checked_numel(elements).value_or(0)) * taps;
+  };
+  // cuDNN's per-call workspace depends on its heuristics and is not predicted here.
+  s.workspace = no_workspace;
+  return s;
+}
+
+}  // namespace
+
+void add_conv_ops(std::vector<OpSchema>& ops) {
+  ops.push_back(
+      conv_schema("conv1d", "1-D convolution (nn.Conv1d); keeps input and weight", 1, false));
+  ops.push_back(
+      conv_schema("conv2d", "2-D convolution (nn.Conv2d); keeps input and weight", 2, false));
+  ops.push_back(conv_schema("conv_transpose1d",
+                            "1-D transposed convolution (nn.ConvTranspose1d); keeps input and "
+                            "weight",
+                            1, true));
+  ops.push_back(conv_schema("conv_transpose2d",
+                            "2-D transposed convolution (nn.ConvTranspose2d); keeps input and "
+                            "weight",
+                            2, true));
+}
+
+}  // namespace trainfit

@@ -1,0 +1,46 @@
+#include "lower/flops.h"
+
+#include "lower/lowering.h"
+#include "graph/op_schema.h"
+#include "base/size_math.h"
+
+namespace trainfit {
+
+double node_flops(const Graph& graph, const Node& node) {
+  const OpSchema& op = *node.op;
+  if (op.family == "shape" || node.outputs.empty()) return 0;  // views and data movement
+  std::vector<const Value*> inputs;
+  inputs.reserve(node.inputs.size());
+  for (ValueId v : node.inputs) inputs.push_back(&graph.value(v));
+  const OpCall call{node.attrs, inputs, graph.target, graph.precision};
+  if (op.flops) return op.flops(call, graph.value(node.outputs[0]).shape);
+  double elements = 0;
+  for (ValueId v : node.outputs) {
+    elements += static_cast<double>(checked_numel(graph.value(v).shape).value_or(0));
+  }
+  return elements;
+}
+
+Result<StepFlops> step_flops(const Graph& graph, const std::vector<std::string>& checkpoint) {
+  StepFlops f;
+  std::vector<double> forward(graph.nodes.size(), 0);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
+    forward[n] = node_flops(graph, node);
+    f.forward += forward[n];
+    if (!node.recorded || !graph.on_loss_path[n]) continue;
+    int needing = 0;
+    for (ValueId v : node.inputs) needing += graph.value(v).requires_grad ? 1 : 0;
+    f.backward += forward[n] * needing;
+  }
+  TF_ASSIGN_OR_RETURN(std::vector<CheckpointSegment> segments,
+                      checkpoint_segments(graph, checkpoint));
+  for (const CheckpointSegment& s : segments) {
+    if (s.recompute_stop == kNone) continue;  // nothing in it is kept: nothing re-runs
+    for (NodeId n = s.first; n <= s.recompute_stop; ++n)
+      f.recompute += forward[static_cast<size_t>(n)];
+  }
+  return f;
+}
+
+}  // namespace trainfit

@@ -1,0 +1,635 @@
+#include "lower/lowering.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "graph/op_registry.h"
+#include "lower/optimizer_step.h"
+#include "base/size_math.h"
+
+namespace trainfit {
+namespace {
+
+constexpr int32_t kNoBuffer = -1;
+
+using Segment = CheckpointSegment;
+
+int64_t value_bytes(const Value& v) {
+  return checked_numel(v.shape).value_or(0) * dtype_bytes(v.dtype);
+}
+
+class Lowerer : public EventSink {
+ public:
+  Lowerer(const Graph& g, const TrainingConfig& c, const LoweringOptions& o)
+      : g_(g), config_(c), options_(o) {}
+
+  Result<EventList> run();
+
+ private:
+  // Setup and analysis.
+  Status find_segments();
+  void analyze();
+  void allocate_parameters();
+
+  // Events.
+  int32_t new_buffer(int64_t bytes, Category category, NodeId node, bool host = false);
+  void emit(int32_t buffer, bool alloc, NodeId node);
+  int32_t alloc_new(int64_t bytes, Category category, NodeId node, bool host = false);
+  void free_buffer(int32_t buffer, NodeId node);
+  void unref_grad(int32_t buffer, NodeId node);
+
+  void forward();
+  void backward();
+  void recompute(size_t segment);
+  void route_gradient(ValueId value, int32_t buffer, bool shared_tensor, NodeId node);
+  void optimizer_step(bool first_step);
+  bool uses_grad_scaler() const;
+  void scale_loss();
+  int32_t alloc(int64_t bytes, Category category, bool host, int32_t param) override;
+  void release(int32_t buffer) override;
+  void zero_grad();
+  void end_micro_step();
+
+  bool is_param(ValueId v) const {
+    const Value& val = g_.value(v);
+    const StorageKind k = g_.storages[static_cast<size_t>(val.storage)].kind;
+    return val.producer == kNone && k == StorageKind::kParameter;
+  }
+  bool on_cuda() const { return g_.target.device == Device::kCuda; }
+
+  const Graph& g_;
+  const TrainingConfig& config_;
+  const LoweringOptions& options_;
+  EventList out_;
+  Phase phase_ = Phase::kSetup;
+  uint8_t iteration_ = 0;
+
+  // Analysis.
+  std::vector<NodeId> last_use_;           // per storage: last forward node touching it
+  std::vector<int> forward_savers_;        // per storage: backward nodes that keep it
+  std::vector<bool> held_to_end_;          // loss and model output: Python holds them
+  std::vector<bool> held_to_forward_end_;  // autocast's cached weight casts
+  std::vector<std::vector<StorageId>> frees_after_;
+  std::vector<int> segment_of_;  // per node, or -1
+  std::vector<Segment> segments_;
+  std::vector<int> param_index_;              // per value: index into g_.params, or -1
+  std::vector<BackwardSpec> backward_specs_;  // per node (recorded nodes on the loss path)
+  std::vector<int> expected_grads_;           // per param: backward nodes that send it one
+
+  // State.
+  std::vector<int32_t> storage_buffer_;  // live buffer of a storage
+  std::vector<int> saver_refs_;          // per storage, counting down in backward
+  std::vector<int32_t> recomputed_buffer_;
+  std::vector<int> recomputed_refs_;
+  std::vector<bool> recomputed_;
+  std::vector<int32_t> grad_slot_;   // per value: buffer of its accumulated gradient
+  std::vector<int> grad_refs_;       // per buffer: references by gradient slots
+  std::vector<int32_t> param_grad_;  // per param: its .grad
+  std::vector<int> received_grads_;  // per param, this backward
+  bool scaler_created_ = false;      // GradScaler's _scale and _growth_tracker exist
+  int32_t scaled_loss_ = kNoBuffer;
+  bool cublas_forward_ = false;
+  bool cublas_backward_ = false;
+  int micro_step_ = 0;
+  std::vector<int32_t> iteration_buffers_;  // freed at the end of the micro-step
+};
+
+// ---- events --------------------------------------------------------------------------------
+
+int32_t Lowerer::new_buffer(int64_t bytes, Category category, NodeId node, bool host) {
+  Buffer b;
+  b.bytes = bytes;
+  b.category = category;
+  b.node = node;
+  b.module = node == kNone ? kNone : g_.nodes[static_cast<size_t>(node)].module;
+  b.host = host;
+  out_.buffers.push_back(b);
+  grad_refs_.push_back(0);
+  return static_cast<int32_t>(out_.buffers.size() - 1);
+}
+
+void Lowerer::emit(int32_t buffer, bool alloc, NodeId node) {
+  Event e;
+  e.buffer = buffer;
+  e.alloc = alloc;
+  e.phase = phase_;
+  e.iteration = iteration_;
+  e.node = node;
+  out_.events.push_back(e);
+}
+
+int32_t Lowerer::alloc_new(int64_t bytes, Category category, NodeId node, bool host) {
+  const int32_t b = new_buffer(bytes, category, node, host);
+  emit(b, true, node);
+  return b;
+}
+
+void Lowerer::free_buffer(int32_t buffer, NodeId node) {
+  if (buffer != kNoBuffer) emit(buffer, false, node);
+}
+
+void Lowerer::unref_grad(int32_t buffer, NodeId node) {
+  if (buffer == kNoBuffer) return;
+  if (--grad_refs_[static_cast<size_t>(buffer)] == 0) free_buffer(buffer, node);
+}
+
+// ---- analysis ------------------------------------------------------------------------------
+
+Status Lowerer::find_segments() {
+  TF_ASSIGN_OR_RETURN(segments_, checkpoint_segments(g_, config_.checkpoint));
+  segment_of_.assign(g_.nodes.size(), -1);
+  for (size_t id = 0; id < segments_.size(); ++id) {
+    for (NodeId n = segments_[id].first; n < segments_[id].end; ++n) {
+      segment_of_[static_cast<size_t>(n)] = static_cast<int>(id);
+    }
+  }
+  return {};
+}
+
+void Lowerer::analyze() {
+  const size_t n_storages = g_.storages.size();
+  last_use_.assign(n_storages, kNone);
+  forward_savers_.assign(n_storages, 0);
+  held_to_end_.assign(n_storages, false);
+  held_to_forward_end_.assign(n_storages, false);
+  frees_after_.assign(g_.nodes.size(), {});
+  param_index_.assign(g_.values.size(), -1);
+  for (size_t i = 0; i < g_.params.size(); ++i) {
+    param_index_[static_cast<size_t>(g_.params[i].value)] = static_cast<int>(i);
+  }
+  backward_specs_.assign(g_.nodes.size(), {});
+  expected_grads_.assign(g_.params.size(), 0);
+  std::vector<const Value*> in_values;
+  for (size_t n = 0; n < g_.nodes.size(); ++n) {
+    const Node& node = g_.nodes[n];
+    if (node.recorded && g_.on_loss_path[n]) {
+      in_values.clear();
+      for (ValueId v : node.inputs) in_values.push_back(&g_.value(v));
+      const OpCall call{node.attrs, in_values, g_.target, g_.precision};
+      backward_specs_[n] = backward_of(*node.op, call);
+      for (const GradRule& rule : backward_specs_[n].grads) {
+        const int p =
+            param_index_[static_cast<size_t>(node.inputs[static_cast<size_t>(rule.input)])];
+        if (p >= 0) ++expected_grads_[static_cast<size_t>(p)];
+      }
+    }
+  }
+  for (size_t n = 0; n < g_.nodes.size(); ++n) {
+    const Node& node = g_.nodes[n];
+    for (ValueId v : node.inputs)
+      last_use_[static_cast<size_t>(g_.value(v).storage)] = static_cast<NodeId>(n);
+    for (ValueId v : node.outputs)
+      last_use_[static_cast<size_t>(g_.value(v).storage)] = static_cast<NodeId>(n);
+    if (!node.recorded || !g_.on_loss_path[n] || segment_of_[n] >= 0) continue;
+    std::vector<StorageId> seen;
+    for (ValueId v : node.saved) {
+      const StorageId s = g_.value(v).storage;
+      if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
+      seen.push_back(s);
+      ++forward_savers_[static_cast<size_t>(s)];
+    }
+  }
+  for (const Segment& s : segments_) {
+    if (s.last_to_run == kNone) continue;
+    for (StorageId st : s.held_inputs) ++forward_savers_[static_cast<size_t>(st)];
+  }
+  if (g_.loss != kNone) held_to_end_[static_cast<size_t>(g_.value(g_.loss).storage)] = true;
+  if (!g_.modules.empty() && g_.modules.front().output != kNone) {
+    held_to_end_[static_cast<size_t>(g_.value(g_.modules.front().output).storage)] = true;
+  }
+  for (ValueId v : g_.autocast_cached) {
+    held_to_forward_end_[static_cast<size_t>(g_.value(v).storage)] = true;
+  }
+  for (size_t s = 0; s < n_storages; ++s) {
+    const Storage& st = g_.storages[s];
+    if (st.kind != StorageKind::kActivation || last_use_[s] == kNone) continue;
+    if (forward_savers_[s] > 0 || held_to_end_[s] || held_to_forward_end_[s]) continue;
+    frees_after_[static_cast<size_t>(last_use_[s])].push_back(static_cast<StorageId>(s));
+  }
+}
+
+// Module.cuda() moves parameters module by module, children before their parent's own tensors
+// (nn.Module._apply); each parameter is its own allocation.
+void Lowerer::allocate_parameters() {
+  std::vector<std::vector<size_t>> by_module(g_.modules.size() + 1);
+  for (size_t i = 0; i < g_.params.size(); ++i) {
+    const ModuleId m = g_.params[i].module;
+    by_module[m == kNone ? g_.modules.size() : static_cast<size_t>(m)].push_back(i);
+  }
+  std::vector<std::vector<size_t>> children(g_.modules.size());
+  std::vector<size_t> roots;
+  for (size_t m = 0; m < g_.modules.size(); ++m) {
+    const ModuleId p = g_.modules[m].parent;
+    (p == kNone ? roots : children[static_cast<size_t>(p)]).push_back(m);
+  }
+  std::vector<size_t> order;
+  auto visit = [&](auto&& self, size_t m) -> void {
+    for (size_t c : children[m]) self(self, c);
+    for (size_t p : by_module[m]) order.push_back(p);
+  };
+  for (size_t r : roots) visit(visit, r);
+  for (size_t p : by_module.back()) order.push_back(p);
+  for (size_t p : order) {
+    const StorageId s = g_.value(g_.params[p].value).storage;
+    const int32_t b =
+        new_buffer(g_.storages[static_cast<size_t>(s)].bytes, Category::kParameter, kNone);
+    out_.buffers[static_cast<size_t>(b)].param = static_cast<int32_t>(p);
+    out_.buffers[static_cast<size_t>(b)].module = g_.params[p].module;
+    emit(b, true, kNone);
+    storage_buffer_[static_cast<size_t>(s)] = b;
+  }
+}
+
+// ---- forward -------------------------------------------------------------------------------
+
+void Lowerer::forward() {
+  phase_ = Phase::kForward;
+  for (ValueId in : g_.inputs) {
+    const StorageId s = g_.value(in).storage;
+    const int32_t b = alloc_new(g_.storages[static_cast<size_t>(s)].bytes, Category::kInput, kNone);
+    storage_buffer_[static_cast<size_t>(s)] = b;
+    iteration_buffers_.push_back(b);
+  }
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    const auto n = static_cast<NodeId>(i);
+    const Node& node = g_.nodes[i];
+    if (on_cuda() && node.op->uses_cublas && !cublas_forward_ &&
+        options_.cublas_workspace_bytes > 0) {
+      alloc_new(options_.cublas_workspace_bytes, Category::kWorkspace, n);
+      cublas_forward_ = true;
+    }
+    int32_t workspace = kNoBuffer;
+    if (options_.op_workspaces && node.workspace_bytes > 0) {
+      workspace = alloc_new(node.workspace_bytes, Category::kWorkspace, n);
+    }
+    for (ValueId o : node.outputs) {
+      const StorageId s = g_.value(o).storage;
+      const Storage& st = g_.storages[static_cast<size_t>(s)];
+      if (st.producer != n || storage_buffer_[static_cast<size_t>(s)] != kNoBuffer) continue;
+      const Category c = forward_savers_[static_cast<size_t>(s)] > 0 ? Category::kActivation
+                                                                     : Category::kTemporary;
+      storage_buffer_[static_cast<size_t>(s)] = alloc_new(st.bytes, c, n, st.host);
+    }
+    free_buffer(workspace, n);
+    for (StorageId s : frees_after_[i]) {
+      free_buffer(storage_buffer_[static_cast<size_t>(s)], n);
+      storage_buffer_[static_cast<size_t>(s)] = kNoBuffer;
+    }
+  }
+  // torch.autocast drops its weight-cast cache on exit, after the loss.
+  for (size_t s = 0; s < g_.storages.size(); ++s) {
+    if (held_to_forward_end_[s] && forward_savers_[s] == 0 && !held_to_end_[s]) {
+      free_buffer(storage_buffer_[s], kNone);
+      storage_buffer_[s] = kNoBuffer;
+    }
+  }
+}
+
+// ---- backward ------------------------------------------------------------------------------
+
+void Lowerer::recompute(size_t index) {
+  Segment& seg = segments_[index];
+  recomputed_[index] = true;
+  // Which recomputed storages the segment's backward keeps, and the last recomputed use of
+  // the others.
+  std::unordered_map<StorageId, int> keep;
+  std::unordered_map<StorageId, NodeId> last;
+  for (NodeId n = seg.first; n <= seg.recompute_stop; ++n) {
+    const Node& node = g_.nodes[static_cast<size_t>(n)];
+    for (ValueId v : node.inputs) last[g_.value(v).storage] = n;
+    for (ValueId v : node.outputs) last[g_.value(v).storage] = n;
+    if (!node.recorded || !g_.on_loss_path[static_cast<size_t>(n)]) continue;
+    std::vector<StorageId> seen;
+    for (ValueId v : node.saved) {
+      const StorageId s = g_.value(v).storage;
+      const Storage& st = g_.storages[static_cast<size_t>(s)];
+      if (st.kind != StorageKind::kActivation || st.producer < seg.first) continue;
+      if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
+      seen.push_back(s);
+      ++keep[s];
+    }
+  }
+  for (NodeId n = seg.first; n <= seg.recompute_stop; ++n) {
+    const Node& node = g_.nodes[static_cast<size_t>(n)];
+    for (ValueId o : node.outputs) {
+      const StorageId s = g_.value(o).storage;
+      const Storage& st = g_.storages[static_cast<size_t>(s)];
+      if (st.producer != n || recomputed_buffer_[static_cast<size_t>(s)] != kNoBuffer) continue;
+      const auto k = keep.find(s);
+      const bool kept = k != keep.end();
+      recomputed_buffer_[static_cast<size_t>(s)] =
+          alloc_new(st.bytes, kept ? Category::kActivation : Category::kTemporary, n, st.host);
+      recomputed_refs_[static_cast<size_t>(s)] = kept ? k->second : 0;
+    }
+    for (const auto& [s, at] : last) {
+      if (at != n || keep.count(s) != 0) continue;
+      const auto idx = static_cast<size_t>(s);
+      if (recomputed_buffer_[idx] == kNoBuffer) continue;
+      free_buffer(recomputed_buffer_[idx], n);
+      recomputed_buffer_[idx] = kNoBuffer;
+    }
+  }
+}
+
+void Lowerer::route_gradient(ValueId value, int32_t buffer, bool same_tensor, NodeId node) {
+  const int p = param_index_[static_cast<size_t>(value)];
+  int32_t& slot = grad_slot_[static_cast<size_t>(value)];
+  if (slot == kNoBuffer) {
+    slot = buffer;
+  } else {
+    // Gradients for one value meet in the autograd engine's InputBuffer. PyTorch 2.x adds a new
+    // one in place when it holds the only reference to the first (input_buffer.cpp
+    // can_accumulate_inplace); 1.13 always computes old + new (the op cases show aten.add).
+    same_tensor = false;
+    if (g_.target.torch == TorchVersion::k2 && grad_refs_[static_cast<size_t>(slot)] == 1) {
+      unref_grad(buffer, node);
+    } else {
+      const int32_t sum = alloc_new(value_bytes(g_.value(value)),
+                                    p >= 0 ? Category::kGradient : Category::kTemporary, node);
+      grad_refs_[static_cast<size_t>(sum)] = 1;
+      unref_grad(slot, node);
+      unref_grad(buffer, node);
+      slot = sum;
+    }
+  }
+  if (p < 0) return;
+  // A parameter's AccumulateGrad runs once every gradient for it has arrived. The first becomes
+  // .grad without a copy, a view included (it then keeps its base alive), unless other holders
+  // share that very tensor (accumulate_grad.h); a later micro-batch's is added in place.
+  if (++received_grads_[static_cast<size_t>(p)] < expected_grads_[static_cast<size_t>(p)]) return;
+  int32_t& grad = param_grad_[static_cast<size_t>(p)];
+  if (grad != kNoBuffer) {
+    unref_grad(slot, node);
+  } else if (same_tensor && grad_refs_[static_cast<size_t>(slot)] > 1) {
+    grad = alloc_new(value_bytes(g_.value(value)), Category::kGradient, node);
+    grad_refs_[static_cast<size_t>(grad)] = 1;
+    unref_grad(slot, node);
+  } else {
+    grad = slot;
+  }
+  slot = kNoBuffer;
+}
+
+void Lowerer::backward() {
+  phase_ = Phase::kBackward;
+  std::fill(recomputed_.begin(), recomputed_.end(), false);
+  saver_refs_ = forward_savers_;
+  // loss.backward() seeds with ones_like(loss); torch.autograd.backward holds that tensor in a
+  // Python list until the engine returns.
+  const int32_t seed = alloc_new(value_bytes(g_.value(g_.loss)), Category::kTemporary, kNone);
+  grad_refs_[static_cast<size_t>(seed)] = 2;
+  grad_slot_[static_cast<size_t>(g_.loss)] = seed;
+  std::fill(received_grads_.begin(), received_grads_.end(), 0);
+  for (size_t i = g_.nodes.size(); i-- > 0;) {
+    const Node& node = g_.nodes[i];
+    const auto n = static_cast<NodeId>(i);
+    if (!node.recorded || !g_.on_loss_path[i]) continue;
+    const int seg = segment_of_[i];
+    if (seg >= 0 && !recomputed_[static_cast<size_t>(seg)] && !node.saved.empty()) {
+      recompute(static_cast<size_t>(seg));
+    }
+    const BackwardSpec& spec = backward_specs_[i];
+    if (on_cuda() && node.op->uses_cublas && !cublas_backward_ &&
+        options_.cublas_workspace_bytes > 0) {
+      // The autograd engine runs CUDA backward on its own thread, with its own cuBLAS handle.
+      alloc_new(options_.cublas_workspace_bytes, Category::kWorkspace, n);
+      cublas_backward_ = true;
+    }
+    const int32_t workspace = options_.op_workspaces && spec.workspace_bytes > 0
+                                  ? alloc_new(spec.workspace_bytes, Category::kWorkspace, n)
+                                  : kNoBuffer;
+    struct Produced {
+      ValueId value;
+      int32_t buffer;
+      bool same_tensor;
+    };
+    std::vector<Produced> produced;
+    for (const GradRule& rule : spec.grads) {
+      const ValueId v = node.inputs[static_cast<size_t>(rule.input)];
+      int32_t b = kNoBuffer;
+      if (rule.alias_output >= 0) {
+        b = grad_slot_[static_cast<size_t>(node.outputs[static_cast<size_t>(rule.alias_output)])];
+        if (b == kNoBuffer) continue;
+        ++grad_refs_[static_cast<size_t>(b)];
+      } else {
+        // A parameter's only gradient this step, with no .grad yet, becomes its .grad.
+        const int p = param_index_[static_cast<size_t>(v)];
+        const bool becomes_grad = p >= 0 && expected_grads_[static_cast<size_t>(p)] == 1 &&
+                                  param_grad_[static_cast<size_t>(p)] == kNoBuffer;
+        b = alloc_new(value_bytes(g_.value(v)),
+                      becomes_grad ? Category::kGradient : Category::kTemporary, n);
+        grad_refs_[static_cast<size_t>(b)] = 1;
+      }
+      produced.push_back({v, b, rule.alias_output >= 0 && rule.same_tensor});
+    }
+    free_buffer(workspace, n);
+    for (ValueId o : node.outputs) {
+      int32_t& slot = grad_slot_[static_cast<size_t>(o)];
+      unref_grad(slot, n);
+      slot = kNoBuffer;
+    }
+    // release_variables(): the saved tensors go, once no other backward node keeps them.
+    std::vector<StorageId> seen;
+    for (ValueId v : node.saved) {
+      const StorageId s = g_.value(v).storage;
+      const auto idx = static_cast<size_t>(s);
+      if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
+      seen.push_back(s);
+      if (seg >= 0) {
+        if (g_.storages[idx].kind != StorageKind::kActivation ||
+            g_.storages[idx].producer < segments_[static_cast<size_t>(seg)].first) {
+          continue;
+        }
+        if (--recomputed_refs_[idx] == 0) {
+          free_buffer(recomputed_buffer_[idx], n);
+          recomputed_buffer_[idx] = kNoBuffer;
+        }
+        continue;
+      }
+      if (g_.storages[idx].kind != StorageKind::kActivation) continue;
+      if (--saver_refs_[idx] == 0 && !held_to_end_[idx]) {
+        free_buffer(storage_buffer_[idx], n);
+        storage_buffer_[idx] = kNoBuffer;
+      }
+    }
+    if (seg >= 0 && segments_[static_cast<size_t>(seg)].last_to_run == n) {
+      for (StorageId s : segments_[static_cast<size_t>(seg)].held_inputs) {
+        const auto idx = static_cast<size_t>(s);
+        if (--saver_refs_[idx] == 0 && !held_to_end_[idx]) {
+          free_buffer(storage_buffer_[idx], n);
+          storage_buffer_[idx] = kNoBuffer;
+        }
+      }
+    }
+    for (const Produced& pr : produced) route_gradient(pr.value, pr.buffer, pr.same_tensor, n);
+  }
+  // Gradients that reached a value nothing consumes (inputs that need a gradient).
+  for (int32_t& slot : grad_slot_) {
+    unref_grad(slot, kNone);
+    slot = kNoBuffer;
+  }
+  unref_grad(seed, kNone);
+}
+
+// ---- optimizer -----------------------------------------------------------------------------
+
+// torch.amp.GradScaler with fp16 autocast (grad_scaler.py): scale(loss) creates _scale and
+// _growth_tracker on first use and a scaled loss that backward runs on. All are one-element
+// tensors; step()'s unscaling is part of the optimizer step.
+bool Lowerer::uses_grad_scaler() const {
+  return on_cuda() && g_.precision == Precision::kAmpFp16;
+}
+
+void Lowerer::scale_loss() {
+  if (!scaler_created_) {
+    alloc_new(4, Category::kOptimizerState, kNone);  // _scale
+    alloc_new(4, Category::kOptimizerState, kNone);  // _growth_tracker
+    scaler_created_ = true;
+  }
+  scaled_loss_ = alloc_new(value_bytes(g_.value(g_.loss)), Category::kTemporary, kNone);
+}
+
+int32_t Lowerer::alloc(int64_t bytes, Category category, bool host, int32_t param) {
+  const int32_t b = new_buffer(bytes, category, kNone, host);
+  if (param >= 0) {
+    out_.buffers[static_cast<size_t>(b)].param = param;
+    out_.buffers[static_cast<size_t>(b)].module = g_.params[static_cast<size_t>(param)].module;
+  }
+  emit(b, true, kNone);
+  return b;
+}
+
+void Lowerer::release(int32_t buffer) {
+  free_buffer(buffer, kNone);
+}
+
+void Lowerer::optimizer_step(bool first_step) {
+  phase_ = Phase::kOptimizer;
+  OptimizerStep step;
+  step.optimizer = config_.optimizer;
+  step.target = g_.target;
+  step.first_step = first_step;
+  step.grad_scaler = uses_grad_scaler();
+  for (size_t p = 0; p < g_.params.size(); ++p) {
+    if (param_grad_[p] == kNoBuffer) continue;
+    const Value& v = g_.value(g_.params[p].value);
+    step.params.push_back({static_cast<int32_t>(p), value_bytes(v), g_.params[p].group,
+                           checked_numel(v.shape).value_or(0)});
+  }
+  lower_optimizer_step(step, *this);
+}
+
+void Lowerer::zero_grad() {
+  for (int32_t& grad : param_grad_) {
+    unref_grad(grad, kNone);
+    grad = kNoBuffer;
+  }
+}
+
+void Lowerer::end_micro_step() {
+  for (size_t s = 0; s < g_.storages.size(); ++s) {
+    if (held_to_end_[s] && storage_buffer_[s] != kNoBuffer) {
+      free_buffer(storage_buffer_[s], kNone);
+      storage_buffer_[s] = kNoBuffer;
+    }
+  }
+  for (int32_t b : iteration_buffers_) free_buffer(b, kNone);
+  iteration_buffers_.clear();
+  for (ValueId in : g_.inputs)
+    storage_buffer_[static_cast<size_t>(g_.value(in).storage)] = kNoBuffer;
+}
+
+Result<EventList> Lowerer::run() {
+  if (g_.loss == kNone) return invalid_argument("the model has no loss to train on");
+  if (config_.grad_accum < 1) return invalid_argument("--grad-accum must be at least 1");
+  if (config_.iterations < 1) return invalid_argument("iterations must be at least 1");
+  TF_RETURN_IF_ERROR(find_segments());
+  analyze();
+  storage_buffer_.assign(g_.storages.size(), kNoBuffer);
+  recomputed_buffer_.assign(g_.storages.size(), kNoBuffer);
+  recomputed_refs_.assign(g_.storages.size(), 0);
+  recomputed_.assign(segments_.size(), false);
+  grad_slot_.assign(g_.values.size(), kNoBuffer);
+  param_grad_.assign(g_.params.size(), kNoBuffer);
+  received_grads_.assign(g_.params.size(), 0);
+  out_.events.reserve(g_.nodes.size() * 6 * static_cast<size_t>(config_.iterations));
+  phase_ = Phase::kSetup;
+  allocate_parameters();
+  for (int it = 0; it < config_.iterations; ++it) {
+    iteration_ = static_cast<uint8_t>(std::min(it, 255));
+    for (micro_step_ = 0; micro_step_ < config_.grad_accum; ++micro_step_) {
+      const bool last = micro_step_ + 1 == config_.grad_accum;
+      forward();
+      if (uses_grad_scaler()) scale_loss();
+      backward();
+      free_buffer(scaled_loss_, kNone);
+      scaled_loss_ = kNoBuffer;
+      if (!last) end_micro_step();
+    }
+    optimizer_step(it == 0);
+    zero_grad();
+    end_micro_step();
+  }
+  return std::move(out_);
+}
+
+}  // namespace
+
+Result<std::vector<CheckpointSegment>> checkpoint_segments(
+    const Graph& g, const std::vector<std::string>& patterns) {
+  std::vector<CheckpointSegment> segments;
+  std::vector<int> segment_of(g.nodes.size(), -1);
+  for (const std::string& pattern : patterns) {
+    bool any = false;
+    for (const Module& m : g.modules) {
+      if (!module_matches(m.path, pattern) || m.first_node == m.end_node) continue;
+      any = true;
+      if (segment_of[static_cast<size_t>(m.first_node)] >= 0) continue;  // inside another
+      const auto id = static_cast<int>(segments.size());
+      Segment s;
+      s.first = m.first_node;
+      s.end = m.end_node;
+      for (NodeId n = m.first_node; n < m.end_node; ++n) segment_of[static_cast<size_t>(n)] = id;
+      segments.push_back(s);
+    }
+    if (!any) {
+      return not_found(fmt::format("--checkpoint '{}' matches no module of {}", pattern, g.model),
+                       "patterns are module paths such as 'layer2' or 'encoder.layers.*'; "
+                       "trainfit summary lists the modules");
+    }
+  }
+  const bool torch2 = g.target.torch == TorchVersion::k2;
+  for (Segment& s : segments) {
+    for (NodeId n = s.first; n < s.end; ++n) {
+      const Node& node = g.nodes[static_cast<size_t>(n)];
+      if (!node.recorded || !g.on_loss_path[static_cast<size_t>(n)]) continue;
+      if (s.last_to_run == kNone) s.last_to_run = n;
+      if (!node.saved.empty()) s.recompute_stop = n;
+    }
+    // PyTorch 1.13 re-runs the whole module; 2.x stops once every kept tensor is recomputed.
+    if (!torch2) s.recompute_stop = s.end - 1;
+    // Inputs produced before the segment and used in it stay alive through its backward.
+    for (NodeId n = s.first; n < s.end; ++n) {
+      for (ValueId in : g.nodes[static_cast<size_t>(n)].inputs) {
+        const Value& v = g.value(in);
+        const Storage& st = g.storages[static_cast<size_t>(v.storage)];
+        if (st.kind != StorageKind::kActivation || st.producer >= s.first) continue;
+        if (std::find(s.held_inputs.begin(), s.held_inputs.end(), v.storage) ==
+            s.held_inputs.end()) {
+          s.held_inputs.push_back(v.storage);
+        }
+      }
+    }
+  }
+  return segments;
+}
+
+Result<EventList> lower_training_step(const Graph& graph, const TrainingConfig& config,
+                                      const LoweringOptions& options) {
+  Lowerer lowerer(graph, config, options);
+  return lowerer.run();
+}
+
+}  // namespace trainfit

@@ -1,0 +1,39 @@
+// Lowering: a model graph and a training configuration become the ordered allocation events of
+// `iterations` training steps (forward, loss, backward, optimizer.step, zero_grad with
+// set_to_none=True), as PyTorch would run them.
+//
+//   Result<EventList> events = lower_training_step(graph, config, {});
+//
+// Forward frees each storage after its last use unless autograd keeps it; kept storages live
+// until the last backward node that saved them has run. Backward runs recorded nodes in reverse
+// order: each allocates its input gradients (or hands on a view of its incoming one), releases
+// its incoming gradients and saved tensors, and a parameter's first gradient becomes its .grad
+// without a copy (AccumulateGrad steals it). Optimizer state appears at the first step.
+#pragma once
+
+#include "base/status.h"
+#include "lower/training.h"
+
+namespace trainfit {
+
+// A checkpointed module call: nodes [first, end). Inside it autograd keeps nothing during
+// forward; the segment's inputs stay alive until its backward has finished, and its first
+// backward node recomputes nodes [first, recompute_stop] (torch.utils.checkpoint,
+// use_reentrant=False: 1.13 re-runs the whole module, 2.x stops once every kept tensor is back).
+struct CheckpointSegment {
+  NodeId first = 0;
+  NodeId end = 0;
+  NodeId last_to_run = kNone;  // the smallest recorded node: its backward ends the segment
+  NodeId recompute_stop = kNone;
+  std::vector<StorageId> held_inputs;
+};
+
+// The segments the --checkpoint patterns select, in node order; a module inside an already
+// checkpointed one is part of it. A pattern that matches no module is an error.
+Result<std::vector<CheckpointSegment>> checkpoint_segments(
+    const Graph& graph, const std::vector<std::string>& patterns);
+
+Result<EventList> lower_training_step(const Graph& graph, const TrainingConfig& config,
+                                      const LoweringOptions& options);
+
+}  // namespace trainfit

@@ -1,0 +1,324 @@
+#include "lower/lowering.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "graph/builder.h"
+#include "lower/optimizer_step.h"
+#include "sources/zoo/zoo.h"
+
+namespace trainfit {
+namespace {
+
+constexpr KernelTarget kCpu{Device::kCpu, TorchVersion::k1_13};
+constexpr KernelTarget kCuda{Device::kCuda, TorchVersion::k2};
+
+// Exact bytes live after every event, with the peak per phase.
+struct Replayed {
+  int64_t peak = 0;
+  Phase peak_phase = Phase::kSetup;
+  std::array<int64_t, 4> phase_peak{};
+  std::array<int64_t, kCategoryCount> live_at_end{};
+};
+
+Replayed replay(const EventList& list) {
+  Replayed r;
+  std::vector<bool> live(list.buffers.size(), false);
+  int64_t bytes = 0;
+  for (const Event& e : list.events) {
+    const Buffer& b = list.buffers[static_cast<size_t>(e.buffer)];
+    EXPECT_NE(live[static_cast<size_t>(e.buffer)], e.alloc)
+        << "buffer " << e.buffer << (e.alloc ? " allocated twice" : " freed while not live");
+    live[static_cast<size_t>(e.buffer)] = e.alloc;
+    bytes += e.alloc ? b.bytes : -b.bytes;
+    r.live_at_end[static_cast<size_t>(b.category)] += e.alloc ? b.bytes : -b.bytes;
+    auto& pp = r.phase_peak[static_cast<size_t>(e.phase)];
+    pp = std::max(pp, bytes);
+    if (bytes > r.peak) {
+      r.peak = bytes;
+      r.peak_phase = e.phase;
+    }
+  }
+  return r;
+}
+
+// x (B, 1024) -> linear 1024x1024 -> relu -> linear 1024x10 -> cross_entropy
+Graph mlp(KernelTarget target, int64_t batch = 4, std::vector<std::string> freeze = {}) {
+  BuildOptions o;
+  o.target = target;
+  o.freeze = std::move(freeze);
+  GraphBuilder b("mlp", o);
+  ValueId x = b.input("x", {batch, 1024}, DType::kFloat32);
+  const ValueId y = b.input("y", {batch}, DType::kInt64);
+  {
+    auto root = b.module("", "MLP");
+    {
+      auto fc1 = b.module("fc1", "Linear");
+      x = b.call1("linear", {x}, {{"out_features", int64_t{1024}}});
+    }
+    x = b.call1("relu", {x});
+    {
+      auto fc2 = b.module("fc2", "Linear");
+      x = b.call1("linear", {x}, {{"out_features", int64_t{10}}});
+    }
+  }
+  {
+    auto loss = b.module("loss", "CrossEntropyLoss");
+    b.set_loss(b.call1("cross_entropy", {x, y}));
+  }
+  return *std::move(b).finish();
+}
+
+TrainingConfig with(OptimizerKind kind, OptimizerImpl impl = OptimizerImpl::kDefault) {
+  TrainingConfig c;
+  c.optimizer.kind = kind;
+  c.optimizer.impl = impl;
+  return c;
+}
+
+constexpr int64_t kW1 = int64_t{1024} * 1024 * 4;  // fc1.weight
+constexpr int64_t kBias1 = int64_t{1024} * 4;
+constexpr int64_t kParams = kW1 + kBias1 + int64_t{1024} * 10 * 4 + int64_t{10} * 4;
+
+TEST(Lowering, EveryModelAndConfigurationBalances) {
+  for (const ModelSpec& m : model_zoo()) {
+    ModelRequest r;
+    r.name = m.name;
+    r.batch = 2;
+    if (m.input == InputKind::kSequence) r.seq_len = 32;
+    if (m.name == "vgg19" || m.name == "vgg19_bn" || m.name == "vit_l_16" || m.name == "gpt2-large")
+      continue;
+    for (KernelTarget t : {kCpu, kCuda}) {
+      r.options.target = t;
+      const Graph g = *build_model(r);
+      for (OptimizerKind k :
+           {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam}) {
+        SCOPED_TRACE(m.name);
+        TrainingConfig c = with(k);
+        c.grad_accum = 2;
+        const Result<EventList> events = lower_training_step(g, c, {});
+        ASSERT_TRUE(events.ok()) << events.status().to_string();
+        const Replayed rp = replay(*events);
+        // After two steps only parameters and optimizer state are left.
+        for (int cat = 0; cat < kCategoryCount; ++cat) {
+          const auto c2 = static_cast<Category>(cat);
+          if (c2 == Category::kParameter || c2 == Category::kOptimizerState) continue;
+          EXPECT_EQ(rp.live_at_end[static_cast<size_t>(cat)], 0) << category_name(c2);
+        }
+      }
+    }
+  }
+}
+
+TEST(Lowering, ForLoopAdamHoldsTwoCopiesOfTheLargestParameter) {
+  const Graph g = mlp(kCpu);
+  const Replayed loop =
+      replay(*lower_training_step(g, with(OptimizerKind::kAdam, OptimizerImpl::kLoop), {}));
+  // At fc1.weight's step: parameters, gradients, exp_avg and exp_avg_sq, sqrt and the division.
+  EXPECT_EQ(loop.peak_phase, Phase::kOptimizer);
+  EXPECT_GE(loop.phase_peak[static_cast<size_t>(Phase::kOptimizer)], 4 * kParams + 2 * kW1);
+  EXPECT_LT(loop.phase_peak[static_cast<size_t>(Phase::kOptimizer)],
+            4 * kParams + 2 * kW1 + int64_t{64} * 1024);
+}
+
+TEST(Lowering, ForeachAdamHoldsOneCopyOfEveryParameter) {
+  const Graph g = mlp(kCuda);
+  const Replayed foreach =
+      replay(*lower_training_step(g, with(OptimizerKind::kAdam, OptimizerImpl::kForeach), {}));
+  const Replayed fused =
+      replay(*lower_training_step(g, with(OptimizerKind::kAdam, OptimizerImpl::kFused), {}));
+  const auto opt = static_cast<size_t>(Phase::kOptimizer);
+  EXPECT_EQ(foreach.phase_peak[opt] - fused.phase_peak[opt], kParams);
+}
+
+TEST(Lowering, MomentumStateAppearsAtTheFirstStep) {
+  const Graph g = mlp(kCpu);
+  const Replayed sgd = replay(*lower_training_step(g, with(OptimizerKind::kSgd), {}));
+  const Replayed momentum = replay(*lower_training_step(g, with(OptimizerKind::kMomentum), {}));
+  EXPECT_EQ(sgd.live_at_end[static_cast<size_t>(Category::kOptimizerState)], 0);
+  EXPECT_EQ(momentum.live_at_end[static_cast<size_t>(Category::kOptimizerState)], kParams);
+}
+
+TEST(Lowering, FrozenLayersGetNoGradients) {
+  const Graph g = mlp(kCpu, 4, {"fc1"});
+  const EventList events = *lower_training_step(g, with(OptimizerKind::kAdam), {});
+  int64_t grads = 0;
+  for (const Event& e : events.events) {
+    const Buffer& b = events.buffers[static_cast<size_t>(e.buffer)];
+    if (e.alloc && b.category == Category::kGradient && e.iteration == 0) grads += b.bytes;
+  }
+  EXPECT_EQ(grads, kParams - kW1 - kBias1);
+}
+
+TEST(Lowering, GradientAccumulationAddsIntoTheFirstGradients) {
+  const Graph g = mlp(kCpu);
+  TrainingConfig c = with(OptimizerKind::kSgd);
+  c.grad_accum = 3;
+  c.iterations = 1;
+  const EventList events = *lower_training_step(g, c, {});
+  int64_t grads = 0;
+  for (const Event& e : events.events) {
+    const Buffer& b = events.buffers[static_cast<size_t>(e.buffer)];
+    if (e.alloc && b.category == Category::kGradient) grads += b.bytes;
+  }
+  EXPECT_EQ(grads, kParams);  // later micro-batches' gradients are temporaries, added in place
+}
+
+TEST(Lowering, CheckpointingKeepsOnlyTheSegmentInput) {
+  ModelRequest r;
+  r.name = "resnet50";
+  r.batch = 2;
+  r.options.target = kCpu;
+  const Graph g = *build_model(r);
+  const Replayed plain = replay(*lower_training_step(g, with(OptimizerKind::kSgd), {}));
+  TrainingConfig c = with(OptimizerKind::kSgd);
+  c.checkpoint = {"layer1.*", "layer2.*", "layer3.*"};
+  const Replayed ckpt = replay(*lower_training_step(g, c, {}));
+  // Forward memory above the parameters: layer1-3 hold most of resnet50's activations.
+  const int64_t params = plain.live_at_end[static_cast<size_t>(Category::kParameter)];
+  const auto fwd = static_cast<size_t>(Phase::kForward);
+  EXPECT_LT(ckpt.phase_peak[fwd] - params, (plain.phase_peak[fwd] - params) / 2);
+  EXPECT_LT(ckpt.peak, plain.peak);
+}
+
+TEST(Lowering, CheckpointPatternMustMatch) {
+  const Graph g = mlp(kCpu);
+  TrainingConfig c = with(OptimizerKind::kSgd);
+  c.checkpoint = {"encoder.*"};
+  const Result<EventList> r = lower_training_step(g, c, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kNotFound);
+}
+
+TEST(Lowering, ModulePatterns) {
+  EXPECT_TRUE(module_matches("encoder.layers.encoder_layer_3", "encoder.layers.*"));
+  EXPECT_FALSE(module_matches("encoder.layers", "encoder.layers.*"));
+  EXPECT_FALSE(module_matches("encoder.layers.encoder_layer_3.mlp", "encoder.layers.*"));
+  EXPECT_TRUE(module_matches("layer2", "layer2"));
+  EXPECT_TRUE(module_matches("layer2.0", "*.0"));
+}
+
+TEST(Lowering, CublasWorkspacesAppearOncePerDirection) {
+  const Graph g = mlp(kCuda);
+  LoweringOptions o;
+  o.cublas_workspace_bytes = 8519680;
+  const EventList events = *lower_training_step(g, with(OptimizerKind::kSgd), o);
+  int workspaces = 0;
+  for (const Event& e : events.events) {
+    const Buffer& b = events.buffers[static_cast<size_t>(e.buffer)];
+    if (e.alloc && b.category == Category::kWorkspace && b.bytes == o.cublas_workspace_bytes)
+      ++workspaces;
+  }
+  EXPECT_EQ(workspaces, 2);
+}
+
+}  // namespace
+}  // namespace trainfit
+
+namespace trainfit {
+namespace {
+
+// Records the largest number of temporary bytes alive at once during an optimizer step.
+class TemporaryPeak : public EventSink {
+ public:
+  int32_t alloc(int64_t bytes, Category category, bool, int32_t) override {
+    sizes_.push_back(category == Category::kTemporary ? bytes : 0);
+    live_ += sizes_.back();
+    peak_ = std::max(peak_, live_);
+    return static_cast<int32_t>(sizes_.size() - 1);
+  }
+  void release(int32_t buffer) override { live_ -= sizes_[static_cast<size_t>(buffer)]; }
+  int64_t peak() const { return peak_; }
+
+ private:
+  std::vector<int64_t> sizes_;
+  int64_t live_ = 0;
+  int64_t peak_ = 0;
+};
+
+// Optimizer.step runs each parameter group on its own: a foreach list temporary spans one
+// group (LeRobot ACT's backbone group), not every parameter.
+TEST(Lowering, ForeachTemporariesSpanOneParameterGroup) {
+  OptimizerStep step;
+  step.optimizer.kind = OptimizerKind::kAdam;
+  step.optimizer.impl = OptimizerImpl::kForeach;
+  step.optimizer.weight_decay = 1e-6;  // a gradient copy per parameter, then the sqrt list
+  step.target = kCuda;
+  step.params = {{0, 1000, 0}, {1, 3000, 1}, {2, 500, 0}};
+  TemporaryPeak grouped;
+  lower_optimizer_step(step, grouped);
+  EXPECT_EQ(grouped.peak(), 3000);
+  for (StepParam& p : step.params) p.group = 0;
+  TemporaryPeak one;
+  lower_optimizer_step(step, one);
+  EXPECT_EQ(one.peak(), 4500);
+}
+
+TEST(Graph, ModuleBlocksGroupUnderTheOutermostBranchingModule) {
+  ModelRequest r;
+  r.name = "act";
+  const Result<Graph> g = build_model(r);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const std::vector<ModuleId> blocks = module_blocks(*g);
+  std::map<std::string, std::string> block_of;
+  for (size_t m = 0; m < g->modules.size(); ++m) {
+    block_of[g->modules[m].path] = g->modules[static_cast<size_t>(blocks[m])].path;
+  }
+  EXPECT_EQ(block_of["model.encoder.layers.0.self_attn"], "model.encoder");
+  EXPECT_EQ(block_of["model.backbone.layer4.1.conv2"], "model.backbone");
+  EXPECT_EQ(block_of["model.action_head"], "model.action_head");
+  EXPECT_EQ(block_of["model"], "model");  // the block root is its own block
+  EXPECT_EQ(block_of[""], "model");
+}
+
+}  // namespace
+}  // namespace trainfit
+
+namespace trainfit {
+namespace {
+
+// Records the optimizer state a step creates.
+class StateBytes : public EventSink {
+ public:
+  int32_t alloc(int64_t bytes, Category category, bool, int32_t) override {
+    if (category == Category::kOptimizerState) state_ += bytes;
+    if (category == Category::kTemporary) ++temporaries_;
+    return count_++;
+  }
+  void release(int32_t) override {}
+  int64_t state() const { return state_; }
+  int temporaries() const { return temporaries_; }
+
+ private:
+  int64_t state_ = 0;
+  int temporaries_ = 0;
+  int32_t count_ = 0;
+};
+
+// bitsandbytes' Adam8bit: uint8 moments and a float32 absmax per 2048-element block for a
+// parameter of 4096 elements or more, float32 moments below; two shared 256-entry maps.
+TEST(Lowering, EightBitAdamStateAsBitsandbytesKeepsIt) {
+  OptimizerStep step;
+  step.optimizer.kind = OptimizerKind::kAdamW8bit;
+  step.target = {Device::kCuda, TorchVersion::k2};
+  step.first_step = true;
+  constexpr int64_t kF32 = 4;  // bytes of a float32
+  step.params = {{0, kF32 * 10000, 0, 10000}, {1, kF32 * 100, 0, 100}, {2, kF32 * 4096, 1, 4096}};
+  StateBytes first;
+  lower_optimizer_step(step, first);
+  const int64_t big = int64_t{2} * 10000 + 2 * kF32 * 5;  // 10000 elements: 5 blocks
+  const int64_t small = 2 * kF32 * 100;                   // below min_8bit_size: float32
+  const int64_t edge = int64_t{2} * 4096 + 2 * kF32 * 2;  // exactly 4096: 8-bit, 2 blocks
+  const int64_t maps = kF32 * 2 * 256;
+  EXPECT_EQ(first.state(), big + small + edge + maps);
+  EXPECT_EQ(first.temporaries(), 0);  // one fused kernel per parameter
+  step.first_step = false;
+  StateBytes later;
+  lower_optimizer_step(step, later);
+  EXPECT_EQ(later.state(), 0);
+}
+
+}  // namespace
+}  // namespace trainfit

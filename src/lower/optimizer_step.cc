@@ -1,0 +1,171 @@
+#include "lower/optimizer_step.h"
+
+#include <algorithm>
+#include <span>
+
+namespace trainfit {
+namespace {
+
+// PyTorch 1.13 wraps Optimizer.step in torch.autograd.profiler.record_function: its __init__ sets
+// a placeholder torch.zeros(1), which __enter__ replaces with a 288-byte CPU handle tensor
+// (profiler._record_function_enter) held for the whole step. 2.x returns a script object.
+constexpr int64_t kRecordFunctionHandleBytes = 288;
+
+constexpr int32_t kNoBuffer = -1;
+
+void release(EventSink& sink, int32_t buffer) {
+  if (buffer != kNoBuffer) sink.release(buffer);
+}
+
+// bitsandbytes' Optimizer2State (bitsandbytes/optim/optimizer.py init_state, update_step): at
+// the first step each parameter with at least min_8bit_size (4096) elements gets two uint8
+// states and two float32 absmax vectors, one per 2048-element block; smaller ones get two
+// float32 states. The update is one fused kernel per parameter, with no temporaries. The two
+// 256-entry quantization maps are copied to the device once and shared.
+constexpr int64_t kMin8bitNumel = 4096;
+constexpr int64_t kQuantBlock = 2048;
+constexpr int64_t kQuantMapBytes = int64_t{256} * 4;
+
+void step_group_8bit(const OptimizerStep& step, std::span<const StepParam> params, EventSink& sink,
+                     bool& maps_made) {
+  if (!step.first_step) return;
+  for (const StepParam& p : params) {
+    if (p.numel < kMin8bitNumel) {
+      sink.alloc(p.numel * 4, Category::kOptimizerState, false, p.index);
+      sink.alloc(p.numel * 4, Category::kOptimizerState, false, p.index);
+      continue;
+    }
+    if (!maps_made) {
+      sink.alloc(kQuantMapBytes, Category::kOptimizerState, false, -1);
+      sink.alloc(kQuantMapBytes, Category::kOptimizerState, false, -1);
+      maps_made = true;
+    }
+    const int64_t blocks = (p.numel + kQuantBlock - 1) / kQuantBlock;
+    sink.alloc(p.numel, Category::kOptimizerState, false, p.index);
+    sink.alloc(p.numel, Category::kOptimizerState, false, p.index);
+    sink.alloc(blocks * 4, Category::kOptimizerState, false, p.index);
+    sink.alloc(blocks * 4, Category::kOptimizerState, false, p.index);
+  }
+}
+
+// The optimizer's own arithmetic for one parameter group: state at the first step, and the
+// temporaries of the chosen implementation (torch/optim/adam.py, adamw.py, sgd.py).
+void step_group(const OptimizerStep& step, std::span<const StepParam> params, EventSink& sink) {
+  const OptimizerConfig& opt = step.optimizer;
+  const OptimizerImpl impl = resolve_optimizer_impl(opt.impl, step.target);
+  const bool cuda = step.target.device == Device::kCuda;
+  const bool adam = opt.kind == OptimizerKind::kAdam || opt.kind == OptimizerKind::kAdamW;
+  const bool momentum = opt.kind == OptimizerKind::kMomentum;
+  const double wd =
+      opt.weight_decay >= 0 ? opt.weight_decay : (opt.kind == OptimizerKind::kAdamW ? 0.01 : 0.0);
+  // Weight decay as a gradient copy (grad.add(param, alpha=wd)): Adam and SGD, not AdamW.
+  const bool decay_copies = wd != 0 && opt.kind != OptimizerKind::kAdamW;
+  auto temporary = [&](int64_t bytes) {
+    return sink.alloc(bytes, Category::kTemporary, false, -1);
+  };
+  auto state = [&](const StepParam& p, int64_t bytes, bool host) {
+    sink.alloc(bytes, Category::kOptimizerState, host, p.index);
+  };
+  if (step.first_step && adam) {
+    // Adam._init_group: per parameter a step counter (a host scalar unless fused), exp_avg and
+    // exp_avg_sq like the parameter.
+    for (const StepParam& p : params) {
+      state(p, 4, impl != OptimizerImpl::kFused && cuda);
+      state(p, p.bytes, false);
+      state(p, p.bytes, false);
+    }
+  }
+  if (impl == OptimizerImpl::kLoop) {
+    // _single_tensor_*: per parameter. A rebound local keeps the previous parameter's temporary
+    // alive until the new one exists.
+    int32_t prev_decayed = kNoBuffer;
+    int32_t prev_denom = kNoBuffer;
+    for (const StepParam& p : params) {
+      release(sink, prev_decayed);
+      prev_decayed = decay_copies ? temporary(p.bytes) : kNoBuffer;
+      if (momentum && step.first_step) state(p, p.bytes, false);  // clone(grad)
+      if (adam) {
+        const int32_t root = temporary(p.bytes);   // exp_avg_sq.sqrt()
+        const int32_t denom = temporary(p.bytes);  // ... / bias_correction2_sqrt
+        release(sink, root);
+        release(sink, prev_denom);
+        prev_denom = denom;
+      }
+    }
+    release(sink, prev_decayed);
+    release(sink, prev_denom);
+    return;
+  }
+  if (impl == OptimizerImpl::kFused) {
+    if (momentum && step.first_step) {
+      for (const StepParam& p : params) state(p, p.bytes, false);
+    }
+    return;
+  }
+  // _multi_tensor_*: list-wide temporaries, one tensor per parameter.
+  std::vector<int32_t> list;
+  if (decay_copies) {
+    for (const StepParam& p : params) list.push_back(temporary(p.bytes));
+  }
+  if (momentum && step.first_step) {
+    for (const StepParam& p : params) state(p, p.bytes, false);
+  }
+  if (adam) {
+    for (int32_t b : list) release(sink, b);  // `del device_grads`
+    list.clear();
+    for (const StepParam& p : params) list.push_back(temporary(p.bytes));  // _foreach_sqrt
+  }
+  for (int32_t b : list) release(sink, b);
+}
+
+}  // namespace
+
+bool is_8bit(OptimizerKind kind) {
+  return kind == OptimizerKind::kAdam8bit || kind == OptimizerKind::kAdamW8bit;
+}
+
+OptimizerImpl resolve_optimizer_impl(OptimizerImpl impl, const KernelTarget& target) {
+  if (impl != OptimizerImpl::kDefault) return impl;
+  const bool cuda2 = target.device == Device::kCuda && target.torch == TorchVersion::k2;
+  return cuda2 ? OptimizerImpl::kForeach : OptimizerImpl::kLoop;
+}
+
+void lower_optimizer_step(const OptimizerStep& step, EventSink& sink) {
+  // GradScaler.unscale_ (grad_scaler.py): inv_scale = _scale.double().reciprocal().float() and
+  // a found_inf flag; the gradients are unscaled in place.
+  std::vector<int32_t> unscale;
+  if (step.grad_scaler) {
+    const int32_t as_double = sink.alloc(8, Category::kTemporary, false, -1);
+    const int32_t reciprocal = sink.alloc(8, Category::kTemporary, false, -1);
+    unscale.push_back(sink.alloc(4, Category::kTemporary, false, -1));  // inv_scale
+    sink.release(as_double);
+    sink.release(reciprocal);
+    unscale.push_back(sink.alloc(4, Category::kTemporary, false, -1));  // found_inf
+  }
+  int32_t handle = kNoBuffer;
+  if (step.target.torch == TorchVersion::k1_13) {
+    const int32_t placeholder = sink.alloc(4, Category::kTemporary, true, -1);
+    handle = sink.alloc(kRecordFunctionHandleBytes, Category::kTemporary, true, -1);
+    sink.release(placeholder);
+  }
+  // Optimizer.step runs _init_group and the update group by group (param_groups order).
+  std::vector<StepParam> params = step.params;
+  std::stable_sort(params.begin(), params.end(),
+                   [](const StepParam& a, const StepParam& b) { return a.group < b.group; });
+  bool maps_made = false;
+  for (size_t first = 0; first < params.size();) {
+    size_t end = first;
+    while (end < params.size() && params[end].group == params[first].group) ++end;
+    const auto group = std::span<const StepParam>(params).subspan(first, end - first);
+    if (is_8bit(step.optimizer.kind)) {
+      step_group_8bit(step, group, sink, maps_made);
+    } else {
+      step_group(step, group, sink);
+    }
+    first = end;
+  }
+  release(sink, handle);
+  for (int32_t b : unscale) sink.release(b);
+}
+
+}  // namespace trainfit

@@ -1,0 +1,50 @@
+// The allocations of one optimizer.step(), as the implementation PyTorch runs makes them.
+//
+//   OptimizerStep step;
+//   step.optimizer = config.optimizer;
+//   step.target = graph.target;
+//   step.first_step = true;
+//   step.params = {{0, 4096}, {1, 16}};   // parameters that have a gradient, in order
+//   lower_optimizer_step(step, sink);      // sink.alloc() / sink.release() in order
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lower/training.h"
+
+namespace trainfit {
+
+// The implementation PyTorch picks when none is given: foreach for CUDA tensors on 2.x
+// (optimizer.py _default_to_fused_or_foreach), the for-loop on CPU and on 1.13.
+OptimizerImpl resolve_optimizer_impl(OptimizerImpl impl, const KernelTarget& target);
+
+struct StepParam {
+  int32_t index = 0;  // into Graph::params
+  int64_t bytes = 0;
+  int group = 0;      // its parameter group: groups step one after another
+  int64_t numel = 0;  // elements (bitsandbytes sizes its state by them)
+};
+
+struct OptimizerStep {
+  OptimizerConfig optimizer;
+  KernelTarget target;
+  bool first_step = false;   // state is created at the first step
+  bool grad_scaler = false;  // GradScaler.step() unscales the gradients first
+  std::vector<StepParam> params;
+};
+
+bool is_8bit(OptimizerKind kind);
+
+// Where lowering records buffers.
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  // A new buffer; `param` >= 0 labels optimizer state with its parameter.
+  virtual int32_t alloc(int64_t bytes, Category category, bool host, int32_t param) = 0;
+  virtual void release(int32_t buffer) = 0;
+};
+
+void lower_optimizer_step(const OptimizerStep& step, EventSink& sink);
+
+}  // namespace trainfit

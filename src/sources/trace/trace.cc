@@ -1,0 +1,334 @@
+#include "sources/trace/trace.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "graph/dtype.h"
+
+namespace trainfit {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kHint = "trace the model again with `python3 -m trainfit.trace`";
+
+// Reads fields of one JSON object, naming the object in errors ("runs[0].events[12]").
+class Fields {
+ public:
+  Fields(const json& object, std::string where) : j_(object), where_(std::move(where)) {}
+
+  const std::string& where() const { return where_; }
+  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+
+  Status error(const std::string& what) const {
+    return parse_error(fmt::format("{}: {}", where_, what), std::string(kHint));
+  }
+
+  Result<int64_t> integer(const char* key, int64_t min) const {
+    if (!j_.contains(key)) return error(fmt::format("'{}' is missing", key));
+    const json& v = j_.at(key);
+    if (!v.is_number_integer()) return error(fmt::format("'{}' must be an integer", key));
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      return error(fmt::format("'{}' is too large", key));
+    }
+    const auto n = v.get<int64_t>();
+    if (n < min) return error(fmt::format("'{}' must be at least {}, got {}", key, min, n));
+    return n;
+  }
+
+  Result<std::string> string(const char* key) const {
+    if (!j_.contains(key)) return error(fmt::format("'{}' is missing", key));
+    const json& v = j_.at(key);
+    if (!v.is_string()) return error(fmt::format("'{}' must be a string", key));
+    return v.get<std::string>();
+  }
+
+  std::string string_or(const char* key, const std::string& fallback) const {
+    return has(key) && j_.at(key).is_string() ? j_.at(key).get<std::string>() : fallback;
+  }
+
+  Result<bool> boolean_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_.at(key).is_boolean()) return error(fmt::format("'{}' must be true or false", key));
+    return j_.at(key).get<bool>();
+  }
+
+  Result<const json*> array(const char* key) const {
+    if (!j_.contains(key)) return error(fmt::format("'{}' is missing", key));
+    if (!j_.at(key).is_array()) return error(fmt::format("'{}' must be a list", key));
+    return &j_.at(key);
+  }
+
+ private:
+  const json& j_;
+  std::string where_;
+};
+
+// The i-th element of a list, which must be an object; "<list>[i]" names it in errors.
+Result<Fields> object_at(const json& list, size_t i, std::string_view name) {
+  std::string where = fmt::format("{}[{}]", name, i);
+  if (!list[i].is_object()) return parse_error(where + ": must be an object", std::string(kHint));
+  return Fields(list[i], std::move(where));
+}
+
+int32_t intern(std::vector<std::string>& table, std::map<std::string, int32_t>& index,
+               const std::string& s) {
+  const auto [it, added] = index.emplace(s, static_cast<int32_t>(table.size()));
+  if (added) table.push_back(s);
+  return it->second;
+}
+
+std::optional<Category> parse_category(std::string_view s) {
+  for (int c = 0; c < kCategoryCount; ++c) {
+    if (category_name(static_cast<Category>(c)) == s) return static_cast<Category>(c);
+  }
+  return std::nullopt;
+}
+
+struct Tables {
+  std::map<std::string, int32_t> ops, modules, dtypes;
+};
+
+Result<TraceOptimizer> parse_optimizer(const json& j, size_t params) {
+  if (!j.is_object())
+    return parse_error("trace: 'optimizer' must be an object", std::string(kHint));
+  Fields f(j, "optimizer");
+  TraceOptimizer o;
+  TF_ASSIGN_OR_RETURN(o.type, f.string("type"));
+  const std::string kind = f.string_or("kind", "");
+  for (OptimizerKind k : {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam,
+                          OptimizerKind::kAdamW}) {
+    if (optimizer_name(k) == kind) o.kind = k;
+  }
+  const std::string impl = f.string_or("impl", "loop");
+  std::optional<OptimizerImpl> parsed;
+  for (OptimizerImpl i : {OptimizerImpl::kLoop, OptimizerImpl::kForeach, OptimizerImpl::kFused}) {
+    if (optimizer_impl_name(i) == impl) parsed = i;
+  }
+  if (!parsed) return f.error(fmt::format("unknown 'impl' '{}' (loop, foreach or fused)", impl));
+  o.impl = *parsed;
+  TF_ASSIGN_OR_RETURN(const json* groups, f.array("groups"));
+  for (size_t g = 0; g < groups->size(); ++g) {
+    TF_ASSIGN_OR_RETURN(const Fields gf, object_at(*groups, g, "optimizer.groups"));
+    const json& gj = (*groups)[g];
+    TraceGroup group;
+    TF_ASSIGN_OR_RETURN(const json* indices, gf.array("params"));
+    for (const json& i : *indices) {
+      if (!i.is_number_integer() || i.get<int64_t>() < 0 ||
+          i.get<int64_t>() >= static_cast<int64_t>(params)) {
+        return gf.error(
+            fmt::format("parameter index {} is not one of the {} parameters", i.dump(), params));
+      }
+      group.params.push_back(i.get<int32_t>());
+    }
+    if (gf.has("weight_decay")) {
+      const json& wd = gj.at("weight_decay");
+      if (!wd.is_number() || wd.get<double>() < 0) {
+        return gf.error("'weight_decay' must be a non-negative number");
+      }
+      group.weight_decay = wd.get<double>();
+    }
+    o.groups.push_back(std::move(group));
+  }
+  return o;
+}
+
+Result<TraceRun> parse_run(const Fields& f, Trace& trace, Tables& tables) {
+  TraceRun run;
+  TF_ASSIGN_OR_RETURN(run.batch, f.integer("batch", 1));
+  TF_ASSIGN_OR_RETURN(const int64_t iterations, f.integer("iterations", 1));
+  if (iterations > 255) return f.error("'iterations' must be at most 255");
+  run.iterations = static_cast<int>(iterations);
+  TF_ASSIGN_OR_RETURN(const json* events, f.array("events"));
+  std::map<int64_t, int32_t> live;  // trace id -> dense buffer index
+  Phase phase = Phase::kSetup;
+  uint8_t iteration = 0;
+  run.events.reserve(events->size());
+  for (size_t i = 0; i < events->size(); ++i) {
+    TF_ASSIGN_OR_RETURN(const Fields e, object_at(*events, i, f.where() + ".events"));
+    if (e.has("phase")) {
+      TF_ASSIGN_OR_RETURN(const std::string p, e.string("phase"));
+      if (p == "setup") {
+        phase = Phase::kSetup;
+      } else if (p == "forward") {
+        phase = Phase::kForward;
+      } else if (p == "backward") {
+        phase = Phase::kBackward;
+      } else if (p == "optimizer" || p == "end") {
+        phase = Phase::kOptimizer;  // "end": the last iteration's frees belong to its step
+      } else {
+        return e.error(fmt::format("unknown phase '{}'", p));
+      }
+      TF_ASSIGN_OR_RETURN(const int64_t it, e.integer("iteration", 0));
+      if (it > run.iterations) {
+        return e.error(fmt::format("iteration {} is past the run's {}", it, run.iterations));
+      }
+      iteration = static_cast<uint8_t>(it > 0 ? it - 1 : 0);  // events count from 0
+      continue;
+    }
+    TraceEvent ev;
+    ev.phase = phase;
+    ev.iteration = iteration;
+    if (e.has("free")) {
+      TF_ASSIGN_OR_RETURN(const int64_t id, e.integer("free", 0));
+      const auto it = live.find(id);
+      if (it == live.end()) return e.error(fmt::format("frees {}, which is not allocated", id));
+      ev.alloc = false;
+      ev.buffer = it->second;
+      live.erase(it);
+      run.events.push_back(ev);
+      continue;
+    }
+    if (!e.has("alloc")) return e.error("is neither a phase mark, an alloc nor a free");
+    TF_ASSIGN_OR_RETURN(const int64_t id, e.integer("alloc", 0));
+    if (run.allocations == INT32_MAX) return e.error("too many allocations");
+    if (!live.emplace(id, run.allocations).second) {
+      return e.error(fmt::format("allocates {}, which is already allocated", id));
+    }
+    ev.buffer = run.allocations++;
+    TF_ASSIGN_OR_RETURN(ev.bytes, e.integer("bytes", 0));
+    const std::string category = e.string_or("category", "temporary");
+    const std::optional<Category> c = parse_category(category);
+    if (!c) return e.error(fmt::format("unknown category '{}'", category));
+    ev.category = *c;
+    if (e.has("op")) {
+      TF_ASSIGN_OR_RETURN(const std::string op, e.string("op"));
+      ev.op = intern(trace.ops, tables.ops, op);
+    }
+    if (e.has("module")) {
+      TF_ASSIGN_OR_RETURN(const std::string module, e.string("module"));
+      if (!module.empty()) ev.module = intern(trace.modules, tables.modules, module);
+    }
+    if (e.has("dtype")) {
+      TF_ASSIGN_OR_RETURN(const std::string dtype, e.string("dtype"));
+      ev.dtype = intern(trace.dtypes, tables.dtypes, dtype);
+    }
+    if (e.has("param")) {
+      TF_ASSIGN_OR_RETURN(const int64_t p, e.integer("param", 0));
+      if (p >= static_cast<int64_t>(trace.params.size())) {
+        return e.error(
+            fmt::format("parameter {} is not one of the {} parameters", p, trace.params.size()));
+      }
+      ev.param = static_cast<int32_t>(p);
+    }
+    if (e.has("cpu")) {
+      TF_ASSIGN_OR_RETURN(const std::string mark, e.string("cpu"));
+      if (mark == "dropout-noise") {
+        ev.dropout_noise = true;
+      } else if (mark == "grad-sum") {
+        TF_ASSIGN_OR_RETURN(const int64_t old, e.integer("sums", 0));
+        const auto it = live.find(old);
+        if (it == live.end()) return e.error(fmt::format("sums {}, which is not allocated", old));
+        ev.sums = it->second;
+      } else {
+        return e.error(fmt::format("unknown cpu mark '{}'", mark));
+      }
+    }
+    run.events.push_back(ev);
+  }
+  return run;
+}
+
+Result<Trace> parse_document(const json& doc) {
+  const bool is_trace = doc.is_object() && doc.contains("format") && doc.at("format").is_string() &&
+                        doc.at("format").get<std::string>() == kTraceFormat;
+  if (!is_trace) {
+    return parse_error("not a trainfit trace (its 'format' is not \"trainfit-trace\")",
+                       std::string(kHint));
+  }
+  Fields f(doc, "trace");
+  TF_ASSIGN_OR_RETURN(const int64_t version, f.integer("version", 1));
+  if (version != kTraceVersion) {
+    return unsupported(
+        fmt::format("trace format version {} is not the version this trainfit reads ({})", version,
+                    kTraceVersion),
+        "trace again with the trainfit Python package of this release");
+  }
+  Trace trace;
+  trace.model = f.string_or("model", "traced model");
+  trace.torch = f.string_or("torch", "");
+  TF_ASSIGN_OR_RETURN(const json* params, f.array("parameters"));
+  for (size_t i = 0; i < params->size(); ++i) {
+    TF_ASSIGN_OR_RETURN(const Fields p, object_at(*params, i, "parameters"));
+    TraceParam param;
+    TF_ASSIGN_OR_RETURN(param.name, p.string("name"));
+    TF_ASSIGN_OR_RETURN(param.bytes, p.integer("bytes", 0));
+    param.itemsize = dtype_itemsize(p.string_or("dtype", ""));
+    TF_ASSIGN_OR_RETURN(param.buffer, p.boolean_or("buffer", false));
+    TF_ASSIGN_OR_RETURN(param.trainable, p.boolean_or("trainable", !param.buffer));
+    trace.params.push_back(std::move(param));
+  }
+  if (!doc.contains("optimizer")) return f.error("'optimizer' is missing");
+  TF_ASSIGN_OR_RETURN(trace.optimizer, parse_optimizer(doc.at("optimizer"), trace.params.size()));
+  TF_ASSIGN_OR_RETURN(const json* runs, f.array("runs"));
+  Tables tables;
+  for (size_t r = 0; r < runs->size(); ++r) {
+    TF_ASSIGN_OR_RETURN(const Fields run_fields, object_at(*runs, r, "runs"));
+    TF_ASSIGN_OR_RETURN(TraceRun run, parse_run(run_fields, trace, tables));
+    trace.runs.push_back(std::move(run));
+  }
+  std::stable_sort(trace.runs.begin(), trace.runs.end(),
+                   [](const TraceRun& a, const TraceRun& b) { return a.batch < b.batch; });
+  for (size_t r = 1; r < trace.runs.size(); ++r) {
+    if (trace.runs[r].batch == trace.runs[r - 1].batch) {
+      return parse_error(fmt::format("trace: two runs at batch {}", trace.runs[r].batch),
+                         std::string(kHint));
+    }
+  }
+  return trace;
+}
+
+}  // namespace
+
+int64_t dtype_itemsize(std::string_view name) {
+  static constexpr std::pair<std::string_view, int64_t> kSizes[] = {
+      {"float32", 4},   {"float", 4},       {"float64", 8},       {"double", 8},
+      {"float16", 2},   {"half", 2},        {"bfloat16", 2},      {"int64", 8},
+      {"long", 8},      {"int32", 4},       {"int", 4},           {"int16", 2},
+      {"short", 2},     {"int8", 1},        {"uint8", 1},         {"bool", 1},
+      {"complex64", 8}, {"complex128", 16}, {"float8_e4m3fn", 1}, {"float8_e5m2", 1}};
+  for (const auto& [n, size] : kSizes) {
+    if (n == name) return size;
+  }
+  return 0;
+}
+
+Result<Trace> parse_trace(std::string_view text, std::string_view source) {
+  json doc;
+  try {
+    doc = json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {
+    std::string what = e.what();
+    const size_t at = what.find("parse error");
+    if (at != std::string::npos) what = what.substr(at);
+    return parse_error(fmt::format("{}: not valid JSON ({})", source, what),
+                       "a trace is the JSON file `python3 -m trainfit.trace --out FILE` writes; "
+                       "a cut-off file means the trace did not finish");
+  }
+  Result<Trace> trace = parse_document(doc);
+  if (!trace.ok()) return trace.status().with_context(std::string(source));
+  return trace;
+}
+
+Result<std::string> read_trace_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return not_found(fmt::format("cannot open trace '{}'", path),
+                     "give the path of a file written by `python3 -m trainfit.trace --out`");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return std::move(text).str();
+}
+
+Result<Trace> read_trace(const std::string& path) {
+  TF_ASSIGN_OR_RETURN(std::string text, read_trace_text(path));
+  return parse_trace(text, path);
+}
+
+}  // namespace trainfit

@@ -1,0 +1,89 @@
+// A recorded trace: the allocations and frees of a real PyTorch training step, op by op, at
+// two or more batch sizes, as `python3 -m trainfit.trace` writes it (docs/trace-format.md).
+//
+//   Result<Trace> t = read_trace("mobilenet.trace.json");
+//   t->runs[0].batch == 1; t->runs[0].events[5].bytes ...
+//
+// Parsing checks everything later stages rely on (known phases and categories, ids allocated
+// once and freed once, parameter indices in range) so that a malformed or truncated file is one
+// clear error, never a crash.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "lower/training.h"
+
+namespace trainfit {
+
+inline constexpr std::string_view kTraceFormat = "trainfit-trace";
+inline constexpr int kTraceVersion = 1;
+
+struct TraceParam {
+  std::string name;
+  int64_t bytes = 0;
+  int64_t itemsize = 0;  // bytes per element of its dtype; 0 when the dtype is unknown
+  bool buffer = false;
+  bool trainable = false;
+};
+
+struct TraceGroup {
+  std::vector<int32_t> params;  // indices into Trace::params
+  double weight_decay = -1;     // -1: not recorded
+};
+
+struct TraceOptimizer {
+  std::string type;                   // the Python class: "AdamW"
+  std::optional<OptimizerKind> kind;  // when trainfit models it
+  OptimizerImpl impl = OptimizerImpl::kLoop;
+  std::vector<TraceGroup> groups;
+};
+
+struct TraceEvent {
+  bool alloc = true;
+  int32_t buffer = 0;  // dense index of the allocation within its run, in order of allocation
+  int64_t bytes = 0;   // allocations only
+  Category category = Category::kTemporary;
+  Phase phase = Phase::kSetup;
+  uint8_t iteration = 0;
+  int32_t op = -1;             // into Trace::ops
+  int32_t module = -1;         // into Trace::modules
+  int32_t param = -1;          // into Trace::params, for parameter allocations
+  int32_t dtype = -1;          // into Trace::dtypes
+  bool dropout_noise = false;  // CPU dropout's noise tensor (CUDA keeps a bool mask instead)
+  // PyTorch 1.x's old + new of two gradients in autograd's input buffer: the buffer of the old
+  // one, which 2.x adds into instead when nothing else holds it. -1 otherwise.
+  int32_t sums = -1;
+};
+
+struct TraceRun {
+  int64_t batch = 0;
+  int iterations = 0;
+  int32_t allocations = 0;
+  std::vector<TraceEvent> events;
+};
+
+struct Trace {
+  std::string model;
+  std::string torch;
+  TraceOptimizer optimizer;
+  std::vector<TraceParam> params;
+  std::vector<std::string> ops;      // interned op names
+  std::vector<std::string> modules;  // interned module paths
+  std::vector<std::string> dtypes;   // interned dtype names
+  std::vector<TraceRun> runs;        // sorted by batch
+};
+
+// Bytes per element of a PyTorch dtype name ("float32" -> 4); 0 when unknown.
+int64_t dtype_itemsize(std::string_view name);
+
+// `source` names the input in errors (a path).
+Result<Trace> parse_trace(std::string_view text, std::string_view source);
+Result<Trace> read_trace(const std::string& path);
+// A trace file's bytes, unparsed (for callers that cache by content).
+Result<std::string> read_trace_text(const std::string& path);
+
+}  // namespace trainfit

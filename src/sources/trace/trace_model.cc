@@ -1,0 +1,415 @@
+#include "sources/trace/trace_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "lower/optimizer_step.h"
+#include "base/size_math.h"
+
+namespace trainfit {
+namespace {
+
+constexpr std::string_view kMismatchHint =
+    "the model's ops depend on its data or on the batch size, which a trace cannot "
+    "extrapolate; trace with inputs that take the same path, or estimate at a traced batch";
+
+std::string describe(const Trace& t, const TraceRun& run, size_t i) {
+  const TraceEvent& e = run.events[i];
+  std::string what = e.alloc ? fmt::format("an allocation of {} bytes", e.bytes) : "a free";
+  if (e.op >= 0) what += fmt::format(" by {}", t.ops[static_cast<size_t>(e.op)]);
+  if (e.module >= 0) what += fmt::format(" in {}", t.modules[static_cast<size_t>(e.module)]);
+  return fmt::format("{} ({} {}, {})", what, phase_name(e.phase), e.iteration,
+                     e.alloc ? category_name(e.category) : "");
+}
+
+bool same_event(const TraceEvent& a, const TraceEvent& b) {
+  return a.alloc == b.alloc && a.buffer == b.buffer && a.category == b.category &&
+         a.phase == b.phase && a.iteration == b.iteration && a.op == b.op && a.module == b.module &&
+         a.param == b.param && a.dtype == b.dtype && a.dropout_noise == b.dropout_noise &&
+         a.sums == b.sums;
+}
+
+// The GEMMs that take a cuBLAS handle's workspace on CUDA (aten names after decomposition).
+bool is_gemm(std::string_view op) {
+  static constexpr std::string_view kGemms[] = {
+      "aten::mm",     "aten::addmm",  "aten::bmm",   "aten::baddbmm", "aten::addbmm",
+      "aten::matmul", "aten::linear", "aten::addmv", "aten::mv",      "aten::_addmm_activation"};
+  for (std::string_view g : kGemms) {
+    if (g == op) return true;
+  }
+  return false;
+}
+
+// Appends the optimizer step's buffers and events to an event list.
+class ListSink : public EventSink {
+ public:
+  ListSink(EventList& list, uint8_t iteration) : list_(list), iteration_(iteration) {}
+  int32_t alloc(int64_t bytes, Category category, bool host, int32_t param) override {
+    return list_.add_alloc({.bytes = bytes, .category = category, .host = host, .param = param},
+                           Phase::kOptimizer, iteration_, kNone);
+  }
+  void release(int32_t buffer) override {
+    list_.events.push_back({buffer, false, Phase::kOptimizer, iteration_, kNone});
+  }
+
+ private:
+  EventList& list_;
+  uint8_t iteration_;
+};
+
+int64_t elements(const TraceParam& p) {
+  return p.itemsize > 0 ? p.bytes / p.itemsize : p.bytes;
+}
+
+// Activations alive when the first backward starts, by module (`sign` -1 to take them away).
+std::vector<BlockItem> kept_items(const EventList& list, int64_t sign) {
+  std::vector<BlockItem> kept;
+  for (const Event& e : list.events) {
+    if (e.phase == Phase::kBackward) break;
+    const Buffer& b = list.buffers[static_cast<size_t>(e.buffer)];
+    if (b.category != Category::kActivation) continue;
+    kept.push_back({.module = b.module, .kept_bytes = (e.alloc ? sign : -sign) * b.bytes});
+  }
+  return kept;
+}
+
+// The module of `path` in the tree, added with the containers above it when new.
+ModuleId add_module(Graph& tree, std::map<std::string, ModuleId, std::less<>>& ids,
+                    const std::string& path) {
+  if (auto it = ids.find(path); it != ids.end()) return it->second;
+  const size_t dot = path.rfind('.');
+  const ModuleId parent =
+      add_module(tree, ids, dot == std::string::npos ? std::string() : path.substr(0, dot));
+  Module module;
+  module.path = path;
+  module.name = dot == std::string::npos ? path : path.substr(dot + 1);
+  module.parent = parent;
+  module.depth = tree.modules[static_cast<size_t>(parent)].depth + 1;
+  tree.modules.push_back(std::move(module));
+  const auto id = static_cast<ModuleId>(tree.modules.size() - 1);
+  ids.emplace(path, id);
+  return id;
+}
+
+// The first event where the runs differ, as an error; ok when they line up.
+Status line_up(const Trace& trace) {
+  const TraceRun& base = trace.runs[0];
+  const size_t n = base.events.size();
+  for (size_t r = 1; r < trace.runs.size(); ++r) {
+    const TraceRun& run = trace.runs[r];
+    const size_t common = std::min(n, run.events.size());
+    for (size_t i = 0; i <= common; ++i) {
+      if (i < common && same_event(base.events[i], run.events[i])) continue;
+      if (i == common && n == run.events.size()) break;
+      const std::string a = i < n ? describe(trace, base, i) : "the end of the run";
+      const std::string b = i < run.events.size() ? describe(trace, run, i) : "the end of the run";
+      std::string hint;
+      if (base.batch == 1) {
+        hint =
+            "at batch 1 PyTorch can skip copies that larger batches make (a size-1 dimension "
+            "keeps a transposed tensor contiguous); trace at 1, 2 and 3 (--batch-sizes 1,2,3) "
+            "and trainfit fits the larger ones, or else ";
+      }
+      hint += kMismatchHint;
+      return invalid_argument(
+          fmt::format("the traces at batch {} and {} do not line up: event {} is {} at batch {} "
+                      "but {} at batch {}",
+                      base.batch, run.batch, i, a, base.batch, b, run.batch),
+          hint);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<TraceModel> fit_trace(Trace trace) {
+  if (trace.runs.empty()) {
+    return invalid_argument("the trace has no runs", "trace at two batch sizes, e.g. 1 and 2");
+  }
+  if (Status aligned = line_up(trace); !aligned.ok()) {
+    // Batch 1 is special (see the hint); with two larger runs that agree, fit those.
+    if (trace.runs.size() < 3 || trace.runs[0].batch != 1) return aligned;
+    Trace rest = trace;
+    rest.runs.erase(rest.runs.begin());
+    if (!line_up(rest).ok()) return aligned;
+    trace = std::move(rest);
+  }
+  TraceModel m;
+  const TraceRun& base = trace.runs[0];
+  const size_t n = base.events.size();
+  m.intercept.assign(n, 0);
+  m.slope.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const TraceEvent& e = base.events[i];
+    if (!e.alloc) continue;
+    if (trace.runs.size() == 1) {
+      m.intercept[i] = e.bytes;
+      continue;
+    }
+    const TraceRun& second = trace.runs[1];
+    const int64_t rise = second.events[i].bytes - e.bytes;
+    const int64_t apart = second.batch - base.batch;
+    const auto not_affine = [&](const std::string& why) {
+      std::string sizes;
+      for (const TraceRun& r : trace.runs) {
+        sizes += fmt::format("{}{} bytes at batch {}", sizes.empty() ? "" : ", ", r.events[i].bytes,
+                             r.batch);
+      }
+      return invalid_argument(
+          fmt::format("{} is not affine in the batch size ({}): {}", describe(trace, base, i),
+                      sizes, why),
+          "a size that grows faster than the batch (batch x batch) cannot be extrapolated; "
+          "trace at three or more batch sizes to check, or estimate at a traced batch");
+    };
+    if (rise < 0) return not_affine("it shrinks as the batch grows");
+    if (rise % apart != 0) return not_affine("it does not grow by whole bytes per sample");
+    const int64_t slope = rise / apart;
+    const int64_t intercept = e.bytes - slope * base.batch;
+    for (size_t r = 2; r < trace.runs.size(); ++r) {
+      const TraceRun& other = trace.runs[r];
+      const std::optional<int64_t> grown = checked_mul(slope, other.batch);
+      const std::optional<int64_t> predicted = grown ? checked_add(intercept, *grown) : grown;
+      if (!predicted || *predicted != other.events[i].bytes) {
+        return not_affine("the sizes do not lie on one line");
+      }
+    }
+    if (intercept < 0 && trace.runs.size() == 2) {
+      return not_affine(
+          "it would be negative at batch 0, so it likely grows faster than the batch");
+    }
+    m.intercept[i] = intercept;
+    m.slope[i] = slope;
+  }
+  for (const TraceParam& p : trace.params) {
+    if (p.buffer) continue;
+    const int64_t numel = elements(p);
+    m.parameters += numel;
+    if (p.trainable) m.trainable_parameters += numel;
+  }
+  Module root;
+  root.name = trace.model;
+  m.tree.modules.push_back(std::move(root));
+  std::map<std::string, ModuleId, std::less<>> ids{{"", 0}};
+  for (const std::string& path : trace.modules)
+    m.module_of.push_back(add_module(m.tree, ids, path));
+  // A parameter's module: the nearest enclosing one the trace saw ("layer1.0.conv1.weight" ->
+  // layer1.0.conv1), else the model.
+  for (const TraceParam& p : trace.params) {
+    std::string_view path = p.name;
+    ModuleId module = 0;
+    for (size_t dot = path.rfind('.'); dot != std::string_view::npos; dot = path.rfind('.')) {
+      path = path.substr(0, dot);
+      if (auto it = ids.find(path); it != ids.end()) {
+        module = it->second;
+        break;
+      }
+    }
+    m.param_module.push_back(module);
+  }
+  m.trace = std::move(trace);
+  return m;
+}
+
+ModuleId tree_module(const TraceModel& m, const TraceEvent& e) {
+  return e.module >= 0 ? m.module_of[static_cast<size_t>(e.module)] : kNone;
+}
+
+Result<EventList> trace_events(const TraceModel& m, int64_t batch, const EstimateOptions& options) {
+  const Trace& t = m.trace;
+  const TraceRun& base = t.runs[0];
+  if (t.runs.size() == 1 && batch != base.batch) {
+    return invalid_argument(
+        fmt::format("the trace has one run, at batch {}; it cannot say what batch {} needs",
+                    base.batch, batch),
+        "trace at two batch sizes (batch_sizes=(1, 2)) to estimate any batch");
+  }
+  const KernelTarget target = options.device.target;
+  const bool cuda = target.device == Device::kCuda;
+  OptimizerImpl impl = options.training.optimizer.impl;
+  if (impl == OptimizerImpl::kDefault && t.optimizer.impl != OptimizerImpl::kLoop) {
+    impl = t.optimizer.impl;  // the user's script asked for it
+  }
+  const bool restep = t.optimizer.kind.has_value() &&
+                      (cuda || (impl != OptimizerImpl::kDefault && impl != t.optimizer.impl));
+  if (!t.optimizer.kind && options.training.optimizer.impl != OptimizerImpl::kDefault) {
+    return unsupported(fmt::format("the traced optimizer {} is not one trainfit models, so its "
+                                   "implementation cannot be changed",
+                                   t.optimizer.type),
+                       "leave out --optimizer-impl to replay the traced step");
+  }
+
+  // The optimizer step, generated for the requested implementation.
+  OptimizerStep step;
+  if (restep) {
+    step.optimizer.kind = *t.optimizer.kind;
+    step.optimizer.impl = impl;
+    if (!t.optimizer.groups.empty())
+      step.optimizer.weight_decay = t.optimizer.groups[0].weight_decay;
+    step.target = target;
+    std::vector<bool> has_grad(t.params.size(), false);
+    for (const TraceEvent& e : base.events) {
+      if (e.alloc && e.category == Category::kGradient && e.param >= 0) {
+        has_grad[static_cast<size_t>(e.param)] = true;
+      }
+    }
+    for (size_t g = 0; g < t.optimizer.groups.size(); ++g) {
+      for (int32_t p : t.optimizer.groups[g].params) {
+        const TraceParam& param = t.params[static_cast<size_t>(p)];
+        if (!has_grad[static_cast<size_t>(p)]) continue;
+        step.params.push_back({p, param.bytes, static_cast<int>(g),
+                               param.itemsize > 0 ? param.bytes / param.itemsize : param.bytes});
+      }
+    }
+  }
+
+  EventList list;
+  list.buffers.reserve(static_cast<size_t>(base.allocations) + 64);
+  list.events.reserve(base.events.size() + 64);
+  std::vector<int32_t> buffer_of(static_cast<size_t>(base.allocations), -1);
+  std::vector<bool> added_into(static_cast<size_t>(base.allocations), false);
+  bool cublas_forward = false;
+  bool cublas_backward = false;
+  int stepped = 0;  // iterations whose step has been generated
+  const auto emit_step = [&](int up_to) {
+    for (; stepped < up_to; ++stepped) {
+      step.first_step = stepped == 0;
+      ListSink sink(list, static_cast<uint8_t>(stepped));
+      lower_optimizer_step(step, sink);
+    }
+  };
+  for (size_t i = 0; i < base.events.size(); ++i) {
+    const TraceEvent& e = base.events[i];
+    if (restep) {
+      // A step runs when its iteration's optimizer phase starts (or, with no events there,
+      // before the next iteration begins).
+      if (e.phase == Phase::kOptimizer) emit_step(e.iteration + 1);
+      if (e.phase == Phase::kForward) emit_step(e.iteration);
+    }
+    const auto node = static_cast<NodeId>(i);
+    if (!e.alloc) {
+      const int32_t b = buffer_of[static_cast<size_t>(e.buffer)];
+      if (b >= 0 && !added_into[static_cast<size_t>(e.buffer)]) {
+        list.events.push_back({b, false, e.phase, e.iteration, node});
+      }
+      continue;
+    }
+    if (cuda && e.sums >= 0 && buffer_of[static_cast<size_t>(e.sums)] >= 0) {
+      // PyTorch 2.x adds into the old gradient when the input buffer held its last reference:
+      // the old one is freed right after the sum is made (before the next allocation).
+      bool last_reference = false;
+      for (size_t j = i + 1; j < base.events.size() && !base.events[j].alloc; ++j) {
+        last_reference = last_reference || base.events[j].buffer == e.sums;
+      }
+      if (last_reference) {
+        buffer_of[static_cast<size_t>(e.buffer)] = buffer_of[static_cast<size_t>(e.sums)];
+        added_into[static_cast<size_t>(e.sums)] = true;
+        continue;
+      }
+    }
+    if (restep && e.phase == Phase::kOptimizer) continue;  // replaced by the generated step
+    const std::optional<int64_t> grown = checked_mul(m.slope[i], batch);
+    std::optional<int64_t> bytes = grown ? checked_add(m.intercept[i], *grown) : std::nullopt;
+    if (!bytes) {
+      return out_of_range(fmt::format("at batch {} an allocation's size overflows", batch),
+                          "use a smaller --batch");
+    }
+    if (*bytes < 0) {
+      return invalid_argument(
+          fmt::format("at batch {} an allocation's size would be negative", batch),
+          "estimate at a batch between the traced ones or above");
+    }
+    if (cuda && e.dropout_noise && e.dtype >= 0) {
+      const int64_t itemsize = dtype_itemsize(t.dtypes[static_cast<size_t>(e.dtype)]);
+      if (itemsize > 0) *bytes /= itemsize;  // native_dropout's bool mask: a byte per element
+    }
+    if (cuda && e.op >= 0 && options.device.cublas_workspace_bytes > 0 &&
+        is_gemm(t.ops[static_cast<size_t>(e.op)])) {
+      bool& made = e.phase == Phase::kBackward ? cublas_backward : cublas_forward;
+      if (!made && e.phase != Phase::kOptimizer) {
+        // The autograd engine runs CUDA backward on its own thread, with its own handle.
+        list.add_alloc({.bytes = options.device.cublas_workspace_bytes,
+                        .category = Category::kWorkspace,
+                        .node = node,
+                        .module = tree_module(m, e)},
+                       e.phase, e.iteration, node);
+        made = true;
+      }
+    }
+    if (*bytes == 0) continue;
+    buffer_of[static_cast<size_t>(e.buffer)] = list.add_alloc({.bytes = *bytes,
+                                                               .category = e.category,
+                                                               .node = node,
+                                                               .module = tree_module(m, e),
+                                                               .param = e.param},
+                                                              e.phase, e.iteration, node);
+  }
+  if (restep) emit_step(base.iterations);
+  return list;
+}
+
+EventNames trace_names(const TraceModel& m) {
+  const Trace& t = m.trace;
+  const TraceRun& base = t.runs[0];
+  EventNames names;
+  names.op = [&](NodeId n) {
+    const int32_t op = base.events[static_cast<size_t>(n)].op;
+    return op >= 0 ? t.ops[static_cast<size_t>(op)] : std::string();
+  };
+  names.node_module = [&](NodeId n) { return tree_module(m, base.events[static_cast<size_t>(n)]); };
+  names.module = [&](ModuleId id) {
+    const Module& module = m.tree.modules[static_cast<size_t>(id)];
+    return module.path.empty() ? module.name : module.path;
+  };
+  names.param = [&](int32_t p) { return t.params[static_cast<size_t>(p)].name; };
+  names.blocks = module_blocks(m.tree);
+  return names;
+}
+
+Result<Estimate> estimate_trace(const TraceModel& m, int64_t batch,
+                                const EstimateOptions& options) {
+  TF_ASSIGN_OR_RETURN(const EventList list, trace_events(m, batch, options));
+  Estimate facts;
+  facts.parameters = m.parameters;
+  facts.trainable_parameters = m.trainable_parameters;
+  for (const BlockItem& k : kept_items(list, 1)) facts.activation_bytes += k.kept_bytes;
+  return estimate_events(list, trace_names(m), std::move(facts), options);
+}
+
+Result<BlockFigures> per_sample_blocks(const TraceModel& m, const EstimateOptions& options) {
+  std::vector<BlockItem> items;
+  for (size_t i = 0; i < m.trace.params.size(); ++i) {
+    const TraceParam& p = m.trace.params[i];
+    if (!p.buffer) items.push_back({.module = m.param_module[i], .parameters = elements(p)});
+  }
+  // What one more sample keeps: the traced batch and one more, as the zoo's batch 1 and 2.
+  const int64_t batch = m.trace.runs[0].batch;
+  for (const int64_t b : {batch, batch + 1}) {
+    TF_ASSIGN_OR_RETURN(const EventList list, trace_events(m, b, options));
+    std::vector<BlockItem> kept = kept_items(list, b == batch ? -1 : 1);
+    items.insert(items.end(), kept.begin(), kept.end());
+  }
+  BlockFigures figures = block_figures(m.tree, items);
+  figures.attention_known = false;
+  return figures;
+}
+
+std::vector<std::string> trace_notes(const TraceModel& m, const KernelTarget& target) {
+  std::vector<std::string> notes;
+  // A softmax outside the loss (log_softmax) is attention's, which PyTorch 2.x fuses on CUDA
+  // where 1.x runs it op by op; the trace shows the path of the PyTorch that made it.
+  const Trace& t = m.trace;
+  const bool softmax = std::find(t.ops.begin(), t.ops.end(), "aten::_softmax") != t.ops.end();
+  if (target.device == Device::kCuda && softmax && t.torch.starts_with("1.")) {
+    notes.push_back(fmt::format(
+        "traced under PyTorch {0}: attention (nn.MultiheadAttention, Hugging Face's sdpa) "
+        "replays as {0} ran it, op by op, where 2.x on CUDA calls fused attention and keeps "
+        "less; trace under PyTorch 2.x for that",
+        t.torch));
+  }
+  return notes;
+}
+
+}  // namespace trainfit

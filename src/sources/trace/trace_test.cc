@@ -1,0 +1,242 @@
+#include "sources/trace/trace.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sources/trace/trace_model.h"
+
+namespace trainfit {
+namespace {
+
+// One parameter, one input, an activation and a gradient; sizes grow by 100 bytes per sample.
+std::string run_json(int batch, int per_sample_activation = 100) {
+  const int input = 16 + 100 * batch;
+  const int activation = per_sample_activation * batch;
+  return "{\"batch\":" + std::to_string(batch) +
+         R"(,"iterations":1,"events":[
+      {"phase":"setup","iteration":0},
+      {"alloc":0,"bytes":4096,"category":"parameter","dtype":"float32","param":0},
+      {"phase":"forward","iteration":1},
+      {"alloc":1,"bytes":)" +
+         std::to_string(input) + R"(,"category":"input","op":"aten::randn"},
+      {"alloc":2,"bytes":)" +
+         std::to_string(activation) +
+         R"(,"category":"activation","op":"aten::relu","module":"body.act","dtype":"float32"},
+      {"phase":"backward","iteration":1},
+      {"free":2},
+      {"alloc":3,"bytes":4096,"category":"gradient","op":"aten::mm","param":0},
+      {"phase":"optimizer","iteration":1},
+      {"free":3},
+      {"free":1}]})";
+}
+
+std::string trace_json(const std::string& runs) {
+  return R"({"format":"trainfit-trace","version":1,"model":"tiny","torch":"1.13",
+    "optimizer":{"type":"SGD","kind":"sgd","impl":"loop","groups":[{"params":[0]}]},
+    "parameters":[{"name":"body.w","bytes":4096,"dtype":"float32","trainable":true}],
+    "runs":[)" +
+         runs + "]}";
+}
+
+EstimateOptions cpu_options() {
+  EstimateOptions o;
+  o.device = cpu_profile();
+  return o;
+}
+
+TEST(TraceParse, ReadsRunsSortedByBatch) {
+  Result<Trace> t = parse_trace(trace_json(run_json(2) + "," + run_json(1)), "t.json");
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  ASSERT_EQ(t->runs.size(), 2u);
+  EXPECT_EQ(t->runs[0].batch, 1);
+  EXPECT_EQ(t->runs[1].batch, 2);
+  EXPECT_EQ(t->runs[0].events.size(), 7u);  // phase marks are not events
+  EXPECT_EQ(t->optimizer.kind, OptimizerKind::kSgd);
+}
+
+TEST(TraceModelTest, ExtrapolatesAffineSizes) {
+  Result<Trace> t = parse_trace(trace_json(run_json(1) + "," + run_json(2)), "t.json");
+  ASSERT_TRUE(t.ok());
+  Result<TraceModel> m = fit_trace(std::move(t).value());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  // Batch 10: parameter 4096 + input 1016 + activation 1000 alive at the end of forward.
+  Result<Estimate> e = estimate_trace(*m, 10, cpu_options());
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  EXPECT_EQ(e->activation_bytes, 1000);
+  EXPECT_EQ(e->peak_allocated_bytes, 4096 + 1016 + 4096);  // input and gradient in backward
+  EXPECT_EQ(e->parameters, 1024);
+}
+
+TEST(TraceModelTest, RejectsRunsThatDoNotLineUp) {
+  std::string two = run_json(2);
+  two.replace(two.find("aten::relu"), 10, "aten::gelu");
+  Result<Trace> t = parse_trace(trace_json(run_json(1) + "," + two), "t.json");
+  ASSERT_TRUE(t.ok());
+  Result<TraceModel> m = fit_trace(std::move(t).value());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("do not line up"), std::string::npos);
+  EXPECT_NE(m.status().message().find("aten::gelu"), std::string::npos);
+}
+
+TEST(TraceModelTest, RejectsSizesThatAreNotAffine) {
+  // batch x batch: 100 bytes at batch 1, 400 at 2, 900 at 3.
+  const std::string runs = run_json(1, 100) + "," + run_json(2, 200) + "," + run_json(3, 300);
+  Result<Trace> t = parse_trace(trace_json(runs), "t.json");
+  ASSERT_TRUE(t.ok());
+  Result<TraceModel> m = fit_trace(std::move(t).value());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("not affine"), std::string::npos);
+  // With two runs the negative size at batch 0 gives it away.
+  Result<Trace> two = parse_trace(trace_json(run_json(1, 100) + "," + run_json(2, 200)), "t");
+  ASSERT_TRUE(two.ok());
+  EXPECT_FALSE(fit_trace(std::move(two).value()).ok());
+}
+
+TEST(TraceModelTest, OneRunReplaysOnlyItsBatch) {
+  Result<Trace> t = parse_trace(trace_json(run_json(4)), "t.json");
+  ASSERT_TRUE(t.ok());
+  Result<TraceModel> m = fit_trace(std::move(t).value());
+  ASSERT_TRUE(m.ok());
+  EXPECT_TRUE(estimate_trace(*m, 4, cpu_options()).ok());
+  EXPECT_FALSE(estimate_trace(*m, 8, cpu_options()).ok());
+}
+
+TEST(TraceModelTest, OverflowingBatchIsAnError) {
+  Result<Trace> t = parse_trace(trace_json(run_json(1) + "," + run_json(2)), "t.json");
+  ASSERT_TRUE(t.ok());
+  Result<TraceModel> m = fit_trace(std::move(t).value());
+  ASSERT_TRUE(m.ok());
+  Result<Estimate> e = estimate_trace(*m, INT64_MAX / 2, cpu_options());
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), ErrorCode::kOutOfRange);
+}
+
+TEST(TraceParse, MalformedInputsAreOneClearError) {
+  const std::string good = trace_json(run_json(1) + "," + run_json(2));
+  const std::string bad[] = {
+      "",
+      "not json",
+      "[]",
+      R"({"format":"other"})",
+      R"({"format":5})",
+      R"({"format":"trainfit-trace","version":99})",
+      R"({"format":"trainfit-trace","version":1})",
+      R"({"format":"trainfit-trace","version":1,"parameters":{},"optimizer":{},"runs":[]})",
+      trace_json(R"({"batch":0,"iterations":1,"events":[]})"),
+      trace_json(R"({"batch":1,"iterations":1,"events":[{"free":7}]})"),
+      trace_json(R"({"batch":1,"iterations":1,"events":[{"alloc":1,"bytes":-5}]})"),
+      trace_json(
+          R"({"batch":1,"iterations":1,"events":[{"alloc":1,"bytes":8},{"alloc":1,"bytes":8}]})"),
+      trace_json(R"({"batch":1,"iterations":1,"events":[{"alloc":1,"bytes":8,"category":"x"}]})"),
+      trace_json(R"({"batch":1,"iterations":1,"events":[{"alloc":1,"bytes":8,"param":5}]})"),
+      trace_json(R"({"batch":1,"iterations":1,"events":[{"phase":"lunch","iteration":1}]})"),
+      trace_json(R"({"batch":1,"iterations":1,"events":[{"alloc":1,"bytes":1e400}]})"),
+      trace_json(
+          R"({"batch":1,"iterations":1,"events":[{"alloc":1,"bytes":99999999999999999999}]})"),
+      trace_json(R"({"batch":1,"iterations":1,"events":[7]})"),
+      trace_json(run_json(1) + "," + run_json(1)),
+  };
+  for (const std::string& text : bad) {
+    Result<Trace> t = parse_trace(text, "bad.json");
+    EXPECT_FALSE(t.ok()) << text;
+    if (!t.ok()) {
+      EXPECT_EQ(t.status().message().rfind("bad.json", 0), 0u) << t.status().message();
+      EXPECT_FALSE(t.status().hint().empty()) << t.status().message();
+    }
+  }
+  // Every truncation of a good trace is an error, never a crash.
+  for (size_t n = 0; n < good.size(); n += 7) {
+    EXPECT_FALSE(parse_trace(good.substr(0, n), "cut.json").ok()) << n;
+  }
+  EXPECT_TRUE(parse_trace(good, "good.json").ok());
+}
+
+TEST(TraceParse, DtypeItemsizes) {
+  EXPECT_EQ(dtype_itemsize("float32"), 4);
+  EXPECT_EQ(dtype_itemsize("bfloat16"), 2);
+  EXPECT_EQ(dtype_itemsize("int8"), 1);
+  EXPECT_EQ(dtype_itemsize("complex128"), 16);
+  EXPECT_EQ(dtype_itemsize("quint4x2"), 0);
+}
+
+TEST(TraceModelTest, ModulesGroupIntoBlocksAsForAGraph) {
+  const std::string run = R"({"batch":1,"iterations":1,"events":[
+      {"phase":"forward","iteration":1},
+      {"alloc":1,"bytes":8,"category":"activation","module":"body.a.conv"},
+      {"alloc":2,"bytes":8,"category":"activation","module":"body.b"},
+      {"alloc":3,"bytes":8,"category":"activation","module":"head"},
+      {"free":1},{"free":2},{"free":3}]})";
+  Result<Trace> t = parse_trace(trace_json(run), "t.json");
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  Result<TraceModel> m = fit_trace(std::move(t).value());
+  ASSERT_TRUE(m.ok());
+  // The tree: the model, body, body.a, body.a.conv, body.b, head.
+  EXPECT_EQ(m->tree.modules.size(), 6u);
+  const EventNames names = trace_names(*m);
+  const auto block_of = [&](size_t traced) {
+    const ModuleId id = m->module_of[traced];
+    return names.module(names.blocks[static_cast<size_t>(id)]);
+  };
+  EXPECT_EQ(names.module(m->module_of[0]), "body.a.conv");
+  EXPECT_EQ(block_of(0), "body");
+  EXPECT_EQ(block_of(1), "body");
+  EXPECT_EQ(block_of(2), "head");
+}
+
+TEST(TraceModelTest, PerSampleBlocksForCompare) {
+  Result<Trace> t = parse_trace(trace_json(run_json(1, 300) + "," + run_json(2, 300)), "t.json");
+  ASSERT_TRUE(t.ok());
+  Result<TraceModel> m = fit_trace(std::move(t).value());
+  ASSERT_TRUE(m.ok());
+  Result<BlockFigures> f = per_sample_blocks(*m, cpu_options());
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  // body.w belongs to body, the activation (300 bytes a sample) to body.act; body's one child
+  // makes the block (module_blocks), which holds both.
+  ASSERT_EQ(f->blocks.size(), 1u);
+  EXPECT_EQ(f->blocks[0].block, "body.act");
+  EXPECT_EQ(f->blocks[0].parameters, 1024);
+  EXPECT_EQ(f->blocks[0].kept_bytes, 300);
+  EXPECT_EQ(f->kept_bytes, 300);
+  EXPECT_FALSE(f->attention_known);
+
+  Result<Trace> one = parse_trace(trace_json(run_json(4)), "t.json");
+  ASSERT_TRUE(one.ok());
+  Result<TraceModel> single = fit_trace(std::move(one).value());
+  ASSERT_TRUE(single.ok());
+  Result<BlockFigures> none = per_sample_blocks(*single, cpu_options());
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().to_string().find("two batch sizes"), std::string::npos);
+}
+
+TEST(TraceModelTest, NotesAttentionTracedUnderTorch1OnCuda) {
+  std::string run = run_json(1);
+  run.replace(run.find("aten::relu"), 10, "aten::_softmax");
+  const auto notes = [&](const std::string& torch, const DeviceProfile& device) {
+    std::string doc = trace_json(run);
+    doc.replace(doc.find("\"1.13\""), 6, "\"" + torch + "\"");
+    Result<Trace> t = parse_trace(doc, "t.json");
+    EXPECT_TRUE(t.ok()) << t.status().to_string();
+    Result<TraceModel> m = fit_trace(std::move(t).value());
+    EXPECT_TRUE(m.ok());
+    return trace_notes(*m, device.target);
+  };
+  const std::vector<std::string> cuda = notes("1.13.1", cuda_profile(std::nullopt));
+  ASSERT_EQ(cuda.size(), 1u);
+  EXPECT_NE(cuda[0].find("traced under PyTorch 1.13.1"), std::string::npos);
+  EXPECT_TRUE(notes("1.13.1", cpu_profile()).empty());
+  EXPECT_TRUE(notes("2.4.0", cuda_profile(std::nullopt)).empty());
+
+  Result<TraceModel> cnn = fit_trace(*parse_trace(trace_json(run_json(1)), "t.json"));
+  ASSERT_TRUE(cnn.ok());
+  EXPECT_TRUE(trace_notes(*cnn, cuda_profile(std::nullopt).target).empty());
+}
+
+TEST(TraceParse, MissingFileIsNotFound) {
+  Result<Trace> t = read_trace("/nonexistent/trace.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace trainfit

@@ -1,0 +1,159 @@
+// LeRobot's ACT and Diffusion Policy: parameter counts against LeRobot's, the facts users ask
+// about, the optimizer preset's parameter groups and order, and bad --set values.
+#include <gtest/gtest.h>
+
+#include "graph/blocks.h"
+#include "base/size_math.h"
+#include "sources/zoo/zoo.h"
+
+namespace trainfit {
+namespace {
+
+using Sets = std::vector<std::pair<std::string, std::string>>;
+
+Result<Graph> build(const std::string& name, Sets sets, int64_t batch = 1) {
+  ModelRequest r;
+  r.name = name;
+  r.sets = std::move(sets);
+  r.batch = batch;
+  return build_model(r);
+}
+
+int64_t parameters(const std::string& name, Sets sets) {
+  const Result<Graph> g = build(name, std::move(sets));
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  if (!g.ok()) return -1;
+  return block_figures(*g).parameters;
+}
+
+const GraphFact* fact(const Graph& g, std::string_view key) {
+  for (const GraphFact& f : g.facts) {
+    if (f.key == key) return &f;
+  }
+  return nullptr;
+}
+
+Dims input_shape(const Graph& g, std::string_view name) {
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    if (g.input_names[i] == name) return g.value(g.inputs[i]).shape;
+  }
+  return {};
+}
+
+constexpr const char* kThreeCameras = "640x360,640x480,640x480";
+
+// LeRobot's training logs print 51,613,582 (14/14) and 51,597,190 (6/6); one backbone serves
+// every camera, so the camera count does not change it.
+TEST(Act, ParameterCountsMatchLeRobot) {
+  EXPECT_EQ(parameters("act", {}), 51'613'582);
+  EXPECT_EQ(parameters("act", {{"cameras", kThreeCameras}}), 51'613'582);
+  EXPECT_EQ(parameters("act", {{"state_dim", "6"}, {"action_dim", "6"}}), 51'597'190);
+  // The closed form: use_vae=false drops the VAE encoder and its projections (17,381,440);
+  // resnet34's trunk has 10,100,736 more conv weights than resnet18's.
+  EXPECT_EQ(parameters("act", {{"use_vae", "false"}}), 51'613'582 - 17'381'440);
+  EXPECT_EQ(parameters("act", {{"vision_backbone", "resnet34"}}), 61'714'318);
+  // An environment state adds its projection (E * 512 + 512) and one 1-D position (512).
+  EXPECT_EQ(parameters("act", {{"env_state_dim", "10"}}), 51'613'582 + 10 * 512 + 1024);
+}
+
+TEST(Act, ThreeCamerasGive842EncoderTokens) {
+  const Result<Graph> g = build("act", {{"cameras", kThreeCameras}});
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const GraphFact* s = fact(*g, "encoder_tokens");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->value, 842);  // 1 latent + 1 state + 12*20 + 15*20 + 15*20
+  EXPECT_NE(s->text.find("240 + 300 + 300"), std::string::npos) << s->text;
+}
+
+TEST(Act, BackboneIsItsOwnParameterGroupInRegistrationOrder) {
+  const Result<Graph> g = build("act", {});
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  // ACT.__init__ registers the VAE encoder first; model.parameters() starts there.
+  EXPECT_EQ(g->params.front().name, "model.vae_encoder.layers.0.self_attn.in_proj_weight");
+  EXPECT_EQ(g->params.back().name, "model.action_head.bias");
+  for (const Param& p : g->params) {
+    EXPECT_EQ(p.group, p.name.starts_with("model.backbone.") ? 1 : 0) << p.name;
+  }
+}
+
+// Each post-norm attention keeps, per head and score, the fp32 softmax output, the 1-byte
+// CUDA dropout mask and the fp32 dropped probabilities: 9 bytes per element.
+TEST(Act, AttentionMatricesFollowTheSequenceLengths) {
+  const Result<Graph> g = build("act", {});
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const int64_t s = 302, vae = 102, chunk = 100, heads = 8, bytes = 9;
+  const int64_t expected = heads * bytes * (4 * s * s + 4 * vae * vae + chunk * chunk + chunk * s);
+  EXPECT_EQ(block_figures(*g).attention_bytes, expected);
+  // Under AMP the softmax output stays fp32 (autocast's fp32 list) and the second bmm keeps a
+  // bf16 copy of the dropped probabilities: 4 + 1 + 2 bytes.
+  ModelRequest amp;
+  amp.name = "act";
+  amp.options.precision = Precision::kAmpBf16;
+  const Result<Graph> a = build_model(amp);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(block_figures(*a).attention_bytes, expected / bytes * 7);
+}
+
+// LeRobot logs 262,709,026 for PushT (2/2, one 96x96 camera); the UNet's closed form gives the
+// others. Neither horizon nor crop nor image size changes the count.
+TEST(Diffusion, ParameterCountsMatchLeRobot) {
+  EXPECT_EQ(parameters("diffusion", {}), 262'709'026);
+  EXPECT_EQ(parameters("diffusion", {{"preset", "classic"}}), 262'709'026);
+  EXPECT_EQ(parameters("diffusion", {{"cameras", "640x480"}, {"horizon", "16"}}), 262'709'026);
+  const Sets three = {{"state_dim", "14"}, {"action_dim", "14"}, {"cameras", "96x96,96x96,96x96"}};
+  EXPECT_EQ(parameters("diffusion", three), 293'174'382);
+  Sets shared = three;
+  shared.emplace_back("use_separate_rgb_encoder_per_camera", "false");
+  EXPECT_EQ(parameters("diffusion", shared), 270'780'206);
+}
+
+TEST(Diffusion, PresetsSetHorizonAndConditioning) {
+  const Result<Graph> v06 = build("diffusion", {});
+  const Result<Graph> classic = build("diffusion", {{"preset", "classic"}});
+  ASSERT_TRUE(v06.ok() && classic.ok());
+  EXPECT_EQ(input_shape(*v06, "action"), (Dims{1, 64, 2}));  // horizon 64
+  EXPECT_EQ(input_shape(*classic, "action"), (Dims{1, 16, 2}));
+  // 2 obs steps x (2 state + 64 image features), plus the 128-wide timestep embedding.
+  EXPECT_EQ(fact(*v06, "global_cond_dim")->value, 132);
+  EXPECT_EQ(fact(*v06, "unet_cond_dim")->value, 260);
+  EXPECT_EQ(block_figures(*v06).attention_bytes, 0);
+}
+
+TEST(LeRobot, BadSetValuesAreClearErrors) {
+  struct Bad {
+    const char* model;
+    Sets sets;
+    const char* says;
+  };
+  const Bad cases[] = {
+      {"act", {{"cameras", "640x"}}, "not WIDTHxHEIGHT"},
+      {"act", {{"cameras", "axb"}}, "not WIDTHxHEIGHT"},
+      {"act", {{"cameras", ""}}, "not WIDTHxHEIGHT"},
+      {"act", {{"cameras", "640x480,"}}, "not WIDTHxHEIGHT"},
+      {"act", {{"cameras", "0x480"}}, "not WIDTHxHEIGHT"},
+      {"act", {{"cameras", "none"}}, "at least one camera"},
+      {"act", {{"n_heads", "7"}}, "divisible by n_heads"},
+      {"act", {{"vision_backbone", "vgg16"}}, "not one of"},
+      {"diffusion", {{"horizon", "60"}}, "divisible by 2^len(down_dims)"},
+      {"diffusion", {{"horizon", "0"}}, "default 64, or 16 with preset=classic"},
+      {"diffusion", {{"cameras", "96x96,640x480"}}, "same size"},
+      {"diffusion", {{"crop", "120x120"}}, "larger than"},
+      {"diffusion", {{"crop", "84"}}, "not"},
+      {"diffusion", {{"down_dims", "512,,1024"}}, "not a list"},
+      {"diffusion", {{"down_dims", "100,200"}}, "n_groups"},
+      {"diffusion", {{"state_dim", "0"}}, "at least 1"},
+  };
+  for (const Bad& c : cases) {
+    SCOPED_TRACE(c.sets.front().first + "=" + c.sets.front().second);
+    const Result<Graph> g = build(c.model, c.sets);
+    ASSERT_FALSE(g.ok());
+    EXPECT_NE(g.status().to_string().find(c.says), std::string::npos) << g.status().to_string();
+  }
+  ModelRequest r;
+  r.name = "act";
+  r.input = Dims{3, 224, 224};
+  EXPECT_FALSE(build_model(r).ok());
+}
+
+}  // namespace
+}  // namespace trainfit

@@ -1,0 +1,125 @@
+// The model zoo: named models built from registry ops, each with typed --set keys.
+//
+//   ModelRequest r;
+//   r.name = "resnet50";
+//   r.batch = 32;
+//   r.sets = {{"num_classes", "10"}};
+//   Result<Graph> g = build_model(r);
+//   for (const ModelSpec& m : model_zoo()) { ... m.name, m.keys ... }
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "graph/builder.h"
+#include "lower/training.h"
+
+namespace trainfit {
+
+enum class InputKind : uint8_t {
+  kImage,       // --input CxHxW
+  kSequence,    // --seq-len N
+  kConfigured,  // its inputs follow from --set keys (a policy's cameras and state)
+};
+
+struct SetKey {
+  std::string name;
+  AttrKind kind = AttrKind::kInt;
+  AttrValue default_value;
+  std::string doc;
+  std::vector<std::string> choices;  // allowed values of a string key
+  std::optional<double> min;         // smallest allowed value of a number
+  std::optional<double> max;         // largest allowed value of a number
+  std::string default_doc;           // shown instead of the default when that depends on others
+};
+
+// The optimizer a model's own training recipe uses, when --optimizer is not given.
+struct OptimizerPreset {
+  OptimizerKind kind = OptimizerKind::kAdamW;
+  double weight_decay = -1;  // -1: torch's default
+  std::string doc;           // "LeRobot's ACT preset: AdamW, lr 1e-5, weight_decay 1e-4, ..."
+};
+
+class ModelConfig {
+ public:
+  int64_t batch = 1;
+  Dims input;           // CxHxW for image models
+  int64_t seq_len = 0;  // for sequence models
+
+  int64_t get_int(std::string_view key) const;
+  double get_float(std::string_view key) const;
+  bool get_bool(std::string_view key) const;
+  const std::string& get_string(std::string_view key) const;
+  void set(const std::string& key, AttrValue value) { values_[key] = std::move(value); }
+
+ private:
+  const AttrValue& get(std::string_view key) const;
+  std::map<std::string, AttrValue, std::less<>> values_;
+};
+
+using BuildFn = std::function<void(GraphBuilder&, const ModelConfig&)>;
+
+// Repeated blocks that activation checkpointing wraps one at a time: `fit --what-if` offers one
+// row per family. Patterns that match no module of a given configuration are left out.
+struct CheckpointFamily {
+  std::string name;                   // "encoder layers"
+  std::vector<std::string> patterns;  // --checkpoint patterns: "model.encoder.layers.*"
+};
+
+// A smaller variant of the model (`fit --what-if`, architecture changes): --set values.
+struct ModelChange {
+  std::string what;  // "chunk_size 100 -> 50"
+  std::vector<std::pair<std::string, std::string>> sets;
+};
+// The changes that apply to a configuration (keys resolved, defaults filled in).
+using ChangesFn = std::function<std::vector<ModelChange>(const ModelConfig&)>;
+
+struct ModelSpec {
+  std::string name;
+  std::string family;  // "resnet", "vgg", ...
+  std::string doc;
+  InputKind input = InputKind::kImage;
+  Dims default_input;           // CxHxW
+  int64_t default_seq_len = 0;  // sequence models
+  std::vector<SetKey> keys;
+  BuildFn build;
+  std::optional<OptimizerPreset> optimizer;
+  std::vector<CheckpointFamily> checkpoint_families;
+  std::vector<std::string> backbone;  // --freeze prefixes that freeze its (pretrained) backbone
+  ChangesFn smaller;                  // optional: architecture what-ifs beyond the input size
+};
+
+struct ModelRequest {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> sets;  // --set key=value, in order
+  int64_t batch = 1;
+  std::optional<Dims> input;
+  std::optional<int64_t> seq_len;
+  BuildOptions options;
+};
+
+const std::vector<ModelSpec>& model_zoo();
+const ModelSpec* find_model(std::string_view name);
+
+// Parses --set values against the model's keys and checks the inputs fit its kind.
+Result<ModelConfig> model_config(const ModelRequest& request);
+// model_config, then the model's training-forward graph.
+Result<Graph> build_model(const ModelRequest& request);
+
+// "3x224x224" -> {3, 224, 224}
+Result<Dims> parse_dims(std::string_view text);
+
+// One function per family file.
+void add_resnet_models(std::vector<ModelSpec>& models);
+void add_vgg_models(std::vector<ModelSpec>& models);
+void add_vit_models(std::vector<ModelSpec>& models);
+void add_gpt2_models(std::vector<ModelSpec>& models);
+void add_act_models(std::vector<ModelSpec>& models);
+void add_diffusion_models(std::vector<ModelSpec>& models);
+
+}  // namespace trainfit
