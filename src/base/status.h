@@ -23,7 +23,7 @@ enum class ErrorCode {
   kUnsupported,      // valid, but not modelled by trainfit
 };
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;  // ok
   Status(ErrorCode code, std::string message, std::string hint = {})
@@ -64,7 +64,7 @@ inline Status unsupported(std::string message, std::string hint = {}) {
 }
 
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : data_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : data_(std::move(status)) {  // NOLINT(google-explicit-constructor)

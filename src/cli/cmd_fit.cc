@@ -10,7 +10,7 @@
 
 #include "cli/cli.h"
 #include "cli/plan.h"
-#include "report/format.h"
+#include "base/units.h"
 #include "report/table.h"
 
 namespace trainfit {

@@ -6,7 +6,7 @@
 
 #include "cli/cli.h"
 #include "estimate/gpu_catalog.h"
-#include "report/format.h"
+#include "base/units.h"
 
 namespace trainfit {
 

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_test_util.h"
-#include "report/golden_test_util.h"
+#include "base/golden_test_util.h"
 
 namespace trainfit {
 namespace {

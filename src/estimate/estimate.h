@@ -18,6 +18,7 @@
 
 #include "alloc/allocator.h"
 #include "estimate/gpu_catalog.h"
+#include "lower/events.h"
 #include "lower/training.h"
 
 namespace trainfit {

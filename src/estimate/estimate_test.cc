@@ -73,17 +73,6 @@ TEST(Estimate, TimelineHasOnePointPerDeviceEvent) {
   EXPECT_EQ(max_allocated, e.peak_allocated_bytes);
 }
 
-TEST(Estimate, BytesParsing) {
-  EXPECT_EQ(*parse_bytes("24GiB"), int64_t{24} << 30);
-  EXPECT_EQ(*parse_bytes("24GB"), 24'000'000'000);
-  EXPECT_EQ(*parse_bytes("1.5MiB"), 1536 * 1024);
-  EXPECT_EQ(*parse_bytes("4096"), 4096);
-  for (const char* bad :
-       {"", "GiB", "24 GiB", "24gib", "-1GiB", "0", "1e3GiB", "9999999999TiB", "24GiBs"}) {
-    EXPECT_FALSE(parse_bytes(bad).ok()) << bad;
-  }
-}
-
 TEST(Estimate, GpuCatalog) {
   EXPECT_EQ(find_gpu("h100-80gb")->sm, 90);
   EXPECT_EQ(cublas_workspace_bytes(90), 32 << 20);

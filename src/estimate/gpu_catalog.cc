@@ -48,45 +48,4 @@ int64_t cublas_workspace_bytes(int sm) {
   return 4096 * 1024 * 2 + 16 * 1024 * 8;
 }
 
-Result<int64_t> parse_bytes(std::string_view text) {
-  size_t split = 0;
-  while (split < text.size() &&
-         (std::isdigit(static_cast<unsigned char>(text[split])) || text[split] == '.')) {
-    ++split;
-  }
-  const std::string number(text.substr(0, split));
-  const std::string_view unit = text.substr(split);
-  double scale = 1;
-  if (unit.empty() || unit == "B")
-    scale = 1;
-  else if (unit == "KiB")
-    scale = 1024.0;
-  else if (unit == "MiB")
-    scale = 1024.0 * 1024;
-  else if (unit == "GiB")
-    scale = 1024.0 * 1024 * 1024;
-  else if (unit == "TiB")
-    scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "KB")
-    scale = 1e3;
-  else if (unit == "MB")
-    scale = 1e6;
-  else if (unit == "GB")
-    scale = 1e9;
-  else if (unit == "TB")
-    scale = 1e12;
-  else {
-    return parse_error(fmt::format("unknown size unit in '{}'", text),
-                       "use B, KiB, MiB, GiB, TiB or KB, MB, GB, TB, e.g. 24GiB");
-  }
-  char* end = nullptr;
-  const double v = number.empty() ? -1 : std::strtod(number.c_str(), &end);
-  if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(v) || v <= 0) {
-    return parse_error(fmt::format("'{}' is not a size", text), "for example 24GiB or 81920MiB");
-  }
-  const double bytes = v * scale;
-  if (bytes >= 9.2e18) return out_of_range(fmt::format("size '{}' is too large", text));
-  return static_cast<int64_t>(std::llround(bytes));
-}
-
 }  // namespace trainfit

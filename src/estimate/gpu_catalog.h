@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/units.h"
 
 namespace trainfit {
 
@@ -31,8 +32,5 @@ int64_t cublas_workspace_bytes(int sm);
 // an estimate (300-400 MB of context with lazy loading, pytorch/pytorch#107667 and #109888,
 // plus cuBLAS and cuDNN handles), not a measurement; --cuda-context overrides it.
 inline constexpr int64_t kDefaultCudaContextBytes = int64_t{500} << 20;
-
-// "24GiB", "24GB" (10^9), "24576MiB", "512MB", "1000000" (bytes).
-Result<int64_t> parse_bytes(std::string_view text);
 
 }  // namespace trainfit

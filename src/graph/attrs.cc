@@ -6,21 +6,6 @@
 
 namespace trainfit {
 
-std::string_view attr_kind_name(AttrKind kind) {
-  switch (kind) {
-    case AttrKind::kInt:
-      return "int";
-    case AttrKind::kFloat:
-      return "float";
-    case AttrKind::kBool:
-      return "bool";
-    case AttrKind::kString:
-      return "string";
-    case AttrKind::kInts:
-      return "int list";
-  }
-  return "?";
-}
 
 std::string attr_value_string(const AttrValue& value) {
   struct Visitor {

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "graph/shape.h"
 
 namespace trainfit {
@@ -24,7 +25,16 @@ using AttrValue = std::variant<int64_t, double, bool, std::string, Dims>;
 
 enum class AttrKind : uint8_t { kInt, kFloat, kBool, kString, kInts };
 
-std::string_view attr_kind_name(AttrKind kind);
+inline constexpr auto kAttrKindNames = enum_names<AttrKind>({
+    {AttrKind::kInt, "int"},
+    {AttrKind::kFloat, "float"},
+    {AttrKind::kBool, "bool"},
+    {AttrKind::kString, "string"},
+    {AttrKind::kInts, "int list"},
+});
+inline std::string_view attr_kind_name(AttrKind kind) {
+  return kAttrKindNames.name(kind);
+}
 std::string attr_value_string(const AttrValue& value);
 
 class Attrs {

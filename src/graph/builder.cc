@@ -284,8 +284,9 @@ std::vector<ValueId> GraphBuilder::call(std::string_view op, std::vector<ValueId
       const DType d = value(id).dtype;
       return d == DType::kFloat16 || d == DType::kBFloat16;
     });
-    if (low && final_attrs.has("dtype") && final_attrs.get_string("dtype").empty()) {
-      final_attrs.set("dtype", std::string("float32"));
+    const std::string attr(schema->compute_dtype_attr);
+    if (low && final_attrs.get_string(attr).empty()) {
+      final_attrs.set(attr, std::string(dtype_name(DType::kFloat32)));
     }
   } else if (is_amp(options_.precision) && schema->autocast != Autocast::kUnchanged) {
     DType widest = DType::kBool;

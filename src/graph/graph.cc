@@ -5,20 +5,6 @@
 
 namespace trainfit {
 
-std::string_view precision_name(Precision p) {
-  switch (p) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kAmpFp16:
-      return "amp-fp16";
-    case Precision::kAmpBf16:
-      return "amp-bf16";
-    case Precision::kBf16:
-      return "bf16";
-  }
-  return "?";
-}
-
 int64_t Graph::batch_size() const {
   if (inputs.empty() || value(inputs.front()).shape.empty()) return 1;
   return value(inputs.front()).shape.front();
@@ -60,6 +46,21 @@ std::vector<ModuleId> module_blocks(const Graph& g) {
     }
   }
   return block;
+}
+
+bool module_matches(std::string_view path, std::string_view pattern) {
+  while (true) {
+    const size_t p_end = pattern.find('.');
+    const size_t s_end = path.find('.');
+    const std::string_view p = pattern.substr(0, p_end);
+    const std::string_view s = path.substr(0, s_end);
+    if (p != "*" && p != s) return false;
+    if (p_end == std::string_view::npos || s_end == std::string_view::npos) {
+      return p_end == std::string_view::npos && s_end == std::string_view::npos;
+    }
+    pattern.remove_prefix(p_end + 1);
+    path.remove_prefix(s_end + 1);
+  }
 }
 
 }  // namespace trainfit

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "graph/attrs.h"
 #include "graph/dtype.h"
 #include "graph/shape.h"
@@ -33,6 +34,8 @@ enum class TorchVersion : uint8_t {
   k1_13,  // the PyTorch Debian ships, which the validation harness runs on CPU
   k2,     // PyTorch 2.x, as CUDA training runs it
 };
+// The names --device-profile takes: cuda is PyTorch 2.x on CUDA, cpu is PyTorch 1.13 on CPU.
+inline constexpr auto kDeviceNames = enum_names<Device>({{Device::kCuda, "cuda"}, {Device::kCpu, "cpu"}});
 struct KernelTarget {
   Device device = Device::kCuda;
   TorchVersion torch = TorchVersion::k2;
@@ -44,7 +47,15 @@ enum class Precision : uint8_t {
   kAmpBf16,  // torch.autocast(dtype=bfloat16) with fp32 weights
   kBf16,     // pure bfloat16: weights, activations and gradients in bf16
 };
-std::string_view precision_name(Precision p);
+inline constexpr auto kPrecisionNames = enum_names<Precision>({
+    {Precision::kFp32, "fp32"},
+    {Precision::kAmpFp16, "amp-fp16"},
+    {Precision::kAmpBf16, "amp-bf16"},
+    {Precision::kBf16, "bf16"},
+});
+inline std::string_view precision_name(Precision p) {
+  return kPrecisionNames.name(p);
+}
 
 enum class StorageKind : uint8_t { kInput, kParameter, kBuffer, kActivation };
 
@@ -133,6 +144,9 @@ struct Graph {
   }
   int64_t batch_size() const;  // first dim of the first input
 };
+
+// Does a module path match a pattern where `*` stands for one path component?
+bool module_matches(std::string_view path, std::string_view pattern);
 
 // Per module, the block a report groups it under: a child of the block root, which is the
 // model's outermost module with more than one child (ResNet's layer1, ACT's model.encoder).

@@ -6,17 +6,14 @@ namespace trainfit {
 
 OpRegistry::OpRegistry(std::vector<OpSchema> ops) : ops_(std::move(ops)) {
   for (size_t i = 0; i < ops_.size(); ++i) {
-    for (size_t j = i + 1; j < ops_.size(); ++j) {
-      TF_CHECK(ops_[i].name != ops_[j].name) << "op registered twice: " << ops_[i].name;
-    }
+    const bool added = index_.emplace(ops_[i].name, i).second;
+    TF_CHECK(added) << "op registered twice: " << ops_[i].name;
   }
 }
 
 const OpSchema* OpRegistry::find(std::string_view name) const {
-  for (const OpSchema& s : ops_) {
-    if (s.name == name) return &s;
-  }
-  return nullptr;
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &ops_[it->second];
 }
 
 const OpRegistry& op_registry() {

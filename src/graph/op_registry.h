@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "graph/op_schema.h"
@@ -20,6 +21,7 @@ class OpRegistry {
 
  private:
   std::vector<OpSchema> ops_;
+  std::unordered_map<std::string_view, size_t> index_;  // name -> position in ops_
 };
 
 // The immutable registry of all op families, built on first use.

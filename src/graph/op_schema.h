@@ -40,7 +40,7 @@ enum class Autocast : uint8_t {
   kFp32,       // low-precision inputs cast up to fp32
   kPromote,    // inputs cast to the widest input dtype
   // Computes in fp32 through a dtype argument (softmax, log_softmax, sum, mean): the builder
-  // sets the op's "dtype" attribute instead of inserting a cast.
+  // sets the schema's compute_dtype_attr instead of inserting a cast.
   kFp32Output,
 };
 
@@ -137,6 +137,10 @@ struct OpSchema {
   BackwardFn backward;
   bool uses_cublas = false;  // its forward and backward run cuBLAS GEMMs (CUDA workspace)
   FlopsFn flops;             // optional: products and convolutions
+  // Views, copies and fills (reshape, cat, pad, full, ...): no arithmetic, so no FLOPs.
+  bool data_movement = false;
+  // With Autocast::kFp32Output: the string attribute naming the dtype it computes in.
+  std::string_view compute_dtype_attr;
 
   bool composite() const { return static_cast<bool>(decompose); }
 };

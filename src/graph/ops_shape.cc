@@ -28,6 +28,7 @@ OpSchema shape_schema(std::string_view name, std::string_view doc, InferFn infer
   s.name = name;
   s.family = "shape";
   s.doc = doc;
+  s.data_movement = true;
   s.infer = std::move(infer);
   s.saved = [](const OpCall&) { return SavedList{}; };
   s.workspace = no_workspace;

@@ -151,6 +151,16 @@ TEST(OpRegistry, EveryOpIsCompleteAndTested) {
       EXPECT_TRUE(s.infer && s.saved && s.workspace) << "a primitive needs infer, saved, workspace";
     }
     for (const AttrSpec& a : s.attrs) EXPECT_FALSE(a.doc.empty()) << a.name;
+    // An op autocast runs in fp32 through an argument declares that argument, a string.
+    if (s.autocast == Autocast::kFp32Output) {
+      const auto attr = std::find_if(s.attrs.begin(), s.attrs.end(),
+                                     [&](const AttrSpec& a) { return a.name == s.compute_dtype_attr; });
+      ASSERT_NE(attr, s.attrs.end()) << "compute_dtype_attr '" << s.compute_dtype_attr << "'";
+      EXPECT_EQ(attr->kind, AttrKind::kString);
+    } else {
+      EXPECT_TRUE(s.compute_dtype_attr.empty());
+    }
+    EXPECT_EQ(op_registry().find(s.name), &s);
     EXPECT_TRUE(tested.count(std::string(s.name))) << "no test case for " << s.name;
   }
 }

@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "report/format.h"
+#include "base/units.h"
 
 namespace trainfit {
 namespace {

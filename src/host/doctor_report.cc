@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "host/stats.h"
-#include "report/format.h"
+#include "base/units.h"
 
 namespace trainfit {
 namespace {

@@ -10,7 +10,7 @@
 #include <random>
 
 #include "host/doctor_report.h"
-#include "report/golden_test_util.h"
+#include "base/golden_test_util.h"
 
 namespace trainfit {
 namespace {

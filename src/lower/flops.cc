@@ -8,7 +8,7 @@ namespace trainfit {
 
 double node_flops(const Graph& graph, const Node& node) {
   const OpSchema& op = *node.op;
-  if (op.family == "shape" || node.outputs.empty()) return 0;  // views and data movement
+  if (op.data_movement || node.outputs.empty()) return 0;
   std::vector<const Value*> inputs;
   inputs.reserve(node.inputs.size());
   for (ValueId v : node.inputs) inputs.push_back(&graph.value(v));

@@ -12,9 +12,16 @@
 #pragma once
 
 #include "base/status.h"
+#include "lower/events.h"
 #include "lower/training.h"
 
 namespace trainfit {
+
+// What the device adds beyond the graph's ops.
+struct LoweringOptions {
+  int64_t cublas_workspace_bytes = 0;  // per cuBLAS handle, allocated at its first GEMM
+  bool op_workspaces = false;          // transient memory inside kernels (CUDA)
+};
 
 // A checkpointed module call: nodes [first, end). Inside it autograd keeps nothing during
 // forward; the segment's inputs stay alive until its backward has finished, and its first

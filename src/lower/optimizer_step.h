@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "lower/events.h"
 #include "lower/training.h"
 
 namespace trainfit {
@@ -35,15 +36,6 @@ struct OptimizerStep {
 };
 
 bool is_8bit(OptimizerKind kind);
-
-// Where lowering records buffers.
-class EventSink {
- public:
-  virtual ~EventSink() = default;
-  // A new buffer; `param` >= 0 labels optimizer state with its parameter.
-  virtual int32_t alloc(int64_t bytes, Category category, bool host, int32_t param) = 0;
-  virtual void release(int32_t buffer) = 0;
-};
 
 void lower_optimizer_step(const OptimizerStep& step, EventSink& sink);
 

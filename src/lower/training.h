@@ -1,10 +1,10 @@
-// A training step as a list of allocation events: the seam between lowering (which knows
-// PyTorch's semantics) and the allocator model (which knows the CUDA caching allocator).
+// How a model trains: the optimizer and its implementation, gradient accumulation, activation
+// checkpointing.
 //
 //   TrainingConfig cfg;
 //   cfg.optimizer.kind = OptimizerKind::kAdamW;
-//   Result<EventList> events = lower_training_step(graph, cfg, LoweringOptions{});
-//   for (const Event& e : events->events) { ... e.alloc, e.buffer, e.bytes ... }
+//   cfg.checkpoint = {"encoder.layers.*"};
+//   optimizer_name(cfg.optimizer.kind) == "adamw"
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/graph.h"
+#include "base/enum_names.h"
 
 namespace trainfit {
 
@@ -21,8 +21,26 @@ enum class OptimizerKind : uint8_t { kSgd, kMomentum, kAdam, kAdamW, kAdam8bit, 
 // kDefault: what PyTorch picks: foreach for CUDA tensors on 2.x, the for-loop otherwise.
 enum class OptimizerImpl : uint8_t { kDefault, kForeach, kFused, kLoop };
 
-std::string_view optimizer_name(OptimizerKind kind);
-std::string_view optimizer_impl_name(OptimizerImpl impl);
+inline constexpr auto kOptimizerNames = enum_names<OptimizerKind>({
+    {OptimizerKind::kSgd, "sgd"},
+    {OptimizerKind::kMomentum, "momentum"},
+    {OptimizerKind::kAdam, "adam"},
+    {OptimizerKind::kAdamW, "adamw"},
+    {OptimizerKind::kAdam8bit, "adam8bit"},
+    {OptimizerKind::kAdamW8bit, "adamw8bit"},
+});
+inline constexpr auto kOptimizerImplNames = enum_names<OptimizerImpl>({
+    {OptimizerImpl::kDefault, "default"},
+    {OptimizerImpl::kForeach, "foreach"},
+    {OptimizerImpl::kFused, "fused"},
+    {OptimizerImpl::kLoop, "loop"},
+});
+inline std::string_view optimizer_name(OptimizerKind kind) {
+  return kOptimizerNames.name(kind);
+}
+inline std::string_view optimizer_impl_name(OptimizerImpl impl) {
+  return kOptimizerImplNames.name(impl);
+}
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kAdamW;
@@ -40,59 +58,5 @@ struct TrainingConfig {
   // path component ("encoder.layers.*" checkpoints each layer).
   std::vector<std::string> checkpoint;
 };
-
-// What the device adds beyond the graph's ops.
-struct LoweringOptions {
-  int64_t cublas_workspace_bytes = 0;  // per cuBLAS handle, allocated at its first GEMM
-  bool op_workspaces = false;          // transient memory inside kernels (CUDA)
-};
-
-enum class Category : uint8_t {
-  kParameter,       // parameters and buffers
-  kGradient,        // parameters' .grad
-  kOptimizerState,  // exp_avg, momentum buffers, step counters
-  kActivation,      // tensors autograd keeps for backward
-  kTemporary,       // everything else an op makes: outputs in flight, gradients in flight
-  kInput,           // the batch
-  kWorkspace,       // cuBLAS workspaces and in-kernel scratch
-};
-inline constexpr int kCategoryCount = 7;
-std::string_view category_name(Category c);
-
-enum class Phase : uint8_t { kSetup, kForward, kBackward, kOptimizer };
-std::string_view phase_name(Phase p);
-
-struct Buffer {
-  int64_t bytes = 0;
-  Category category = Category::kTemporary;
-  NodeId node = kNone;      // the op that allocated it, if any
-  ModuleId module = kNone;  // the module it belongs to, if any
-  bool host = false;        // host memory: not on the GPU
-  int32_t param = -1;       // the parameter it holds (category parameter), as an index
-};
-
-struct Event {
-  int32_t buffer = 0;
-  bool alloc = true;
-  Phase phase = Phase::kSetup;
-  uint8_t iteration = 0;
-  NodeId node = kNone;  // the op during which it happens
-};
-
-struct EventList {
-  std::vector<Buffer> buffers;
-  std::vector<Event> events;
-
-  // Appends a buffer and the event that allocates it; returns the buffer's index.
-  int32_t add_alloc(const Buffer& buffer, Phase phase, uint8_t iteration, NodeId node) {
-    buffers.push_back(buffer);
-    const auto id = static_cast<int32_t>(buffers.size() - 1);
-    events.push_back({id, true, phase, iteration, node});
-    return id;
-  }
-};
-
-// Does a module path match a pattern where `*` stands for one path component?
-bool module_matches(std::string_view path, std::string_view pattern);
 
 }  // namespace trainfit

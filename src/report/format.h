@@ -1,6 +1,6 @@
-// Human-readable numbers for reports.
+// Folding long lists of figures for reports (units.h formats the numbers).
 //
-//   format_bytes(102760448) == "98.0 MiB"; format_count(25557032) == "25,557,032"
+//   largest_first(rows, 0.01, 6)   // the largest rows, the small ones as "other (N blocks)"
 #pragma once
 
 #include <cstddef>
@@ -8,14 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "base/units.h"
 #include "estimate/estimate.h"
 
 namespace trainfit {
-
-// Binary units with three significant digits: "512 B", "1.50 KiB", "98.0 MiB", "3.01 GiB".
-std::string format_bytes(int64_t bytes);
-// Thousands separators: "25,557,032".
-std::string format_count(int64_t n);
 
 // Largest first, at most `max_rows` lines: the rows under `share` of their total (and those
 // past the limit) fold into one "other (N blocks)" row, so a report shows what matters at a

@@ -5,30 +5,14 @@
 #include <sstream>
 
 #include "report/estimate_report.h"
-#include "report/format.h"
-#include "report/golden_test_util.h"
+#include "base/units.h"
+#include "base/golden_test_util.h"
 #include "report/summary_report.h"
 #include "report/table.h"
 #include "sources/zoo/zoo.h"
 
 namespace trainfit {
 namespace {
-
-TEST(Format, Bytes) {
-  EXPECT_EQ(format_bytes(0), "0 B");
-  EXPECT_EQ(format_bytes(512), "512 B");
-  EXPECT_EQ(format_bytes(1536), "1.50 KiB");
-  EXPECT_EQ(format_bytes(102'760'448), "98.0 MiB");
-  EXPECT_EQ(format_bytes(int64_t{3} << 30), "3.00 GiB");
-  EXPECT_EQ(format_bytes(int64_t{200} << 30), "200 GiB");
-  EXPECT_EQ(format_bytes(-2048), "-2.00 KiB");
-}
-
-TEST(Format, Counts) {
-  EXPECT_EQ(format_count(25'557'032), "25,557,032");
-  EXPECT_EQ(format_count(999), "999");
-  EXPECT_EQ(format_count(-1000), "-1,000");
-}
 
 TEST(Table, ShrinksFlexibleColumnsToFit) {
   TextTable t({{"Name", Align::kLeft, true}, {"Bytes", Align::kRight, false}});

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "report/format.h"
+#include "base/units.h"
 #include "report/table.h"
 
 namespace trainfit {
@@ -22,7 +22,7 @@ std::string inputs_line(const Summary& s) {
 }  // namespace
 
 std::string_view profile_name(const KernelTarget& target) {
-  return target.device == Device::kCpu ? "cpu" : "cuda";
+  return kDeviceNames.name(target.device);
 }
 
 std::string profile_description(const KernelTarget& target) {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "graph/dtype.h"
+#include "lower/optimizer_step.h"
 
 namespace trainfit {
 namespace {
@@ -83,13 +84,6 @@ int32_t intern(std::vector<std::string>& table, std::map<std::string, int32_t>& 
   return it->second;
 }
 
-std::optional<Category> parse_category(std::string_view s) {
-  for (int c = 0; c < kCategoryCount; ++c) {
-    if (category_name(static_cast<Category>(c)) == s) return static_cast<Category>(c);
-  }
-  return std::nullopt;
-}
-
 struct Tables {
   std::map<std::string, int32_t> ops, modules, dtypes;
 };
@@ -101,15 +95,13 @@ Result<TraceOptimizer> parse_optimizer(const json& j, size_t params) {
   TraceOptimizer o;
   TF_ASSIGN_OR_RETURN(o.type, f.string("type"));
   const std::string kind = f.string_or("kind", "");
-  for (OptimizerKind k : {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam,
-                          OptimizerKind::kAdamW}) {
-    if (optimizer_name(k) == kind) o.kind = k;
+  // torch.optim's four that trainfit models; anything else replays as traced.
+  if (const std::optional<OptimizerKind> k = kOptimizerNames.parse(kind); k && !is_8bit(*k)) {
+    o.kind = k;
   }
   const std::string impl = f.string_or("impl", "loop");
-  std::optional<OptimizerImpl> parsed;
-  for (OptimizerImpl i : {OptimizerImpl::kLoop, OptimizerImpl::kForeach, OptimizerImpl::kFused}) {
-    if (optimizer_impl_name(i) == impl) parsed = i;
-  }
+  std::optional<OptimizerImpl> parsed = kOptimizerImplNames.parse(impl);
+  if (parsed == OptimizerImpl::kDefault) parsed.reset();  // a trace records what ran
   if (!parsed) return f.error(fmt::format("unknown 'impl' '{}' (loop, foreach or fused)", impl));
   o.impl = *parsed;
   TF_ASSIGN_OR_RETURN(const json* groups, f.array("groups"));
@@ -153,17 +145,10 @@ Result<TraceRun> parse_run(const Fields& f, Trace& trace, Tables& tables) {
     TF_ASSIGN_OR_RETURN(const Fields e, object_at(*events, i, f.where() + ".events"));
     if (e.has("phase")) {
       TF_ASSIGN_OR_RETURN(const std::string p, e.string("phase"));
-      if (p == "setup") {
-        phase = Phase::kSetup;
-      } else if (p == "forward") {
-        phase = Phase::kForward;
-      } else if (p == "backward") {
-        phase = Phase::kBackward;
-      } else if (p == "optimizer" || p == "end") {
-        phase = Phase::kOptimizer;  // "end": the last iteration's frees belong to its step
-      } else {
-        return e.error(fmt::format("unknown phase '{}'", p));
-      }
+      // "end": the last iteration's frees belong to its step.
+      const std::optional<Phase> named = kPhaseNames.parse(p == "end" ? "optimizer" : p);
+      if (!named) return e.error(fmt::format("unknown phase '{}'", p));
+      phase = *named;
       TF_ASSIGN_OR_RETURN(const int64_t it, e.integer("iteration", 0));
       if (it > run.iterations) {
         return e.error(fmt::format("iteration {} is past the run's {}", it, run.iterations));
@@ -193,7 +178,7 @@ Result<TraceRun> parse_run(const Fields& f, Trace& trace, Tables& tables) {
     ev.buffer = run.allocations++;
     TF_ASSIGN_OR_RETURN(ev.bytes, e.integer("bytes", 0));
     const std::string category = e.string_or("category", "temporary");
-    const std::optional<Category> c = parse_category(category);
+    const std::optional<Category> c = kCategoryNames.parse(category);
     if (!c) return e.error(fmt::format("unknown category '{}'", category));
     ev.category = *c;
     if (e.has("op")) {

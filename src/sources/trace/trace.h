@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "lower/events.h"
 #include "lower/training.h"
 
 namespace trainfit {

@@ -7,38 +7,10 @@
 #include <cmath>
 
 #include "base/size_math.h"
+#include "base/suggest.h"
 
 namespace trainfit {
 namespace {
-
-// Edit distance for "did you mean" hints.
-size_t distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string closest(std::string_view word, const std::vector<std::string>& options) {
-  std::string best;
-  size_t best_d = std::max<size_t>(3, word.size() / 3) + 1;
-  for (const std::string& o : options) {
-    const size_t d = distance(word, o);
-    if (d < best_d) {
-      best_d = d;
-      best = o;
-    }
-  }
-  return best;
-}
 
 Result<int64_t> parse_int(std::string_view text) {
   int64_t v = 0;

@@ -1,0 +1,98 @@
+#include "base/units.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+namespace trainfit {
+namespace {
+
+struct Unit {
+  std::string_view name;
+  double scale;
+};
+constexpr std::array<Unit, 9> kSizeUnits = {{{"B", 1.0},
+                                         {"KiB", 1024.0},
+                                         {"MiB", 1024.0 * 1024},
+                                         {"GiB", 1024.0 * 1024 * 1024},
+                                         {"TiB", 1024.0 * 1024 * 1024 * 1024},
+                                         {"KB", 1e3},
+                                         {"MB", 1e6},
+                                         {"GB", 1e9},
+                                         {"TB", 1e12}}};
+
+}  // namespace
+
+Result<int64_t> parse_bytes(std::string_view text) {
+  size_t split = 0;
+  while (split < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[split])) || text[split] == '.')) {
+    ++split;
+  }
+  const std::string number(text.substr(0, split));
+  const std::string_view unit = text.substr(split);
+  double scale = unit.empty() ? 1.0 : 0.0;
+  for (const Unit& u : kSizeUnits) {
+    if (u.name == unit) scale = u.scale;
+  }
+  if (scale == 0) {
+    return parse_error(fmt::format("unknown size unit in '{}'", text),
+                       "use B, KiB, MiB, GiB, TiB or KB, MB, GB, TB, e.g. 24GiB");
+  }
+  char* end = nullptr;
+  const double v = number.empty() ? -1 : std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(v) || v <= 0) {
+    return parse_error(fmt::format("'{}' is not a size", text), "for example 24GiB or 81920MiB");
+  }
+  const double bytes = v * scale;
+  if (bytes >= 9.2e18) return out_of_range(fmt::format("size '{}' is too large", text));
+  return static_cast<int64_t>(std::llround(bytes));
+}
+
+std::string format_bytes(int64_t bytes) {
+  static constexpr std::array<const char*, 6> kUnits = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  const bool negative = bytes < 0;
+  double v = std::fabs(static_cast<double>(bytes));
+  size_t unit = 0;
+  while (v >= 1024.0 && unit + 1 < kUnits.size()) {
+    v /= 1024.0;
+    ++unit;
+  }
+  std::string number;
+  if (unit == 0) {
+    number = fmt::format("{}", static_cast<int64_t>(v));
+  } else if (v < 9.995) {
+    number = fmt::format("{:.2f}", v);
+  } else if (v < 99.95) {
+    number = fmt::format("{:.1f}", v);
+  } else {
+    number = fmt::format("{:.0f}", v);
+  }
+  return fmt::format("{}{} {}", negative ? "-" : "", number, kUnits[unit]);
+}
+
+std::string format_count(int64_t n) {
+  const std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+std::string size_arg(int64_t bytes) {
+  static constexpr std::array<std::string_view, 4> kBinary = {"", "KiB", "MiB", "GiB"};
+  size_t unit = 0;
+  int64_t n = bytes;
+  while (unit + 1 < kBinary.size() && n != 0 && n % 1024 == 0) {
+    n /= 1024;
+    ++unit;
+  }
+  return fmt::format("{}{}", n, kBinary[unit]);
+}
+
+}  // namespace trainfit

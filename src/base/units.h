@@ -1,0 +1,27 @@
+// Sizes and counts as people write and read them.
+//
+//   parse_bytes("24GiB") == 25769803776; parse_bytes("24GB") == 24000000000
+//   format_bytes(102760448) == "98.0 MiB"; format_count(25557032) == "25,557,032"
+//   size_arg(25769803776) == "24GiB"        // exact, for command lines that parse back
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace trainfit {
+
+// "24GiB", "24GB" (10^9), "24576MiB", "512MB", "1000000" (bytes).
+Result<int64_t> parse_bytes(std::string_view text);
+
+// Binary units with three significant digits: "512 B", "1.50 KiB", "98.0 MiB", "3.01 GiB".
+std::string format_bytes(int64_t bytes);
+// Thousands separators: "25,557,032".
+std::string format_count(int64_t n);
+// The size exactly, in the largest binary unit that divides it ("500MiB", "24GiB", "1000"):
+// parse_bytes reads it back to the same number of bytes.
+std::string size_arg(int64_t bytes);
+
+}  // namespace trainfit

@@ -1,0 +1,94 @@
+// The event list: one training step as the allocations and frees it makes, in order. It is the
+// seam of the pipeline: lowering (lowering.h) writes it from a zoo graph, the trace replay
+// (sources/trace/trace_model.h) writes it from a recorded PyTorch run, and everything after it
+// (the allocator model, the report's figures) reads it without knowing which.
+//
+//   EventList list;
+//   const int32_t b = list.add_alloc({.bytes = 4096, .category = Category::kActivation},
+//                                    Phase::kForward, 0, node);
+//   list.events.push_back({b, /*alloc=*/false, Phase::kBackward, 0, node});
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "base/enum_names.h"
+#include "graph/graph.h"
+
+namespace trainfit {
+
+enum class Category : uint8_t {
+  kParameter,       // parameters and buffers
+  kGradient,        // parameters' .grad
+  kOptimizerState,  // exp_avg, momentum buffers, step counters
+  kActivation,      // tensors autograd keeps for backward
+  kTemporary,       // everything else an op makes: outputs in flight, gradients in flight
+  kInput,           // the batch
+  kWorkspace,       // cuBLAS workspaces and in-kernel scratch
+};
+inline constexpr int kCategoryCount = 7;
+inline constexpr auto kCategoryNames = enum_names<Category>({
+    {Category::kParameter, "parameter"},
+    {Category::kGradient, "gradient"},
+    {Category::kOptimizerState, "optimizer_state"},
+    {Category::kActivation, "activation"},
+    {Category::kTemporary, "temporary"},
+    {Category::kInput, "input"},
+    {Category::kWorkspace, "workspace"},
+});
+inline std::string_view category_name(Category c) {
+  return kCategoryNames.name(c);
+}
+
+enum class Phase : uint8_t { kSetup, kForward, kBackward, kOptimizer };
+inline constexpr auto kPhaseNames = enum_names<Phase>({
+    {Phase::kSetup, "setup"},
+    {Phase::kForward, "forward"},
+    {Phase::kBackward, "backward"},
+    {Phase::kOptimizer, "optimizer"},
+});
+inline std::string_view phase_name(Phase p) {
+  return kPhaseNames.name(p);
+}
+
+struct Buffer {
+  int64_t bytes = 0;
+  Category category = Category::kTemporary;
+  NodeId node = kNone;      // the op that allocated it, if any
+  ModuleId module = kNone;  // the module it belongs to, if any
+  bool host = false;        // host memory: not on the GPU
+  int32_t param = -1;       // the parameter it holds (category parameter), as an index
+};
+
+struct Event {
+  int32_t buffer = 0;
+  bool alloc = true;
+  Phase phase = Phase::kSetup;
+  uint8_t iteration = 0;
+  NodeId node = kNone;  // the op during which it happens
+};
+
+struct EventList {
+  std::vector<Buffer> buffers;
+  std::vector<Event> events;
+
+  // Appends a buffer and the event that allocates it; returns the buffer's index.
+  int32_t add_alloc(const Buffer& buffer, Phase phase, uint8_t iteration, NodeId node) {
+    buffers.push_back(buffer);
+    const auto id = static_cast<int32_t>(buffers.size() - 1);
+    events.push_back({id, true, phase, iteration, node});
+    return id;
+  }
+};
+
+// Where a lowering step (the optimizer's) records its buffers, whatever list they go to.
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  // A new buffer; `param` >= 0 labels optimizer state with its parameter.
+  virtual int32_t alloc(int64_t bytes, Category category, bool host, int32_t param) = 0;
+  virtual void release(int32_t buffer) = 0;
+};
+
+}  // namespace trainfit
