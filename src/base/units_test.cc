@@ -29,7 +29,8 @@ TEST(Units, ParsesSizes) {
   EXPECT_EQ(*parse_bytes("1.5MiB"), int64_t{3} << 19);
   EXPECT_EQ(*parse_bytes("1000"), 1000);
   EXPECT_EQ(*parse_bytes("512B"), 512);
-  for (const char* bad : {"", "GiB", "24 GiB", "24gib", "-1GiB", "0", "1e3GiB", "9999999999TiB", "24GiBs", "lots"}) {
+  for (const char* bad :
+       {"", "GiB", "24 GiB", "24gib", "-1GiB", "0", "1e3GiB", "9999999999TiB", "24GiBs", "lots"}) {
     EXPECT_FALSE(parse_bytes(bad).ok()) << bad;
   }
 }

@@ -8,9 +8,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "base/units.h"
 #include "cli/cli.h"
 #include "cli/plan.h"
-#include "base/units.h"
 #include "report/table.h"
 
 namespace trainfit {

@@ -4,9 +4,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "base/units.h"
 #include "cli/cli.h"
 #include "estimate/gpu_catalog.h"
-#include "base/units.h"
 
 namespace trainfit {
 

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "cli/cli_test_util.h"
 #include "base/golden_test_util.h"
+#include "cli/cli_test_util.h"
 
 namespace trainfit {
 namespace {
@@ -57,16 +57,16 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         GoldenCase{"estimate_resnet50_b64_rtx4090.txt",
                    {"estimate", "--model", "resnet50", "--batch", "64", "--gpu", "rtx4090"}},
-        GoldenCase{"estimate_resnet50_b64_rtx4090.json",
-                   {"estimate", "--model", "resnet50", "--batch", "64", "--gpu", "rtx4090",
-                    "--json"}},
+        GoldenCase{
+            "estimate_resnet50_b64_rtx4090.json",
+            {"estimate", "--model", "resnet50", "--batch", "64", "--gpu", "rtx4090", "--json"}},
         GoldenCase{"estimate_resnet18_cpu_sgd.json",
                    {"estimate", "--model", "resnet18", "--batch", "8", "--device-profile", "cpu",
                     "--optimizer", "sgd", "--json"}},
-        GoldenCase{"estimate_vit_b_16_amp_bf16_fused_a100.json",
-                   {"estimate", "--model", "vit_b_16", "--batch", "32", "--precision", "amp-bf16",
-                    "--optimizer", "adamw", "--optimizer-impl", "fused", "--gpu", "a100-80gb",
-                    "--json"}},
+        GoldenCase{
+            "estimate_vit_b_16_amp_bf16_fused_a100.json",
+            {"estimate", "--model", "vit_b_16", "--batch", "32", "--precision", "amp-bf16",
+             "--optimizer", "adamw", "--optimizer-impl", "fused", "--gpu", "a100-80gb", "--json"}},
         GoldenCase{"estimate_resnet50_checkpoint_explain.json",
                    {"estimate", "--model", "resnet50", "--batch", "8", "--input", "3x160x160",
                     "--checkpoint", "layer3", "--checkpoint", "layer4", "--expandable-segments",
@@ -78,8 +78,8 @@ INSTANTIATE_TEST_SUITE_P(
                    {"estimate", "--model", "gpt2", "--seq-len", "128", "--batch", "2", "--set",
                     "attention=eager", "--grad-accum", "4", "--json"}},
         GoldenCase{"estimate_act_3cams_amp_bf16.txt",
-                   with({"estimate", "--gpu", "rtx4090", "--batch", "8", "--precision",
-                                "amp-bf16"}, kAct3)},
+                   with({"estimate", "--gpu", "rtx4090", "--batch", "8", "--precision", "amp-bf16"},
+                        kAct3)},
         GoldenCase{"estimate_act_adamw8bit.json",
                    {"estimate", "--model", "act", "--batch", "48", "--set", "chunk_size=100",
                     "--gpu", "rtx4090", "--optimizer", "adamw8bit", "--json"}},
@@ -88,25 +88,25 @@ INSTANTIATE_TEST_SUITE_P(
                     "--set", "preset=classic", "--json"}},
         GoldenCase{"estimate_resnet50_oom_rtx3060.txt",
                    {"estimate", "--model", "resnet50", "--batch", "512", "--gpu", "rtx3060"}},
-        GoldenCase{"estimate_resnet50_oom_rtx3060.json",
-                   {"estimate", "--model", "resnet50", "--batch", "512", "--gpu", "rtx3060",
-                    "--json"}},
+        GoldenCase{
+            "estimate_resnet50_oom_rtx3060.json",
+            {"estimate", "--model", "resnet50", "--batch", "512", "--gpu", "rtx3060", "--json"}},
         GoldenCase{"estimate_resnet50_gpu_memory.json",
                    {"estimate", "--model", "resnet50", "--batch", "100", "--gpu-memory", "16GiB",
                     "--cuda-context", "300MiB", "--max-split-size", "128MiB", "--json"}},
-        GoldenCase{"estimate_resnet50_freeze_h100.txt",
-                   {"estimate", "--model", "resnet50", "--batch", "64", "--freeze", "layer1",
-                    "--freeze", "conv1", "--weight-decay", "0.05", "--gpu", "h100-80gb",
-                    "--margin", "10%"}},
-        GoldenCase{"estimate_trace_cuda.txt",
-                   {"estimate", "--trace", kTiny, "--batch", "64", "--gpu", "rtx4090",
-                    "--explain"}},
+        GoldenCase{
+            "estimate_resnet50_freeze_h100.txt",
+            {"estimate", "--model", "resnet50", "--batch", "64", "--freeze", "layer1", "--freeze",
+             "conv1", "--weight-decay", "0.05", "--gpu", "h100-80gb", "--margin", "10%"}},
+        GoldenCase{
+            "estimate_trace_cuda.txt",
+            {"estimate", "--trace", kTiny, "--batch", "64", "--gpu", "rtx4090", "--explain"}},
         GoldenCase{"estimate_trace_fused.json",
                    {"estimate", "--trace", kTiny, "--batch", "64", "--gpu", "h100-80gb",
                     "--optimizer-impl", "fused", "--json"}},
-        GoldenCase{"estimate_trace_cpu.json",
-                   {"estimate", "--trace", kTiny, "--batch", "16", "--device-profile", "cpu",
-                    "--json"}}));
+        GoldenCase{
+            "estimate_trace_cpu.json",
+            {"estimate", "--trace", kTiny, "--batch", "16", "--device-profile", "cpu", "--json"}}));
 
 INSTANTIATE_TEST_SUITE_P(
     SummaryAndCompare, CliGolden,
@@ -133,19 +133,18 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     Fit, CliGolden,
     ::testing::Values(
-        GoldenCase{"fit_resnet50_rtx4090.txt",
-                   {"fit", "--model", "resnet50", "--gpu", "rtx4090"}},
+        GoldenCase{"fit_resnet50_rtx4090.txt", {"fit", "--model", "resnet50", "--gpu", "rtx4090"}},
         GoldenCase{"fit_resnet50_rtx4090.json",
                    {"fit", "--model", "resnet50", "--gpu", "rtx4090", "--json"}},
-        GoldenCase{"fit_act_all.json",
-                   with({"fit", "--set", "chunk_size=30", "--precision", "amp-bf16",
-                                "--gpu", "all", "--json"}, kAct3)},
+        GoldenCase{"fit_act_all.json", with({"fit", "--set", "chunk_size=30", "--precision",
+                                             "amp-bf16", "--gpu", "all", "--json"},
+                                            kAct3)},
         GoldenCase{"fit_gpt2_what_if.txt",
                    {"fit", "--model", "gpt2", "--seq-len", "512", "--gpu", "rtx4090", "--batch",
                     "4", "--what-if"}},
-        GoldenCase{"fit_resnet50_target_384.json",
-                   {"fit", "--model", "resnet50", "--gpu", "rtx4090", "--target-batch", "384",
-                    "--json"}},
+        GoldenCase{
+            "fit_resnet50_target_384.json",
+            {"fit", "--model", "resnet50", "--gpu", "rtx4090", "--target-batch", "384", "--json"}},
         GoldenCase{"fit_resnet50_target_4096.txt",
                    {"fit", "--model", "resnet50", "--gpu", "rtx3060", "--target-batch", "4096"}},
         GoldenCase{"fit_act_target_200_model_changes.json",
@@ -157,21 +156,21 @@ INSTANTIATE_TEST_SUITE_P(
 
 INSTANTIATE_TEST_SUITE_P(
     Refused, CliGolden,
-    ::testing::Values(
-        GoldenCase{"error_unknown_model.txt", {"estimate", "--model", "resnt50"}},
-        GoldenCase{"error_margin_without_gpu.txt",
-                   {"estimate", "--model", "resnet50", "--margin", "5%"}},
-        GoldenCase{"error_8bit_impl.txt",
-                   {"estimate", "--model", "resnet50", "--optimizer", "adam8bit",
-                    "--optimizer-impl", "fused"}},
-        GoldenCase{"error_trace_optimizer.txt",
-                   {"estimate", "--trace", kTiny, "--optimizer", "sgd"}},
-        GoldenCase{"error_overflow.txt",
-                   {"estimate", "--model", "resnet50", "--batch", "9999999999999"}},
-        GoldenCase{"error_compare_model.txt",
-                   {"compare", "--model", "resnet50", "--model", "resnt50"}},
-        GoldenCase{"error_fit_target.txt",
-                   {"fit", "--model", "resnet50", "--gpu", "rtx4090", "--target-batch", "-3"}}));
+    ::testing::Values(GoldenCase{"error_unknown_model.txt", {"estimate", "--model", "resnt50"}},
+                      GoldenCase{"error_margin_without_gpu.txt",
+                                 {"estimate", "--model", "resnet50", "--margin", "5%"}},
+                      GoldenCase{"error_8bit_impl.txt",
+                                 {"estimate", "--model", "resnet50", "--optimizer", "adam8bit",
+                                  "--optimizer-impl", "fused"}},
+                      GoldenCase{"error_trace_optimizer.txt",
+                                 {"estimate", "--trace", kTiny, "--optimizer", "sgd"}},
+                      GoldenCase{"error_overflow.txt",
+                                 {"estimate", "--model", "resnet50", "--batch", "9999999999999"}},
+                      GoldenCase{"error_compare_model.txt",
+                                 {"compare", "--model", "resnet50", "--model", "resnt50"}},
+                      GoldenCase{"error_fit_target.txt",
+                                 {"fit", "--model", "resnet50", "--gpu", "rtx4090",
+                                  "--target-batch", "-3"}}));
 
 }  // namespace
 }  // namespace trainfit

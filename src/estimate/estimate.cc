@@ -4,10 +4,10 @@
 
 #include <algorithm>
 
-#include "graph/activations.h"
-#include "lower/lowering.h"
-#include "graph/op_schema.h"
 #include "base/size_math.h"
+#include "graph/activations.h"
+#include "graph/op_schema.h"
+#include "lower/lowering.h"
 
 namespace trainfit {
 namespace {
@@ -62,7 +62,7 @@ Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfi
   Replay r;
   r.activations.assign(slots, 0);
   const bool caching = device.caching_allocator;
-  const bool skip_host = device.target.device == Device::kCuda;
+  const bool skip_host = !host_tensors_use_device_memory(device.target);
   CachingAllocator allocator(config);
   std::vector<CachingAllocator::BlockId> block(list.buffers.size(), -1);
   std::array<int64_t, kCategoryCount> live{};
@@ -152,7 +152,7 @@ DeviceProfile cuda_profile(const std::optional<GpuSpec>& gpu) {
 Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   const DeviceProfile& device = options.device;
   LoweringOptions lowering;
-  if (device.target.device == Device::kCuda) {
+  if (kernels_take_workspaces(device.target)) {
     lowering.cublas_workspace_bytes = device.cublas_workspace_bytes;
     lowering.op_workspaces = true;
   }

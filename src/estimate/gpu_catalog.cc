@@ -43,9 +43,4 @@ Result<GpuSpec> find_gpu(std::string_view name) {
                    fmt::format("known GPUs: {}; or give --gpu-memory 24GiB", names));
 }
 
-int64_t cublas_workspace_bytes(int sm) {
-  if (sm >= 90) return 32 * kMiB;
-  return 4096 * 1024 * 2 + 16 * 1024 * 8;
-}
-
 }  // namespace trainfit

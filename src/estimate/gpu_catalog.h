@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 #include "base/units.h"
+#include "graph/device_rules.h"
 
 namespace trainfit {
 
@@ -23,10 +24,6 @@ struct GpuSpec {
 
 const std::vector<GpuSpec>& gpu_catalog();
 Result<GpuSpec> find_gpu(std::string_view name);
-
-// The default cuBLAS workspace per handle and stream (CublasHandlePool.cpp
-// getChosenWorkspaceSize): 4096 KiB x 2 + 16 KiB x 8 before Hopper, 32 MiB on Hopper and later.
-int64_t cublas_workspace_bytes(int sm);
 
 // Memory the CUDA context, loaded kernels and library handles take outside PyTorch's allocator:
 // an estimate (300-400 MB of context with lazy loading, pytorch/pytorch#107667 and #109888,

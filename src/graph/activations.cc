@@ -1,5 +1,7 @@
 #include "graph/activations.h"
 
+#include "graph/device_rules.h"
+
 namespace trainfit {
 
 std::vector<KeptStorage> kept_for_backward(const Graph& graph) {
@@ -12,7 +14,7 @@ std::vector<KeptStorage> kept_for_backward(const Graph& graph) {
       const auto sid = static_cast<size_t>(graph.value(v).storage);
       const Storage& s = graph.storages[sid];
       if (seen[sid] || s.kind != StorageKind::kActivation) continue;
-      if (s.host && graph.target.device != Device::kCpu) continue;
+      if (s.host && !host_tensors_use_device_memory(graph.target)) continue;
       seen[sid] = true;
       const ModuleId module =
           s.producer == kNone ? kNone : graph.nodes[static_cast<size_t>(s.producer)].module;

@@ -6,7 +6,6 @@
 
 namespace trainfit {
 
-
 std::string attr_value_string(const AttrValue& value) {
   struct Visitor {
     std::string operator()(int64_t v) const { return std::to_string(v); }

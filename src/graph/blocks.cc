@@ -1,7 +1,7 @@
 #include "graph/blocks.h"
 
-#include "graph/activations.h"
 #include "base/size_math.h"
+#include "graph/activations.h"
 
 namespace trainfit {
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "graph/op_registry.h"
 #include "base/size_math.h"
+#include "graph/op_registry.h"
 
 namespace trainfit {
 namespace {

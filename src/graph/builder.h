@@ -22,9 +22,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/status.h"
 #include "graph/graph.h"
 #include "graph/op_schema.h"
-#include "base/status.h"
 
 namespace trainfit {
 

@@ -35,7 +35,8 @@ enum class TorchVersion : uint8_t {
   k2,     // PyTorch 2.x, as CUDA training runs it
 };
 // The names --device-profile takes: cuda is PyTorch 2.x on CUDA, cpu is PyTorch 1.13 on CPU.
-inline constexpr auto kDeviceNames = enum_names<Device>({{Device::kCuda, "cuda"}, {Device::kCpu, "cpu"}});
+inline constexpr auto kDeviceNames =
+    enum_names<Device>({{Device::kCuda, "cuda"}, {Device::kCpu, "cpu"}});
 struct KernelTarget {
   Device device = Device::kCuda;
   TorchVersion torch = TorchVersion::k2;

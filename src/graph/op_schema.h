@@ -18,9 +18,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "graph/attrs.h"
 #include "graph/graph.h"
-#include "base/status.h"
 
 namespace trainfit {
 

@@ -7,8 +7,9 @@
 // the op cases measure for relu6_, silu_, mish_, hardswish_, hardsigmoid_).
 #include <fmt/format.h>
 
-#include "graph/op_registry.h"
 #include "base/size_math.h"
+#include "graph/device_rules.h"
+#include "graph/op_registry.h"
 
 namespace trainfit {
 namespace {
@@ -143,12 +144,10 @@ OpSchema softmax_schema(std::string_view name, std::string_view doc) {
 
 // ---- dropout ------------------------------------------------------------------------------
 
-// CUDA's fused kernel (native_dropout) keeps a 1-byte bool mask; everywhere else (CPU, the
-// in-place variant, p == 1) dropout multiplies by a noise tensor in the input's dtype and keeps
-// that (Dropout.cpp is_fused_kernel_acceptable, _dropout_impl).
+// device_rules.h Note [Dropout's mask]: a bool mask (CUDA's fused kernel) or a noise tensor.
 bool fused_dropout(const OpCall& call, double p) {
-  return call.on_cuda() && !inplace(call) && p > 0 && p < 1 &&
-         checked_numel(call.in(0).shape).value_or(0) > 0;
+  return keeps_dropout_mask(call.target, inplace(call), p,
+                            checked_numel(call.in(0).shape).value_or(0));
 }
 
 bool dropout_is_identity(const OpCall& call) {

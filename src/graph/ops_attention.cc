@@ -15,9 +15,9 @@
 
 #include <cmath>
 
+#include "base/size_math.h"
 #include "graph/builder.h"
 #include "graph/op_registry.h"
-#include "base/size_math.h"
 
 namespace trainfit {
 namespace {

@@ -5,8 +5,8 @@
 // a first layer whose input needs no gradient.
 #include <fmt/format.h>
 
-#include "graph/op_registry.h"
 #include "base/size_math.h"
+#include "graph/op_registry.h"
 
 namespace trainfit {
 namespace {

@@ -10,8 +10,8 @@
 // (LinearAlgebra.cpp should_fold; the 1.13 CPU build behaves the same, see the op cases).
 #include <fmt/format.h>
 
-#include "graph/op_registry.h"
 #include "base/size_math.h"
+#include "graph/op_registry.h"
 
 namespace trainfit {
 namespace {

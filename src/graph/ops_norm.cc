@@ -6,9 +6,9 @@
 // build of PyTorch 1.13 keeps them in the input dtype.
 #include <fmt/format.h>
 
+#include "base/size_math.h"
 #include "graph/builder.h"
 #include "graph/op_registry.h"
-#include "base/size_math.h"
 
 namespace trainfit {
 namespace {

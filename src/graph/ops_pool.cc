@@ -8,8 +8,8 @@
 // which keeps its input on PyTorch 1.13 (mean.dim saves self) and nothing on 2.x.
 #include <fmt/format.h>
 
-#include "graph/op_registry.h"
 #include "base/size_math.h"
+#include "graph/op_registry.h"
 
 namespace trainfit {
 namespace {

@@ -10,8 +10,8 @@
 #include <limits>
 #include <numeric>
 
-#include "graph/op_registry.h"
 #include "base/size_math.h"
+#include "graph/op_registry.h"
 
 namespace trainfit {
 namespace {

@@ -13,10 +13,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/size_math.h"
 #include "graph/activations.h"
 #include "graph/builder.h"
 #include "graph/op_registry.h"
-#include "base/size_math.h"
 
 namespace trainfit {
 namespace {
@@ -153,8 +153,9 @@ TEST(OpRegistry, EveryOpIsCompleteAndTested) {
     for (const AttrSpec& a : s.attrs) EXPECT_FALSE(a.doc.empty()) << a.name;
     // An op autocast runs in fp32 through an argument declares that argument, a string.
     if (s.autocast == Autocast::kFp32Output) {
-      const auto attr = std::find_if(s.attrs.begin(), s.attrs.end(),
-                                     [&](const AttrSpec& a) { return a.name == s.compute_dtype_attr; });
+      const auto attr = std::find_if(s.attrs.begin(), s.attrs.end(), [&](const AttrSpec& a) {
+        return a.name == s.compute_dtype_attr;
+      });
       ASSERT_NE(attr, s.attrs.end()) << "compute_dtype_attr '" << s.compute_dtype_attr << "'";
       EXPECT_EQ(attr->kind, AttrKind::kString);
     } else {

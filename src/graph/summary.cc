@@ -2,8 +2,8 @@
 
 #include <unordered_set>
 
-#include "graph/activations.h"
 #include "base/size_math.h"
+#include "graph/activations.h"
 
 namespace trainfit {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "host/stats.h"
 #include "base/units.h"
+#include "host/stats.h"
 
 namespace trainfit {
 namespace {

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <random>
 
-#include "host/doctor_report.h"
 #include "base/golden_test_util.h"
+#include "host/doctor_report.h"
 
 namespace trainfit {
 namespace {

@@ -1,8 +1,8 @@
 #include "lower/flops.h"
 
-#include "lower/lowering.h"
-#include "graph/op_schema.h"
 #include "base/size_math.h"
+#include "graph/op_schema.h"
+#include "lower/lowering.h"
 
 namespace trainfit {
 

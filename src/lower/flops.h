@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
 #include "base/status.h"
+#include "graph/graph.h"
 
 namespace trainfit {
 

@@ -5,9 +5,10 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "base/size_math.h"
+#include "graph/device_rules.h"
 #include "graph/op_registry.h"
 #include "lower/optimizer_step.h"
-#include "base/size_math.h"
 
 namespace trainfit {
 namespace {
@@ -57,7 +58,6 @@ class Lowerer : public EventSink {
     const StorageKind k = g_.storages[static_cast<size_t>(val.storage)].kind;
     return val.producer == kNone && k == StorageKind::kParameter;
   }
-  bool on_cuda() const { return g_.target.device == Device::kCuda; }
 
   const Graph& g_;
   const TrainingConfig& config_;
@@ -90,8 +90,7 @@ class Lowerer : public EventSink {
   std::vector<int> received_grads_;  // per param, this backward
   bool scaler_created_ = false;      // GradScaler's _scale and _growth_tracker exist
   int32_t scaled_loss_ = kNoBuffer;
-  bool cublas_forward_ = false;
-  bool cublas_backward_ = false;
+  CublasHandles cublas_;
   int micro_step_ = 0;
   std::vector<int32_t> iteration_buffers_;  // freed at the end of the micro-step
 };
@@ -255,10 +254,9 @@ void Lowerer::forward() {
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     const auto n = static_cast<NodeId>(i);
     const Node& node = g_.nodes[i];
-    if (on_cuda() && node.op->uses_cublas && !cublas_forward_ &&
-        options_.cublas_workspace_bytes > 0) {
+    if (node.op->uses_cublas && options_.cublas_workspace_bytes > 0 &&
+        cublas_.creates_handle(g_.target, /*autograd_thread=*/false)) {
       alloc_new(options_.cublas_workspace_bytes, Category::kWorkspace, n);
-      cublas_forward_ = true;
     }
     int32_t workspace = kNoBuffer;
     if (options_.op_workspaces && node.workspace_bytes > 0) {
@@ -339,11 +337,10 @@ void Lowerer::route_gradient(ValueId value, int32_t buffer, bool same_tensor, No
   if (slot == kNoBuffer) {
     slot = buffer;
   } else {
-    // Gradients for one value meet in the autograd engine's InputBuffer. PyTorch 2.x adds a new
-    // one in place when it holds the only reference to the first (input_buffer.cpp
-    // can_accumulate_inplace); 1.13 always computes old + new (the op cases show aten.add).
+    // Gradients for one value meet in the autograd engine's InputBuffer (device_rules.h Note
+    // [Summing gradients]; the op cases show 1.13's aten.add).
     same_tensor = false;
-    if (g_.target.torch == TorchVersion::k2 && grad_refs_[static_cast<size_t>(slot)] == 1) {
+    if (adds_gradient_in_place(g_.target, grad_refs_[static_cast<size_t>(slot)] == 1)) {
       unref_grad(buffer, node);
     } else {
       const int32_t sum = alloc_new(value_bytes(g_.value(value)),
@@ -391,11 +388,9 @@ void Lowerer::backward() {
       recompute(static_cast<size_t>(seg));
     }
     const BackwardSpec& spec = backward_specs_[i];
-    if (on_cuda() && node.op->uses_cublas && !cublas_backward_ &&
-        options_.cublas_workspace_bytes > 0) {
-      // The autograd engine runs CUDA backward on its own thread, with its own cuBLAS handle.
+    if (node.op->uses_cublas && options_.cublas_workspace_bytes > 0 &&
+        cublas_.creates_handle(g_.target, /*autograd_thread=*/true)) {
       alloc_new(options_.cublas_workspace_bytes, Category::kWorkspace, n);
-      cublas_backward_ = true;
     }
     const int32_t workspace = options_.op_workspaces && spec.workspace_bytes > 0
                                   ? alloc_new(spec.workspace_bytes, Category::kWorkspace, n)
@@ -479,7 +474,7 @@ void Lowerer::backward() {
 // _growth_tracker on first use and a scaled loss that backward runs on. All are one-element
 // tensors; step()'s unscaling is part of the optimizer step.
 bool Lowerer::uses_grad_scaler() const {
-  return on_cuda() && g_.precision == Precision::kAmpFp16;
+  return trainfit::uses_grad_scaler(g_.target, g_.precision);
 }
 
 void Lowerer::scale_loss() {
@@ -600,7 +595,7 @@ Result<std::vector<CheckpointSegment>> checkpoint_segments(
                        "trainfit summary lists the modules");
     }
   }
-  const bool torch2 = g.target.torch == TorchVersion::k2;
+  const bool stops_early = recompute_stops_early(g.target);
   for (Segment& s : segments) {
     for (NodeId n = s.first; n < s.end; ++n) {
       const Node& node = g.nodes[static_cast<size_t>(n)];
@@ -608,8 +603,7 @@ Result<std::vector<CheckpointSegment>> checkpoint_segments(
       if (s.last_to_run == kNone) s.last_to_run = n;
       if (!node.saved.empty()) s.recompute_stop = n;
     }
-    // PyTorch 1.13 re-runs the whole module; 2.x stops once every kept tensor is recomputed.
-    if (!torch2) s.recompute_stop = s.end - 1;
+    if (!stops_early) s.recompute_stop = s.end - 1;
     // Inputs produced before the segment and used in it stay alive through its backward.
     for (NodeId n = s.first; n < s.end; ++n) {
       for (ValueId in : g.nodes[static_cast<size_t>(n)].inputs) {

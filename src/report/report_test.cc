@@ -4,9 +4,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "report/estimate_report.h"
-#include "base/units.h"
 #include "base/golden_test_util.h"
+#include "base/units.h"
+#include "report/estimate_report.h"
 #include "report/summary_report.h"
 #include "report/table.h"
 #include "sources/zoo/zoo.h"

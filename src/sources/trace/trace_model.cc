@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <map>
 
-#include "lower/optimizer_step.h"
 #include "base/size_math.h"
+#include "graph/device_rules.h"
+#include "lower/optimizer_step.h"
 
 namespace trainfit {
 namespace {
@@ -29,17 +30,6 @@ bool same_event(const TraceEvent& a, const TraceEvent& b) {
          a.phase == b.phase && a.iteration == b.iteration && a.op == b.op && a.module == b.module &&
          a.param == b.param && a.dtype == b.dtype && a.dropout_noise == b.dropout_noise &&
          a.sums == b.sums;
-}
-
-// The GEMMs that take a cuBLAS handle's workspace on CUDA (aten names after decomposition).
-bool is_gemm(std::string_view op) {
-  static constexpr std::string_view kGemms[] = {
-      "aten::mm",     "aten::addmm",  "aten::bmm",   "aten::baddbmm", "aten::addbmm",
-      "aten::matmul", "aten::linear", "aten::addmv", "aten::mv",      "aten::_addmm_activation"};
-  for (std::string_view g : kGemms) {
-    if (g == op) return true;
-  }
-  return false;
 }
 
 // Appends the optimizer step's buffers and events to an event list.
@@ -270,8 +260,7 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
   list.events.reserve(base.events.size() + 64);
   std::vector<int32_t> buffer_of(static_cast<size_t>(base.allocations), -1);
   std::vector<bool> added_into(static_cast<size_t>(base.allocations), false);
-  bool cublas_forward = false;
-  bool cublas_backward = false;
+  CublasHandles cublas;
   int stepped = 0;  // iterations whose step has been generated
   const auto emit_step = [&](int up_to) {
     for (; stepped < up_to; ++stepped) {
@@ -296,14 +285,14 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
       }
       continue;
     }
-    if (cuda && e.sums >= 0 && buffer_of[static_cast<size_t>(e.sums)] >= 0) {
-      // PyTorch 2.x adds into the old gradient when the input buffer held its last reference:
-      // the old one is freed right after the sum is made (before the next allocation).
+    if (e.sums >= 0 && buffer_of[static_cast<size_t>(e.sums)] >= 0) {
+      // 1.13 made a new tensor for old + new; the input buffer held the last reference to the
+      // old one when it is freed right after the sum is made (before the next allocation).
       bool last_reference = false;
       for (size_t j = i + 1; j < base.events.size() && !base.events[j].alloc; ++j) {
         last_reference = last_reference || base.events[j].buffer == e.sums;
       }
-      if (last_reference) {
+      if (adds_gradient_in_place(target, last_reference)) {
         buffer_of[static_cast<size_t>(e.buffer)] = buffer_of[static_cast<size_t>(e.sums)];
         added_into[static_cast<size_t>(e.sums)] = true;
         continue;
@@ -321,22 +310,18 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
           fmt::format("at batch {} an allocation's size would be negative", batch),
           "estimate at a batch between the traced ones or above");
     }
-    if (cuda && e.dropout_noise && e.dtype >= 0) {
-      const int64_t itemsize = dtype_itemsize(t.dtypes[static_cast<size_t>(e.dtype)]);
-      if (itemsize > 0) *bytes /= itemsize;  // native_dropout's bool mask: a byte per element
+    if (e.dropout_noise && e.dtype >= 0) {
+      *bytes = dropout_kept_bytes(target, *bytes,
+                                  dtype_itemsize(t.dtypes[static_cast<size_t>(e.dtype)]));
     }
-    if (cuda && e.op >= 0 && options.device.cublas_workspace_bytes > 0 &&
-        is_gemm(t.ops[static_cast<size_t>(e.op)])) {
-      bool& made = e.phase == Phase::kBackward ? cublas_backward : cublas_forward;
-      if (!made && e.phase != Phase::kOptimizer) {
-        // The autograd engine runs CUDA backward on its own thread, with its own handle.
-        list.add_alloc({.bytes = options.device.cublas_workspace_bytes,
-                        .category = Category::kWorkspace,
-                        .node = node,
-                        .module = tree_module(m, e)},
-                       e.phase, e.iteration, node);
-        made = true;
-      }
+    if (e.op >= 0 && e.phase != Phase::kOptimizer && options.device.cublas_workspace_bytes > 0 &&
+        aten_op_uses_cublas(t.ops[static_cast<size_t>(e.op)]) &&
+        cublas.creates_handle(target, /*autograd_thread=*/e.phase == Phase::kBackward)) {
+      list.add_alloc({.bytes = options.device.cublas_workspace_bytes,
+                      .category = Category::kWorkspace,
+                      .node = node,
+                      .module = tree_module(m, e)},
+                     e.phase, e.iteration, node);
     }
     if (*bytes == 0) continue;
     buffer_of[static_cast<size_t>(e.buffer)] = list.add_alloc({.bytes = *bytes,

@@ -11,8 +11,8 @@
 // requested implementation makes (foreach by default), from the traced parameter groups.
 #pragma once
 
-#include "graph/blocks.h"
 #include "estimate/estimate.h"
+#include "graph/blocks.h"
 #include "sources/trace/trace.h"
 
 namespace trainfit {

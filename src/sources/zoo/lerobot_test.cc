@@ -2,8 +2,8 @@
 // about, the optimizer preset's parameter groups and order, and bad --set values.
 #include <gtest/gtest.h>
 
-#include "graph/blocks.h"
 #include "base/size_math.h"
+#include "graph/blocks.h"
 #include "sources/zoo/zoo.h"
 
 namespace trainfit {

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "graph/activations.h"
 #include "base/size_math.h"
+#include "graph/activations.h"
 
 namespace trainfit {
 namespace {
