@@ -1,8 +1,13 @@
 #include "cli/cli.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <iterator>
 #include <memory>
+
+#include "base/suggest.h"
 
 namespace trainfit {
 namespace {
@@ -34,6 +39,31 @@ constexpr Command kCommands[] = {
      setup_monitor},
 };
 
+// A first argument that is neither an option nor a command: name it and the nearest command.
+Status unknown_command(std::string_view word) {
+  std::vector<std::string> names;
+  for (const Command& c : kCommands) names.emplace_back(c.name);
+  const std::string guess = closest(word, names);
+  return invalid_argument(
+      fmt::format("unknown command '{}'", word),
+      guess.empty() ? fmt::format("commands: {}; see trainfit --help", fmt::join(names, ", "))
+                    : fmt::format("did you mean '{}'? see trainfit --help", guess));
+}
+
+Status no_command() {
+  std::vector<std::string> names;
+  for (const Command& c : kCommands) names.emplace_back(c.name);
+  return invalid_argument("no command given",
+                          fmt::format("start with one of {}, e.g. trainfit estimate --model "
+                                      "resnet50; see trainfit --help",
+                                      fmt::join(names, ", ")));
+}
+
+bool is_command(std::string_view word) {
+  return std::any_of(std::begin(kCommands), std::end(kCommands),
+                     [&](const Command& c) { return word == c.name; });
+}
+
 }  // namespace
 
 int report_error(std::ostream& err, const Status& status) {
@@ -52,6 +82,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   for (const Command& c : kCommands) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
     runs.emplace_back(sub, c.setup(*sub));
+  }
+  if (args.size() > 1 && !args[1].starts_with("-") && !is_command(args[1])) {
+    return report_error(err, unknown_command(args[1]));
   }
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   if (!reversed.empty()) reversed.pop_back();  // the program name
@@ -75,16 +108,17 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       out << app.help();
       return kExitOk;
     }
-    std::string where = "trainfit --help";
+    std::string where;
     for (auto& [sub, run] : runs) {
       if (sub->parsed()) where = fmt::format("trainfit {} --help", sub->get_name());
     }
+    if (where.empty()) return report_error(err, no_command());
     return report_error(err, invalid_argument(e.what(), fmt::format("see {}", where)));
   }
   for (auto& [sub, run] : runs) {
     if (sub->parsed()) return run(out, err);
   }
-  return report_error(err, invalid_argument("no command given", "see trainfit --help"));
+  return report_error(err, no_command());
 }
 
 }  // namespace trainfit

@@ -8,15 +8,16 @@
 #include <algorithm>
 
 #include "cli/cli.h"
-#include "cli/pipeline.h"
-#include "report/compare_report.h"
+#include "cli/request_flags.h"
+#include "report/json.h"
+#include "report/text.h"
 
 namespace trainfit {
 namespace {
 
 std::string options_help() {
   CLI::App app{"", "compare"};
-  EstimateFlags f;
+  RequestFlags f;
   add_layered_flags(app, f);
   std::string help = app.help();
   // Keep the option list only: drop the usage and --help lines the throwaway parser prints.
@@ -25,54 +26,19 @@ std::string options_help() {
   return "Options of each model source:\n" + help.substr(model);
 }
 
-BlockFigures per_sample_figures(const BlockFigures& one, BlockFigures two) {
-  for (BlockRow& row : two.blocks) {
-    const auto same = std::find_if(one.blocks.begin(), one.blocks.end(),
-                                   [&](const BlockRow& r) { return r.block == row.block; });
-    if (same != one.blocks.end()) row.kept_bytes -= same->kept_bytes;
-  }
-  two.kept_bytes -= one.kept_bytes;
-  two.attention_bytes -= one.attention_bytes;
-  return two;
-}
-
-Result<CompareEntry> run_segment(const std::vector<std::string>& args, size_t index) {
-  Result<EstimateFlags> parsed = parse_layered_flags(args);
+// One model source's arguments (the shared ones first) as a request.
+Result<TrainingRequest> segment_request(const std::vector<std::string>& args, size_t index) {
+  Result<RequestFlags> parsed = parse_layered_flags(args);
   if (!parsed.ok()) {
     return invalid_argument(fmt::format("model {}: {}", index + 1, parsed.status().message()),
                             "see trainfit compare --help");
   }
-  const EstimateFlags& f = *parsed;
-  const std::string& source = f.source.model.empty() ? f.source.trace : f.source.model;
-  const auto in_context = [&](const Status& status) {
-    return status.with_context(fmt::format("model {} ({})", index + 1, source));
-  };
-  Result<EstimateRun> run = run_pipeline(f, {});
-  if (!run.ok()) return in_context(run.status());
-  CompareEntry entry;
-  if (run->trace) {
-    // The trace's own per-sample growth, under the same device and optimizer as the estimate.
-    Result<ResolvedEstimate> resolved = resolve_flags(f);
-    if (!resolved.ok()) return in_context(resolved.status());
-    Result<BlockFigures> per_sample = per_sample_blocks(*run->trace, resolved->options);
-    if (!per_sample.ok()) return in_context(per_sample.status());
-    entry.per_sample = std::move(*per_sample);
-  } else {
-    // Per sample: what one more sample adds (batch 2 minus batch 1), so that what does not grow
-    // with the batch (autocast's low-precision weight copies) is not counted as a sample's.
-    ModelRequest one = run->request;
-    one.batch = 1;
-    TF_ASSIGN_OR_RETURN(Graph graph_one, build_model(one));
-    ModelRequest two = run->request;
-    two.batch = 2;
-    TF_ASSIGN_OR_RETURN(Graph graph_two, build_model(two));
-    entry.per_sample = per_sample_figures(block_figures(graph_one), block_figures(graph_two));
-    entry.facts = graph_one.facts;
-    entry.sets = run->request.sets;
+  Result<TrainingRequest> request = to_request(*parsed);
+  if (!request.ok()) {
+    const std::string& source = parsed->model.empty() ? parsed->trace : parsed->model;
+    return request.status().with_context(fmt::format("model {} ({})", index + 1, source));
   }
-  entry.header = run->header;
-  entry.estimate = std::move(run->estimate);
-  return entry;
+  return request;
 }
 
 int run_compare(const CLI::App& app, std::ostream& out, std::ostream& err) {
@@ -95,32 +61,23 @@ int run_compare(const CLI::App& app, std::ostream& out, std::ostream& err) {
     }
     (models.empty() ? shared : models.back()).push_back(a);
   }
-  if (models.size() < 2) {
-    return report_error(
-        err,
-        invalid_argument(fmt::format("compare needs two or more models, got {}", models.size()),
-                         "give each its own --model (or --trace), e.g. trainfit compare "
-                         "--model act --batch 48 --model diffusion --batch 64"));
+  if (Status enough = check_model_count(models.size()); !enough.ok()) {
+    return report_error(err, enough);
   }
-  std::vector<CompareEntry> entries;
+  std::vector<TrainingRequest> requests;
   for (size_t i = 0; i < models.size(); ++i) {
     std::vector<std::string> segment = shared;
     segment.insert(segment.end(), models[i].begin(), models[i].end());
-    Result<CompareEntry> entry = run_segment(segment, i);
-    if (!entry.ok()) return report_error(err, entry.status());
-    entries.push_back(std::move(*entry));
+    Result<TrainingRequest> request = segment_request(segment, i);
+    if (!request.ok()) return report_error(err, request.status());
+    requests.push_back(std::move(*request));
   }
-  const Device device = entries.front().header.device.target.device;
-  for (const CompareEntry& e : entries) {
-    if (e.header.device.target.device != device) {
-      return report_error(err, invalid_argument("compare needs every model on one device profile",
-                                                "put --device-profile before the first --model"));
-    }
-  }
+  Result<std::vector<CompareEntry>> entries = make_compare_report(requests);
+  if (!entries.ok()) return report_error(err, entries.status());
   if (json) {
-    out << compare_json(entries).dump(2) << '\n';
+    out << compare_json(*entries).dump(2) << '\n';
   } else {
-    out << compare_text(entries);
+    out << compare_text(*entries);
   }
   return kExitOk;
 }

@@ -6,24 +6,27 @@
 #include <memory>
 
 #include "cli/cli.h"
-#include "cli/pipeline.h"
+#include "cli/request_flags.h"
+#include "report/csv.h"
+#include "report/json.h"
+#include "report/text.h"
 
 namespace trainfit {
 namespace {
 
-struct EstimateOptionsFlags {
-  ModelSourceOptions source;
-  TrainingFlags training;
-  DeviceFlags device;
+struct EstimateFlags {
+  RequestFlags request;
   std::string timeline;
   bool json = false;
   bool explain = false;
 };
 
-int run_estimate(const EstimateOptionsFlags& o, std::ostream& out, std::ostream& err) {
-  Result<EstimateRun> run = run_pipeline(o.source, o.training, o.device,
-                                         {.timeline = !o.timeline.empty(), .explain = o.explain});
-  if (!run.ok()) return report_error(err, run.status());
+int run_estimate(const EstimateFlags& o, std::ostream& out, std::ostream& err) {
+  Result<TrainingRequest> request = to_request(o.request);
+  if (!request.ok()) return report_error(err, request.status());
+  Result<EstimateReport> report =
+      make_estimate_report(*request, {.timeline = !o.timeline.empty(), .explain = o.explain});
+  if (!report.ok()) return report_error(err, report.status());
   if (!o.timeline.empty()) {
     std::ofstream f(o.timeline);
     if (!f) {
@@ -31,12 +34,12 @@ int run_estimate(const EstimateOptionsFlags& o, std::ostream& out, std::ostream&
                           invalid_argument(fmt::format("cannot write --timeline '{}'", o.timeline),
                                            "check that its folder exists and is writable"));
     }
-    f << timeline_csv(names_of(*run), run->estimate);
+    f << timeline_csv(*report);
   }
   if (o.json) {
-    out << estimate_json(run->header, run->estimate).dump(2) << '\n';
+    out << estimate_json(*report).dump(2) << '\n';
   } else {
-    out << estimate_text(run->header, run->estimate);
+    out << estimate_text(*report);
   }
   return kExitOk;
 }
@@ -44,7 +47,7 @@ int run_estimate(const EstimateOptionsFlags& o, std::ostream& out, std::ostream&
 }  // namespace
 
 CommandRun setup_estimate(CLI::App& app) {
-  auto o = std::make_shared<EstimateOptionsFlags>();
+  auto o = std::make_shared<EstimateFlags>();
   app.footer(
       "Simulates two training iterations (forward, loss, backward, optimizer.step,\n"
       "zero_grad(set_to_none=True)) and PyTorch's CUDA caching allocator. Peak allocated and\n"
@@ -58,9 +61,7 @@ CommandRun setup_estimate(CLI::App& app) {
       "  trainfit estimate --model gpt2 --seq-len 1024 --batch 8 --timeline memory.csv\n"
       "  trainfit estimate --trace mynet.trace.json --batch 64 --gpu h100   (your own model:\n"
       "      PYTHONPATH=python python3 -m trainfit.trace --help)");
-  add_model_source(app, o->source);
-  add_training_flags(app, o->training);
-  add_device_flags(app, o->device);
+  add_request_flags(app, o->request);
   app.add_option("--timeline", o->timeline,
                  "write allocated and reserved bytes after every event as CSV");
   app.add_flag("--explain", o->explain, "also list the largest tensors alive at the peak");

@@ -3,34 +3,31 @@
 #include <memory>
 
 #include "cli/cli.h"
-#include "cli/model_source.h"
-#include "graph/summary.h"
+#include "cli/request_flags.h"
+#include "report/json.h"
 #include "report/summary_report.h"
+#include "report/text.h"
 
 namespace trainfit {
 namespace {
 
-struct SummaryOptions {
-  ModelSourceOptions source;
+struct SummaryFlags {
+  RequestFlags request;  // the MODEL-SOURCE flags only
   int depth = -1;
   bool json = false;
 };
 
 constexpr int kDefaultTextDepth = 3;
 
-int run_summary(const SummaryOptions& o, std::ostream& out, std::ostream& err) {
-  Result<ModelRequest> request = to_request(o.source);
+int run_summary(const SummaryFlags& o, std::ostream& out, std::ostream& err) {
+  Result<TrainingRequest> request = to_request(o.request);
   if (!request.ok()) return report_error(err, request.status());
-  Result<Graph> graph = build_model(*request);
-  if (!graph.ok()) return report_error(err, graph.status());
-  ModelRequest one = *request;
-  one.batch = 1;
-  Result<Graph> per_sample = build_model(one);
-  const Summary s = summarize(*graph, per_sample.ok() ? &*per_sample : nullptr);
+  Result<Summary> s = make_summary(*request);
+  if (!s.ok()) return report_error(err, s.status());
   if (o.json) {
-    out << summary_json(s, o.depth).dump(2) << '\n';
+    out << summary_json(*s, o.depth).dump(2) << '\n';
   } else {
-    out << summary_text(s, o.depth < 0 ? kDefaultTextDepth : o.depth);
+    out << summary_text(*s, o.depth < 0 ? kDefaultTextDepth : o.depth);
   }
   return kExitOk;
 }
@@ -38,7 +35,7 @@ int run_summary(const SummaryOptions& o, std::ostream& out, std::ostream& err) {
 }  // namespace
 
 CommandRun setup_summary(CLI::App& app) {
-  auto o = std::make_shared<SummaryOptions>();
+  auto o = std::make_shared<SummaryFlags>();
   app.footer(
       "Kept/sample and Kept/batch are the bytes autograd holds for backward at the end of the\n"
       "forward pass (parameters and inputs excluded), at batch 1 and at --batch. A storage\n"
@@ -47,7 +44,7 @@ CommandRun setup_summary(CLI::App& app) {
       "  trainfit summary --model resnet50 --batch 32\n"
       "  trainfit summary --model vit_b_16 --depth 2 --json\n"
       "  trainfit summary --model gpt2 --seq-len 512 --precision amp-bf16");
-  add_model_source(app, o->source);
+  add_source_flags(app, o->request);
   app.add_option("--depth", o->depth, "deepest module level to show (text default 3, JSON all)");
   app.add_flag("--json", o->json, "print one JSON object");
   return [o](std::ostream& out, std::ostream& err) { return run_summary(*o, out, err); };

@@ -7,7 +7,8 @@
 
 #include "cli/cli.h"
 #include "cli/cli_test_util.h"
-#include "cli/plan.h"
+#include "cli/request_flags.h"
+#include "plan/batch_search.h"
 
 namespace trainfit {
 namespace {
@@ -97,10 +98,12 @@ void expect_rows_are_estimates(const std::vector<std::string>& model, const std:
     EXPECT_EQ(row["fits"], e["fits"]);
     // The change is the knob's arguments on top of the user's.
     const std::vector<std::string> knob = row["args"].get<std::vector<std::string>>();
-    Result<EstimateFlags> user = parse_layered_flags(
+    Result<RequestFlags> user = parse_layered_flags(
         concat(concat(model, {"--gpu", gpu, "--batch", batch, "--margin", "5%"}), knob));
     ASSERT_TRUE(user.ok()) << user.status().to_string();
-    EXPECT_EQ(estimate_args(*user), args);
+    Result<TrainingRequest> parsed = to_request(*user);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+    EXPECT_EQ(request_args(*parsed), args);
   }
   for (const std::string& want : expected) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;

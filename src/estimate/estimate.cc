@@ -128,27 +128,6 @@ Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfi
 
 }  // namespace
 
-DeviceProfile cpu_profile() {
-  DeviceProfile d;
-  d.target = {Device::kCpu, TorchVersion::k1_13};
-  d.caching_allocator = false;
-  return d;
-}
-
-DeviceProfile cuda_profile(const std::optional<GpuSpec>& gpu) {
-  DeviceProfile d;
-  d.target = {Device::kCuda, TorchVersion::k2};
-  if (gpu) {
-    d.gpu = std::string(gpu->name);
-    d.gpu_display = std::string(gpu->display);
-    d.total_bytes = gpu->total_bytes;
-    d.sm = gpu->sm;
-  }
-  d.context_bytes = kDefaultCudaContextBytes;
-  d.cublas_workspace_bytes = cublas_workspace_bytes(d.sm);
-  return d;
-}
-
 Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   const DeviceProfile& device = options.device;
   LoweringOptions lowering;
@@ -194,7 +173,7 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
   Estimate e = std::move(facts);
   e.events = list.events.size();
   e.total_bytes = device.total_bytes;
-  e.margin_bytes = device.total_bytes >= 0 ? device.margin_bytes : 0;
+  e.margin_bytes = device.total_bytes >= 0 ? options.margin_bytes : 0;
   e.cuda_context_bytes = device.target.device == Device::kCuda ? device.context_bytes : 0;
 
   AllocatorConfig config = options.allocator;

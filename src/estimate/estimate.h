@@ -17,32 +17,17 @@
 #include <vector>
 
 #include "alloc/allocator.h"
-#include "estimate/gpu_catalog.h"
+#include "estimate/device.h"
 #include "lower/events.h"
 #include "lower/training.h"
 
 namespace trainfit {
 
-struct DeviceProfile {
-  KernelTarget target;
-  std::string gpu;  // catalog name; empty when no GPU was given
-  std::string gpu_display;
-  int64_t total_bytes = -1;  // device memory; -1: unknown
-  int64_t margin_bytes = 0;  // of total_bytes, kept free: a run fits in total - margin
-  int sm = 80;               // architecture assumed when no GPU was given: Ampere
-  int64_t context_bytes = 0;
-  int64_t cublas_workspace_bytes = 0;
-  bool caching_allocator = true;
-};
-
-DeviceProfile cpu_profile();
-// A CUDA device: `gpu` from the catalog, or none (Ampere assumptions, memory unknown).
-DeviceProfile cuda_profile(const std::optional<GpuSpec>& gpu);
-
 struct EstimateOptions {
   TrainingConfig training;
   DeviceProfile device = cuda_profile(std::nullopt);
   AllocatorConfig allocator;
+  int64_t margin_bytes = 0;  // of the device's memory, kept free: a run fits in total - margin
   bool timeline = false;
   bool explain = false;  // list the tensors alive at the peak
   // On out of memory, also replay on an unbounded device to report what the run would need

@@ -32,6 +32,7 @@ struct BuildOptions {
   KernelTarget target;
   Precision precision = Precision::kFp32;
   std::vector<std::string> freeze;  // parameter-name prefixes that do not train
+  bool operator==(const BuildOptions&) const = default;
 };
 
 class GraphBuilder {

@@ -40,6 +40,7 @@ inline constexpr auto kDeviceNames =
 struct KernelTarget {
   Device device = Device::kCuda;
   TorchVersion torch = TorchVersion::k2;
+  bool operator==(const KernelTarget&) const = default;
 };
 
 enum class Precision : uint8_t {

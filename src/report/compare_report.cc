@@ -3,72 +3,78 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
-
-#include "report/format.h"
-#include "report/summary_report.h"
-#include "report/table.h"
 
 namespace trainfit {
 namespace {
 
-constexpr size_t kWidth = 120;
-constexpr size_t kMaxBlockRows = 6;
-
-std::string percent(int64_t part, int64_t whole) {
-  if (whole <= 0) return "-";
-  return fmt::format("{:.0f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
-}
-
-// A block under the root without the root's prefix ("encoder" for "model.encoder"); the root's
-// own row holds what its forward does outside its children (stacking tokens, the loss).
-std::string block_label(const BlockFigures& f, const BlockRow& b) {
-  if (b.block == f.root) return fmt::format("({} itself)", f.root);
-  if (!f.root.empty() && b.block.starts_with(f.root + "."))
-    return b.block.substr(f.root.size() + 1);
-  return b.block;
-}
-
-// Parameter counts in a cell: "17.3M".
-std::string short_count(int64_t n) {
-  if (n >= 1'000'000) return fmt::format("{:.1f}M", static_cast<double>(n) / 1e6);
-  if (n >= 1'000) return fmt::format("{:.1f}K", static_cast<double>(n) / 1e3);
-  return std::to_string(n);
-}
-
-// The largest blocks by `value`, small ones folded into "other", as "name  value (share)".
-std::vector<std::string> block_cells(const BlockFigures& f,
-                                     const std::function<int64_t(const BlockRow&)>& value,
-                                     const std::function<std::string(int64_t)>& show) {
-  std::vector<ModuleBytes> rows;
-  int64_t total = 0;
-  for (const BlockRow& b : f.blocks) {
-    if (value(b) > 0) rows.push_back({block_label(f, b), value(b)});
-    total += value(b);
+BlockFigures per_sample_figures(const BlockFigures& one, BlockFigures two) {
+  for (BlockRow& row : two.blocks) {
+    const auto same = std::find_if(one.blocks.begin(), one.blocks.end(),
+                                   [&](const BlockRow& r) { return r.block == row.block; });
+    if (same != one.blocks.end()) row.kept_bytes -= same->kept_bytes;
   }
-  rows = largest_first(std::move(rows), 0.01, kMaxBlockRows);
-  std::vector<std::string> cells;
-  cells.reserve(rows.size());
-  for (const ModuleBytes& r : rows) {
-    cells.push_back(fmt::format("{} {} ({})", r.module, show(r.bytes), percent(r.bytes, total)));
+  two.kept_bytes -= one.kept_bytes;
+  two.attention_bytes -= one.attention_bytes;
+  return two;
+}
+
+Result<CompareEntry> compare_entry(const TrainingRequest& request) {
+  PipelineEstimator estimator;
+  TF_ASSIGN_OR_RETURN(EstimateRun run, estimator.run(request));
+  CompareEntry entry;
+  if (run.resolved.trace) {
+    // The trace's own per-sample growth, under the same device and optimizer as the estimate.
+    TF_ASSIGN_OR_RETURN(entry.per_sample,
+                        per_sample_blocks(*run.resolved.trace, run.resolved.options));
+  } else {
+    // Per sample: what one more sample adds (batch 2 minus batch 1), so that what does not grow
+    // with the batch (autocast's low-precision weight copies) is not counted as a sample's.
+    ModelRequest one = run.resolved.model;
+    one.batch = 1;
+    TF_ASSIGN_OR_RETURN(Graph graph_one, build_model(one));
+    ModelRequest two = run.resolved.model;
+    two.batch = 2;
+    TF_ASSIGN_OR_RETURN(Graph graph_two, build_model(two));
+    entry.per_sample = per_sample_figures(block_figures(graph_one), block_figures(graph_two));
+    entry.facts = graph_one.facts;
+    entry.sets = request.sets;
   }
-  return cells;
-}
-
-std::vector<std::string> sets_cells(const CompareEntry& e) {
-  if (e.sets.empty()) return {"defaults"};
-  std::vector<std::string> cells;
-  for (const auto& [k, v] : e.sets) cells.push_back(fmt::format("{}={}", k, v));
-  return cells;
-}
-
-std::string fits_text(const Estimate& e) {
-  if (e.oom) return fmt::format("no: out of memory ({})", phase_name(e.oom->phase));
-  if (e.fits) return fmt::format("yes, {} headroom", format_bytes(e.headroom_bytes));
-  return fmt::format("no, {} over", format_bytes(-e.headroom_bytes));
+  entry.header = header_of(run.resolved);
+  entry.estimate = std::move(run.estimate);
+  return entry;
 }
 
 }  // namespace
+
+Status check_model_count(size_t models) {
+  if (models >= 2) return {};
+  return invalid_argument(fmt::format("compare needs two or more models, got {}", models),
+                          "give each its own --model (or --trace), e.g. trainfit compare "
+                          "--model act --batch 48 --model diffusion --batch 64");
+}
+
+Result<std::vector<CompareEntry>> make_compare_report(
+    const std::vector<TrainingRequest>& requests) {
+  TF_RETURN_IF_ERROR(check_model_count(requests.size()));
+  std::vector<CompareEntry> entries;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const TrainingRequest& r = requests[i];
+    Result<CompareEntry> entry = compare_entry(r);
+    if (!entry.ok()) {
+      return entry.status().with_context(
+          fmt::format("model {} ({})", i + 1, r.model.empty() ? r.trace_source : r.model));
+    }
+    entries.push_back(std::move(*entry));
+  }
+  const Device device = entries.front().header.device.target.device;
+  for (const CompareEntry& e : entries) {
+    if (e.header.device.target.device != device) {
+      return invalid_argument("compare needs every model on one device profile",
+                              "put --device-profile before the first --model");
+    }
+  }
+  return entries;
+}
 
 Dominant dominant_category(const Estimate& e) {
   Dominant d;
@@ -83,130 +89,6 @@ Dominant dominant_category(const Estimate& e) {
     d.share = static_cast<double>(d.bytes) / static_cast<double>(e.peak_allocated_bytes);
   }
   return d;
-}
-
-std::string compare_text(const std::vector<CompareEntry>& entries) {
-  std::vector<Column> columns = {{"", Align::kLeft, false}};
-  for (const CompareEntry& e : entries) columns.push_back({e.header.model, Align::kLeft, true});
-  TextTable table(std::move(columns));
-  auto add = [&](const std::string& label,
-                 const std::function<std::string(const CompareEntry&)>& cell) {
-    std::vector<std::string> row{label};
-    for (const CompareEntry& e : entries) row.push_back(cell(e));
-    table.add_row(std::move(row));
-  };
-  // Rows of per-model lists (blocks, facts), aligned by rank.
-  auto add_list = [&](const std::string& label,
-                      const std::function<std::vector<std::string>(const CompareEntry&)>& cells) {
-    std::vector<std::vector<std::string>> lists;
-    size_t n = 0;
-    for (const CompareEntry& e : entries) {
-      lists.push_back(cells(e));
-      n = std::max(n, lists.back().size());
-    }
-    for (size_t i = 0; i < n; ++i) {
-      std::vector<std::string> row{i == 0 ? label : ""};
-      for (const auto& l : lists) row.push_back(i < l.size() ? l[i] : "");
-      table.add_row(std::move(row));
-    }
-  };
-  const bool any_gpu = std::any_of(entries.begin(), entries.end(), [](const CompareEntry& e) {
-    return e.estimate.total_bytes >= 0;
-  });
-  add("batch", [](const CompareEntry& e) { return std::to_string(e.header.batch); });
-  add_list("settings", sets_cells);
-  add("precision",
-      [](const CompareEntry& e) { return std::string(precision_name(e.header.precision)); });
-  add("optimizer", [](const CompareEntry& e) {
-    return optimizer_line(e.header) + (e.header.optimizer.preset.empty() ? "" : ", preset");
-  });
-  add_list("facts", [](const CompareEntry& e) {
-    std::vector<std::string> cells;
-    for (const GraphFact& f : e.facts)
-      cells.push_back(fmt::format("{} {}", f.key, format_count(f.value)));
-    return cells;
-  });
-  add("parameters", [](const CompareEntry& e) { return format_count(e.estimate.parameters); });
-  add_list("  by block", [](const CompareEntry& e) {
-    return block_cells(
-        e.per_sample, [](const BlockRow& b) { return b.parameters; },
-        [](int64_t n) { return short_count(n); });
-  });
-  add("kept per sample",
-      [](const CompareEntry& e) { return format_bytes(e.per_sample.kept_bytes); });
-  add_list("  by block", [](const CompareEntry& e) {
-    return block_cells(
-        e.per_sample, [](const BlockRow& b) { return b.kept_bytes; },
-        [](int64_t n) { return format_bytes(n); });
-  });
-  add("  attention matrices", [](const CompareEntry& e) {
-    if (!e.per_sample.attention_known) return std::string("not told apart in a trace");
-    if (e.per_sample.attention_bytes == 0) return std::string("none");
-    return fmt::format("{} ({} of the sample)", format_bytes(e.per_sample.attention_bytes),
-                       percent(e.per_sample.attention_bytes, e.per_sample.kept_bytes));
-  });
-  add("kept at batch",
-      [](const CompareEntry& e) { return format_bytes(e.estimate.activation_bytes); });
-  add("peak allocated",
-      [](const CompareEntry& e) { return format_bytes(e.estimate.peak_allocated_bytes); });
-  add("peak reserved",
-      [](const CompareEntry& e) { return format_bytes(e.estimate.peak_reserved_bytes); });
-  if (entries.front().header.device.target.device == Device::kCuda) {
-    add("device used",
-        [](const CompareEntry& e) { return format_bytes(e.estimate.device_used_bytes); });
-  }
-  add("peak in", [](const CompareEntry& e) {
-    return fmt::format("{}, iteration {}", phase_name(e.estimate.peak.phase),
-                       e.estimate.peak.iteration + 1);
-  });
-  add("  at", [](const CompareEntry& e) {
-    const Moment& m = e.estimate.peak;
-    if (m.op.empty()) return std::string("optimizer.step()");
-    return fmt::format("{} ({})", m.module.empty() ? "-" : m.module, m.op);
-  });
-  add("dominated by", [](const CompareEntry& e) {
-    const Dominant d = dominant_category(e.estimate);
-    return fmt::format("{} {} ({:.0f}%)", category_name(d.category), format_bytes(d.bytes),
-                       100 * d.share);
-  });
-  if (any_gpu) {
-    add("fits", [](const CompareEntry& e) {
-      if (e.estimate.total_bytes < 0) return std::string("-");
-      return fmt::format("{}: {}", e.header.device.gpu, fits_text(e.estimate));
-    });
-  }
-  const DeviceProfile& d = entries.front().header.device;
-  return fmt::format("trainfit compare, profile {}\n\n", profile_description(d.target)) +
-         table.render(kWidth) +
-         "\nkept per sample: the bytes autograd keeps for backward that one more sample adds "
-         "(batch 2 minus batch 1),\nby block; the other figures are at each model's batch.\n";
-}
-
-nlohmann::json compare_json(const std::vector<CompareEntry>& entries) {
-  nlohmann::json models = nlohmann::json::array();
-  for (const CompareEntry& e : entries) {
-    nlohmann::json j = estimate_json(e.header, e.estimate);
-    j["sets"] = nlohmann::json::object();
-    for (const auto& [k, v] : e.sets) j["sets"][k] = v;
-    j["facts"] = nlohmann::json::object();
-    for (const GraphFact& f : e.facts) j["facts"][f.key] = {{"value", f.value}, {"text", f.text}};
-    nlohmann::json blocks = nlohmann::json::array();
-    for (const BlockRow& b : e.per_sample.blocks) {
-      blocks.push_back({{"block", b.block},
-                        {"parameters", b.parameters},
-                        {"kept_bytes_per_sample", b.kept_bytes}});
-    }
-    j["blocks"] = blocks;
-    j["activation_bytes_per_sample"] = e.per_sample.kept_bytes;
-    j["attention_bytes_per_sample"] = e.per_sample.attention_known
-                                          ? nlohmann::json(e.per_sample.attention_bytes)
-                                          : nlohmann::json();
-    const Dominant d = dominant_category(e.estimate);
-    j["dominant"] = {
-        {"category", category_name(d.category)}, {"bytes", d.bytes}, {"share", d.share}};
-    models.push_back(std::move(j));
-  }
-  return {{"models", models}};
 }
 
 }  // namespace trainfit

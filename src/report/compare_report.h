@@ -1,11 +1,11 @@
-// The `trainfit compare` report: several models side by side, as text and as JSON.
+// The `trainfit compare` report as data: several models side by side, each with its own
+// request. text.h and json.h render it.
 //
-//   CompareEntry e{run.header, run.estimate, sets, block_figures(graph_at_batch_1), facts};
-//   std::string text = compare_text({a, b});
-//   nlohmann::json j = compare_json({a, b});   // {"models": [...]}
+//   Result<std::vector<CompareEntry>> c = make_compare_report({act, diffusion});
+//   std::string text = compare_text(*c);
+//   nlohmann::json j = compare_json(*c);   // {"models": [...]}
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +23,10 @@ struct CompareEntry {
   std::vector<GraphFact> facts;
 };
 
+// Two or more models, on one device profile. An error names the model it is about.
+Status check_model_count(size_t models);
+Result<std::vector<CompareEntry>> make_compare_report(const std::vector<TrainingRequest>& requests);
+
 // The largest category at the allocated peak, and its share of the peak.
 struct Dominant {
   Category category = Category::kActivation;
@@ -30,8 +34,5 @@ struct Dominant {
   double share = 0;
 };
 Dominant dominant_category(const Estimate& e);
-
-std::string compare_text(const std::vector<CompareEntry>& entries);
-nlohmann::json compare_json(const std::vector<CompareEntry>& entries);
 
 }  // namespace trainfit

@@ -1,20 +1,19 @@
-// The `trainfit estimate` report: text, JSON, and the timeline as CSV.
+// The `trainfit estimate` report as data: what was estimated and the estimate. Renderers turn
+// it into text (text.h), JSON (json.h) and the timeline CSV (csv.h).
 //
-//   EstimateHeader h{"resnet50", 32, Precision::kFp32, ...};
-//   std::string text = estimate_text(h, estimate);
-//   nlohmann::json j = estimate_json(h, estimate);
+//   Result<EstimateReport> r = make_estimate_report(request, {.explain = true});
+//   std::string text = estimate_text(*r);
+//   nlohmann::json j = estimate_json(*r);
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "estimate/estimate.h"
-#include "lower/optimizer_step.h"
+#include "pipeline/estimator.h"
 
 namespace trainfit {
 
-// What was estimated, for the report's first lines.
+// What was estimated, for a report's first lines.
 struct EstimateHeader {
   std::string model;
   int64_t batch = 1;
@@ -25,13 +24,30 @@ struct EstimateHeader {
   TrainingConfig training;
   std::vector<std::string> notes;  // caveats about this estimate, one sentence each
 };
+EstimateHeader header_of(const ResolvedRequest& resolved);
 
 // "adamw (foreach), weight_decay 0.0001, 4 micro-batches per step"
 std::string optimizer_line(const EstimateHeader& header);
+// The implementation as reports name it: "foreach", or "bitsandbytes" for 8-bit state.
+std::string_view impl_label(const EstimateHeader& header);
 
-std::string estimate_text(const EstimateHeader& header, const Estimate& e);
-nlohmann::json estimate_json(const EstimateHeader& header, const Estimate& e);
-// One row per event: event,iteration,phase,module,op,allocated_bytes,reserved_bytes.
-std::string timeline_csv(const EventNames& names, const Estimate& e);
+// Allocated and reserved bytes after one event, with the op and module it happened in.
+struct TimelineRow {
+  int iteration = 0;  // from 1
+  Phase phase = Phase::kSetup;
+  std::string module;
+  std::string op;
+  int64_t allocated_bytes = 0;
+  int64_t reserved_bytes = 0;
+};
+
+struct EstimateReport {
+  EstimateHeader header;
+  Estimate estimate;
+  std::vector<TimelineRow> timeline;  // with EstimateDetail::timeline
+};
+
+Result<EstimateReport> make_estimate_report(const TrainingRequest& request,
+                                            const EstimateDetail& detail = {});
 
 }  // namespace trainfit

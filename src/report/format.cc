@@ -1,8 +1,10 @@
 #include "report/format.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 
 namespace trainfit {
 
@@ -26,6 +28,39 @@ std::vector<ModuleBytes> largest_first(std::vector<ModuleBytes> rows, double sha
     rows.push_back(std::move(rest));
   }
   return rows;
+}
+
+std::string_view profile_name(const KernelTarget& target) {
+  return kDeviceNames.name(target.device);
+}
+
+std::string profile_description(const KernelTarget& target) {
+  if (target.device == Device::kCpu) return "cpu (PyTorch 1.13 CPU kernels)";
+  return "cuda (PyTorch 2.x CUDA kernels)";
+}
+
+namespace {
+
+// A shell-safe argument: quoted when it holds a glob or other special character.
+std::string shell_word(const std::string& arg) {
+  const bool plain = std::all_of(arg.begin(), arg.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("-_.=,%/:+").find(c) != std::string_view::npos;
+  });
+  return plain && !arg.empty() ? arg : fmt::format("'{}'", arg);
+}
+
+}  // namespace
+
+std::string join_words(const std::vector<std::string>& args) {
+  std::vector<std::string> words;
+  words.reserve(args.size());
+  for (const std::string& a : args) words.push_back(shell_word(a));
+  return fmt::format("{}", fmt::join(words, " "));
+}
+
+std::string command_line(const std::vector<std::string>& estimate_args) {
+  return "trainfit estimate " + join_words(estimate_args);
 }
 
 }  // namespace trainfit

@@ -1,11 +1,15 @@
-// Folding long lists of figures for reports (units.h formats the numbers).
+// Shared pieces of the text reports: folding long lists, naming the device profile, and
+// quoting command lines (units.h formats the numbers).
 //
 //   largest_first(rows, 0.01, 6)   // the largest rows, the small ones as "other (N blocks)"
+//   profile_description(target)    // "cuda (PyTorch 2.x CUDA kernels)"
+//   command_line({"--checkpoint", "layer3.*"}) == "trainfit estimate --checkpoint 'layer3.*'"
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/units.h"
@@ -18,5 +22,14 @@ namespace trainfit {
 // glance.
 std::vector<ModuleBytes> largest_first(std::vector<ModuleBytes> rows, double share = 0.01,
                                        size_t max_rows = SIZE_MAX);
+
+// "cuda (PyTorch 2.x CUDA kernels)" / "cpu (PyTorch 1.13 CPU kernels)"
+std::string profile_description(const KernelTarget& target);
+std::string_view profile_name(const KernelTarget& target);  // "cuda" / "cpu"
+
+// Arguments as one shell line, each quoted when it holds a glob or another special character.
+std::string join_words(const std::vector<std::string>& args);
+// `trainfit estimate` with these arguments.
+std::string command_line(const std::vector<std::string>& estimate_args);
 
 }  // namespace trainfit

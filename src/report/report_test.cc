@@ -6,9 +6,11 @@
 
 #include "base/golden_test_util.h"
 #include "base/units.h"
+#include "lower/optimizer_step.h"
 #include "report/estimate_report.h"
-#include "report/summary_report.h"
+#include "report/json.h"
 #include "report/table.h"
+#include "report/text.h"
 #include "sources/zoo/zoo.h"
 
 namespace trainfit {
@@ -59,7 +61,7 @@ TEST(EstimateReport, TextGolden) {
   EstimateOptions o;
   o.device = h.device;
   o.explain = true;
-  const std::string text = estimate_text(h, *estimate(g, o));
+  const std::string text = estimate_text({h, *estimate(g, o), {}});
   expect_golden("estimate_resnet18_batch8_rtx4090.txt", text);
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100U) << line;

@@ -1,21 +1,17 @@
-// The `trainfit summary` report as text (a 100-column table) and as JSON.
+// The `trainfit summary` report as data: the per-module table of a zoo model (graph/summary.h),
+// with per-sample figures from the same model at batch 1. text.h and json.h render it.
 //
-//   std::string text = summary_text(summary, /*max_depth=*/3);
-//   nlohmann::json j = summary_json(summary, /*max_depth=*/-1);   // -1: every module
+//   Result<Summary> s = make_summary(request);
+//   std::string text = summary_text(*s, 3);
 #pragma once
 
-#include <nlohmann/json.hpp>
-#include <string>
-
 #include "graph/summary.h"
+#include "pipeline/request.h"
 
 namespace trainfit {
 
-std::string summary_text(const Summary& summary, int max_depth);
-nlohmann::json summary_json(const Summary& summary, int max_depth);
-
-// "cuda (PyTorch 2.x kernels)" / "cpu (PyTorch 1.13 CPU kernels)"
-std::string profile_description(const KernelTarget& target);
-std::string_view profile_name(const KernelTarget& target);
+// A zoo model's summary at the request's batch, inputs, precision and profile; the training
+// and device settings do not change it.
+Result<Summary> make_summary(const TrainingRequest& request);
 
 }  // namespace trainfit

@@ -3,10 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "graph/dtype.h"
 #include "lower/optimizer_step.h"
@@ -298,22 +296,6 @@ Result<Trace> parse_trace(std::string_view text, std::string_view source) {
   Result<Trace> trace = parse_document(doc);
   if (!trace.ok()) return trace.status().with_context(std::string(source));
   return trace;
-}
-
-Result<std::string> read_trace_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return not_found(fmt::format("cannot open trace '{}'", path),
-                     "give the path of a file written by `python3 -m trainfit.trace --out`");
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return std::move(text).str();
-}
-
-Result<Trace> read_trace(const std::string& path) {
-  TF_ASSIGN_OR_RETURN(std::string text, read_trace_text(path));
-  return parse_trace(text, path);
 }
 
 }  // namespace trainfit

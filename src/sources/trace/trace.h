@@ -1,7 +1,7 @@
 // A recorded trace: the allocations and frees of a real PyTorch training step, op by op, at
 // two or more batch sizes, as `python3 -m trainfit.trace` writes it (docs/trace-format.md).
 //
-//   Result<Trace> t = read_trace("mobilenet.trace.json");
+//   Result<Trace> t = parse_trace(text, "mobilenet.trace.json");   // the file's text
 //   t->runs[0].batch == 1; t->runs[0].events[5].bytes ...
 //
 // Parsing checks everything later stages rely on (known phases and categories, ids allocated
@@ -83,8 +83,5 @@ int64_t dtype_itemsize(std::string_view name);
 
 // `source` names the input in errors (a path).
 Result<Trace> parse_trace(std::string_view text, std::string_view source);
-Result<Trace> read_trace(const std::string& path);
-// A trace file's bytes, unparsed (for callers that cache by content).
-Result<std::string> read_trace_text(const std::string& path);
 
 }  // namespace trainfit

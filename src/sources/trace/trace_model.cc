@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 
 #include "base/size_math.h"
 #include "graph/device_rules.h"
@@ -201,6 +202,14 @@ Result<TraceModel> fit_trace(Trace trace) {
   }
   m.trace = std::move(trace);
   return m;
+}
+
+Result<std::shared_ptr<const TraceModel>> load_trace(std::string_view text,
+                                                     std::string_view source) {
+  TF_ASSIGN_OR_RETURN(Trace trace, parse_trace(text, source));
+  Result<TraceModel> model = fit_trace(std::move(trace));
+  if (!model.ok()) return model.status().with_context(std::string(source));
+  return std::make_shared<const TraceModel>(std::move(model).value());
 }
 
 ModuleId tree_module(const TraceModel& m, const TraceEvent& e) {

@@ -2,14 +2,16 @@
 // size fitted as affine in the batch, so that any batch size becomes an event list for the
 // allocator model.
 //
-//   Result<TraceModel> m = fit_trace(*read_trace("model.trace.json"));
-//   Result<Estimate> e = estimate_trace(*m, 64, options);   // milliseconds
+//   Result<std::shared_ptr<const TraceModel>> m = load_trace(text, "model.trace.json");
+//   Result<Estimate> e = estimate_trace(**m, 64, options);   // milliseconds
 //
 // Under the cuda profile the replay maps what is specific to CPU kernels to what CUDA PyTorch
 // does: CPU dropout's noise tensor (input dtype) becomes a bool mask, the first GEMM of
 // forward and of backward allocates a cuBLAS workspace, and the optimizer step is the one the
 // requested implementation makes (foreach by default), from the traced parameter groups.
 #pragma once
+
+#include <memory>
 
 #include "estimate/estimate.h"
 #include "graph/blocks.h"
@@ -35,6 +37,10 @@ struct TraceModel {
 // Checks that the runs line up and that every size is affine in the batch. With one run the
 // model replays at that batch only.
 Result<TraceModel> fit_trace(Trace trace);
+// A trace file's text (`source` names it in errors) parsed and fitted: loaded once, shared by
+// every estimate that replays it.
+Result<std::shared_ptr<const TraceModel>> load_trace(std::string_view text,
+                                                     std::string_view source);
 
 // The events of a training step at `batch` under the device and training options (the
 // optimizer implementation; the optimizer itself and everything else are the trace's).

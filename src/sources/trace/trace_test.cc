@@ -232,11 +232,5 @@ TEST(TraceModelTest, NotesAttentionTracedUnderTorch1OnCuda) {
   EXPECT_TRUE(trace_notes(*cnn, cuda_profile(std::nullopt).target).empty());
 }
 
-TEST(TraceParse, MissingFileIsNotFound) {
-  Result<Trace> t = read_trace("/nonexistent/trace.json");
-  ASSERT_FALSE(t.ok());
-  EXPECT_EQ(t.status().code(), ErrorCode::kNotFound);
-}
-
 }  // namespace
 }  // namespace trainfit

@@ -101,6 +101,7 @@ struct ModelRequest {
   std::optional<Dims> input;
   std::optional<int64_t> seq_len;
   BuildOptions options;
+  bool operator==(const ModelRequest&) const = default;  // the same graph
 };
 
 const std::vector<ModelSpec>& model_zoo();

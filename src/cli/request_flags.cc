@@ -1,0 +1,183 @@
+#include "cli/request_flags.h"
+
+#include <fmt/format.h>
+
+#include "cli/trace_file.h"
+
+namespace trainfit {
+
+void add_source_flags(CLI::App& app, RequestFlags& f) {
+  app.add_option("--model", f.model, "zoo model name (see `trainfit models`)");
+  app.add_option("--trace", f.trace,
+                 "a trace of your own model, written by `python3 -m trainfit.trace` "
+                 "(instead of --model)");
+  app.add_option("--set", f.sets, "model key=value, repeatable (see `trainfit models`)");
+  app.add_option("--batch", f.batch, "batch size")->capture_default_str();
+  app.add_option("--input", f.input, "image size CxHxW (image models), e.g. 3x224x224");
+  app.add_option("--seq-len", f.seq_len, "tokens per sequence (sequence models)");
+  app.add_option("--precision", f.precision, "fp32 | amp-fp16 | amp-bf16 | bf16")
+      ->capture_default_str();
+  app.add_option("--device-profile", f.device_profile,
+                 "cuda (PyTorch 2.x CUDA kernels) | cpu (PyTorch 1.13 CPU kernels, for checking "
+                 "against CPU PyTorch)")
+      ->capture_default_str();
+  app.add_option("--freeze", f.freeze,
+                 "parameter-name prefix that does not train, repeatable (e.g. layer1)");
+}
+
+void add_training_flags(CLI::App& app, RequestFlags& f) {
+  app.add_option("--optimizer", f.optimizer,
+                 "sgd | momentum (SGD, momentum 0.9) | adam | adamw | adam8bit | adamw8bit "
+                 "(bitsandbytes' 8-bit state); default: the model's "
+                 "training preset (LeRobot's ACT: adamw, Diffusion: adam), else adamw");
+  app.add_option(
+         "--optimizer-impl", f.optimizer_impl,
+         "default (PyTorch's choice: foreach on CUDA, for-loop on CPU) | foreach | fused | loop")
+      ->capture_default_str();
+  app.add_option("--weight-decay", f.weight_decay,
+                 "weight decay (default: torch's, 0.01 for adamw, else 0)");
+  app.add_option("--checkpoint", f.checkpoint,
+                 "module pattern run under activation checkpointing (non-reentrant), repeatable; "
+                 "'*' matches one path component, e.g. 'layer3' or 'encoder.layers.*'");
+  app.add_option("--grad-accum", f.grad_accum, "micro-batches of --batch per optimizer step")
+      ->capture_default_str();
+}
+
+void add_device_flags(CLI::App& app, RequestFlags& f) {
+  app.add_option("--gpu", f.gpu,
+                 "GPU from the catalog (see `trainfit gpus`): decides fit and headroom");
+  app.add_option("--gpu-memory", f.gpu_memory, "memory of a GPU not in the catalog, e.g. 24GiB");
+  app.add_option(
+      "--cuda-context", f.cuda_context,
+      "memory outside PyTorch's allocator (context, kernels, library handles); default 500MiB");
+  app.add_flag("--expandable-segments", f.expandable_segments,
+               "model PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+  app.add_option("--margin", f.margin,
+                 "fraction of the GPU's memory to keep free when deciding fit, e.g. 0.05 or 5% "
+                 "(default 0 for estimate, 5% for fit)");
+  app.add_option("--max-split-size", f.max_split_size,
+                 "model PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb (e.g. 128MiB)");
+}
+
+void add_request_flags(CLI::App& app, RequestFlags& flags) {
+  add_source_flags(app, flags);
+  add_training_flags(app, flags);
+  add_device_flags(app, flags);
+}
+
+void add_layered_flags(CLI::App& app, RequestFlags& flags) {
+  add_request_flags(app, flags);
+  for (CLI::Option* o : app.get_options()) {
+    if (o->get_items_expected_max() == 1) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+}
+
+Result<RequestFlags> parse_layered_flags(const std::vector<std::string>& args) {
+  CLI::App app{"", "trainfit"};
+  RequestFlags flags;
+  add_layered_flags(app, flags);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return invalid_argument(e.what());
+  }
+  return flags;
+}
+
+namespace {
+
+template <typename E, size_t N>
+Result<E> parse_name(const EnumNames<E, N>& names, std::string_view flag, const std::string& text) {
+  const std::optional<E> value = names.parse(text);
+  if (!value) {
+    return invalid_argument(fmt::format("unknown {} '{}'", flag, text),
+                            fmt::format("use {}", names.list()));
+  }
+  return *value;
+}
+
+Result<std::optional<int64_t>> parse_size(std::string_view flag, const std::string& text) {
+  if (text.empty()) return std::optional<int64_t>();
+  Result<int64_t> bytes = parse_bytes(text);
+  if (!bytes.ok()) return bytes.status().with_context(std::string(flag));
+  return std::optional<int64_t>(*bytes);
+}
+
+Status to_source(const RequestFlags& f, TrainingRequest& r) {
+  TF_RETURN_IF_ERROR(check_model_source(!f.model.empty(), !f.trace.empty()));
+  r.model = f.model;
+  r.batch = f.batch;
+  for (const std::string& s : f.sets) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return invalid_argument(fmt::format("--set '{}' is not key=value", s),
+                              "for example --set num_classes=10");
+    }
+    r.sets.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+  }
+  if (!f.input.empty()) {
+    Result<Dims> dims = parse_dims(f.input);
+    if (!dims.ok()) {
+      return invalid_argument(fmt::format("--input '{}': {}", f.input, dims.status().message()),
+                              "use CxHxW, for example 3x224x224");
+    }
+    r.input = *dims;
+  }
+  r.seq_len = f.seq_len;
+  TF_ASSIGN_OR_RETURN(r.precision, parse_name(kPrecisionNames, "--precision", f.precision));
+  TF_ASSIGN_OR_RETURN(const Device profile,
+                      parse_name(kDeviceNames, "--device-profile", f.device_profile));
+  r.device.target = profile == Device::kCpu ? cpu_profile().target : cuda_profile({}).target;
+  r.freeze = f.freeze;
+  if (!f.trace.empty()) {
+    TF_ASSIGN_OR_RETURN(r.trace, read_trace_file(f.trace));
+    r.trace_source = f.trace;
+  }
+  return {};
+}
+
+Status to_training(const RequestFlags& f, TrainingRequest& r) {
+  if (!f.optimizer.empty()) {
+    TF_ASSIGN_OR_RETURN(r.optimizer, parse_name(kOptimizerNames, "--optimizer", f.optimizer));
+  }
+  TF_ASSIGN_OR_RETURN(r.optimizer_impl,
+                      parse_name(kOptimizerImplNames, "--optimizer-impl", f.optimizer_impl));
+  if (f.weight_decay != -1) r.weight_decay = f.weight_decay;
+  r.checkpoint = f.checkpoint;
+  r.grad_accum = f.grad_accum;
+  return {};
+}
+
+Status to_device(const RequestFlags& f, TrainingRequest& r) {
+  DeviceChoice choice;
+  choice.profile = r.device.target.device;
+  if (choice.profile == Device::kCpu &&
+      (!f.gpu.empty() || !f.gpu_memory.empty() || !f.cuda_context.empty() ||
+       f.expandable_segments || !f.max_split_size.empty() || !f.margin.empty())) {
+    return invalid_argument("GPU and allocator flags apply to the cuda profile",
+                            "drop --device-profile cpu, or the GPU flags");
+  }
+  choice.gpu = f.gpu;
+  TF_ASSIGN_OR_RETURN(choice.gpu_memory_bytes, parse_size("--gpu-memory", f.gpu_memory));
+  TF_ASSIGN_OR_RETURN(choice.cuda_context_bytes, parse_size("--cuda-context", f.cuda_context));
+  TF_ASSIGN_OR_RETURN(r.device, choose_device(choice));
+  if (!f.margin.empty()) {
+    TF_ASSIGN_OR_RETURN(r.margin, parse_margin(f.margin));
+  }
+  r.expandable_segments = f.expandable_segments;
+  TF_ASSIGN_OR_RETURN(r.max_split_size_bytes, parse_size("--max-split-size", f.max_split_size));
+  return {};
+}
+
+}  // namespace
+
+Result<TrainingRequest> to_request(const RequestFlags& flags) {
+  TrainingRequest r;
+  TF_RETURN_IF_ERROR(to_source(flags, r));
+  TF_RETURN_IF_ERROR(to_training(flags, r));
+  TF_RETURN_IF_ERROR(to_device(flags, r));
+  return r;
+}
+
+}  // namespace trainfit

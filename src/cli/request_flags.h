@@ -1,0 +1,56 @@
+// MODEL-SOURCE, TRAINING OPTIONS and the device flags, as typed, and the training request they
+// make (pipeline/request.h): the one place argv becomes a request.
+//
+//   RequestFlags flags;
+//   add_request_flags(app, flags);              // --model, --batch, --optimizer, --gpu, ...
+//   Result<TrainingRequest> r = to_request(flags);   // after parsing
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipeline/request.h"
+
+namespace trainfit {
+
+struct RequestFlags {
+  // MODEL-SOURCE
+  std::string model;
+  std::string trace;  // a trace file instead of a zoo model
+  std::vector<std::string> sets;
+  int64_t batch = 1;
+  std::string input;
+  std::optional<int64_t> seq_len;
+  std::string precision = "fp32";
+  std::string device_profile = "cuda";
+  std::vector<std::string> freeze;
+  // TRAINING OPTIONS
+  std::string optimizer;  // empty: the model's preset, else adamw
+  std::string optimizer_impl = "default";
+  double weight_decay = -1;  // -1: not given
+  std::vector<std::string> checkpoint;
+  int grad_accum = 1;
+  // The device.
+  std::string gpu;
+  std::string gpu_memory;
+  std::string cuda_context;
+  bool expandable_segments = false;
+  std::string max_split_size;
+  std::string margin;  // "0.05" or "5%"
+};
+
+void add_source_flags(CLI::App& app, RequestFlags& flags);
+void add_training_flags(CLI::App& app, RequestFlags& flags);
+void add_device_flags(CLI::App& app, RequestFlags& flags);
+void add_request_flags(CLI::App& app, RequestFlags& flags);  // all three
+// The same flags where a later value of an option overrides an earlier one (so that a model's
+// own --batch overrides a shared one) and lists add up.
+void add_layered_flags(CLI::App& app, RequestFlags& flags);
+Result<RequestFlags> parse_layered_flags(const std::vector<std::string>& args);
+
+// Parses the values and reads a --trace file; the library checks the rest (resolve()).
+Result<TrainingRequest> to_request(const RequestFlags& flags);
+
+}  // namespace trainfit

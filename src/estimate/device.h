@@ -1,0 +1,33 @@
+// The device an estimate is for: the kernel target (PyTorch 2.x on CUDA, or 1.13 on CPU), the
+// GPU and its memory, the CUDA context, and the cuBLAS workspace its architecture takes.
+//
+//   DeviceProfile d = cuda_profile(*find_gpu("rtx4090"));   // 24 GiB, sm89, 8.1 MiB cuBLAS
+//   DeviceProfile open = cuda_profile(std::nullopt);        // memory unknown, Ampere assumed
+//   DeviceProfile cpu = cpu_profile();                      // exact tensor bytes, no cache
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "estimate/gpu_catalog.h"
+#include "graph/graph.h"
+
+namespace trainfit {
+
+struct DeviceProfile {
+  KernelTarget target;
+  std::string gpu;  // catalog name; empty when no GPU was given
+  std::string gpu_display;
+  int64_t total_bytes = -1;  // device memory; -1: unknown
+  int sm = 80;               // architecture assumed when no GPU was given: Ampere
+  int64_t context_bytes = 0;
+  int64_t cublas_workspace_bytes = 0;
+  bool caching_allocator = true;
+};
+
+DeviceProfile cpu_profile();
+// A CUDA device: `gpu` from the catalog, or none (Ampere assumptions, memory unknown).
+DeviceProfile cuda_profile(const std::optional<GpuSpec>& gpu);
+
+}  // namespace trainfit

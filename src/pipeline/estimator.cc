@@ -1,0 +1,47 @@
+#include "pipeline/estimator.h"
+
+namespace trainfit {
+
+EventNames names_of(const EstimateRun& run) {
+  return run.resolved.trace ? trace_names(*run.resolved.trace) : names_of(run.graph);
+}
+
+Result<const Graph*> PipelineEstimator::graph_of(const ModelRequest& model) {
+  if (built_ != model) {
+    built_.reset();
+    TF_ASSIGN_OR_RETURN(graph_, build_model(model));
+    built_ = model;
+  }
+  return &graph_;
+}
+
+Result<Estimate> PipelineEstimator::estimate_resolved(ResolvedRequest& resolved,
+                                                      const EstimateDetail& detail) {
+  EstimateOptions& options = resolved.options;
+  options.timeline = detail.timeline;
+  options.explain = detail.explain;
+  options.peak_after_oom = detail.peak_after_oom;
+  if (resolved.trace) return estimate_trace(*resolved.trace, resolved.model.batch, options);
+  TF_ASSIGN_OR_RETURN(const Graph* graph, graph_of(resolved.model));
+  return trainfit::estimate(*graph, options);
+}
+
+Result<Estimate> PipelineEstimator::estimate(const TrainingRequest& request,
+                                             const EstimateDetail& detail) {
+  TF_ASSIGN_OR_RETURN(ResolvedRequest resolved, resolve(request));
+  return estimate_resolved(resolved, detail);
+}
+
+Result<EstimateRun> PipelineEstimator::run(const TrainingRequest& request,
+                                           const EstimateDetail& detail) {
+  EstimateRun run;
+  TF_ASSIGN_OR_RETURN(run.resolved, resolve(request));
+  TF_ASSIGN_OR_RETURN(run.estimate, estimate_resolved(run.resolved, detail));
+  if (!run.resolved.trace) {
+    run.graph = std::move(graph_);  // the run names its events by it
+    built_.reset();
+  }
+  return run;
+}
+
+}  // namespace trainfit

@@ -1,0 +1,260 @@
+#include "pipeline/request.h"
+
+#include <fmt/format.h>
+
+#include "lower/optimizer_step.h"
+
+namespace trainfit {
+namespace {
+
+Status check_source(const TrainingRequest& r) {
+  TF_RETURN_IF_ERROR(check_model_source(!r.model.empty(), r.trace != nullptr));
+  if (r.batch < 1) {
+    return invalid_argument(fmt::format("--batch must be at least 1, got {}", r.batch),
+                            "use --batch 1 or more");
+  }
+  if (r.device.target.device == Device::kCpu &&
+      (r.precision == Precision::kAmpFp16 || r.precision == Precision::kAmpBf16)) {
+    return unsupported("the cpu profile does not model CPU autocast",
+                       "use --device-profile cuda for AMP, or --precision fp32/bf16");
+  }
+  return {};
+}
+
+// A trace fixes the model, its inputs and its training recipe; only the batch, the device and
+// the optimizer implementation can change.
+Status check_trace_request(const TrainingRequest& r, const TraceModel& model) {
+  const auto fixed = [](std::string_view flag) {
+    return unsupported(fmt::format("{} cannot change a traced model", flag),
+                       "trace the model again with that setting, or leave the flag out");
+  };
+  if (!r.sets.empty()) return fixed("--set");
+  if (r.input) return fixed("--input");
+  if (r.seq_len) return fixed("--seq-len");
+  if (!r.freeze.empty()) return fixed("--freeze");
+  if (r.precision != Precision::kFp32) return fixed("--precision");
+  if (!r.checkpoint.empty()) return fixed("--checkpoint");
+  if (r.grad_accum != 1) return fixed("--grad-accum");
+  if (r.weight_decay) return fixed("--weight-decay");
+  const TraceOptimizer& o = model.trace.optimizer;
+  if (r.optimizer && o.kind != r.optimizer) {
+    return unsupported(
+        fmt::format("the trace was recorded with {}, not --optimizer {}", o.type,
+                    optimizer_name(*r.optimizer)),
+        "trace again with that optimizer (python3 -m trainfit.trace --optimizer ...)");
+  }
+  return {};
+}
+
+// Without an optimizer, the model's own training preset when it has one (LeRobot's policies),
+// else AdamW.
+Result<TrainingConfig> training_config(const TrainingRequest& r, std::optional<OptimizerKind> kind,
+                                       const ModelSpec* model) {
+  TrainingConfig c;
+  const bool preset = !kind && model != nullptr && model->optimizer.has_value();
+  if (preset) {
+    c.optimizer.kind = model->optimizer->kind;
+    c.optimizer.preset = model->optimizer->doc;
+  } else {
+    c.optimizer.kind = kind.value_or(OptimizerKind::kAdamW);
+  }
+  c.optimizer.impl = r.optimizer_impl;
+  const Device device = r.device.target.device;
+  if (is_8bit(c.optimizer.kind)) {
+    if (device == Device::kCpu) {
+      return unsupported("bitsandbytes' 8-bit optimizers are modelled for CUDA only",
+                         "drop --device-profile cpu, or use adam/adamw");
+    }
+    if (c.optimizer.impl != OptimizerImpl::kDefault) {
+      return invalid_argument(
+          "--optimizer-impl does not apply to bitsandbytes' 8-bit optimizers (one fused kernel "
+          "per parameter)",
+          "drop --optimizer-impl");
+    }
+  }
+  if (device == Device::kCpu && c.optimizer.impl != OptimizerImpl::kDefault &&
+      c.optimizer.impl != OptimizerImpl::kLoop) {
+    return unsupported(
+        "the cpu profile follows PyTorch 1.13, whose CPU optimizers run the for-loop",
+        "use --optimizer-impl loop or default");
+  }
+  if (r.weight_decay && !(*r.weight_decay >= 0)) {
+    return invalid_argument("--weight-decay must be >= 0", "for example --weight-decay 0.01");
+  }
+  c.optimizer.weight_decay = r.weight_decay.value_or(-1);
+  if (preset && !r.weight_decay) c.optimizer.weight_decay = model->optimizer->weight_decay;
+  if (r.grad_accum < 1) {
+    return invalid_argument("--grad-accum must be at least 1", "use --grad-accum 1 or more");
+  }
+  c.grad_accum = r.grad_accum;
+  c.checkpoint = r.checkpoint;
+  return c;
+}
+
+Status check_margin(double margin) {
+  if (!(margin >= 0 && margin <= 0.5)) {
+    return invalid_argument(fmt::format("--margin {:g} is outside 0 to 50%", margin),
+                            "give a fraction of the GPU's memory, e.g. 0.05 or 5%");
+  }
+  return {};
+}
+
+Result<EstimateOptions> device_options(const TrainingRequest& r) {
+  EstimateOptions o;
+  o.device = r.device;
+  if (r.device.target.device == Device::kCpu) {
+    if (r.margin || r.expandable_segments || r.max_split_size_bytes) {
+      return invalid_argument("GPU and allocator flags apply to the cuda profile",
+                              "drop --device-profile cpu, or the GPU flags");
+    }
+    return o;
+  }
+  if (r.margin) {
+    TF_RETURN_IF_ERROR(check_margin(*r.margin));
+    if (r.device.total_bytes < 0) {
+      return invalid_argument("--margin needs a GPU to take it from",
+                              "add --gpu NAME (see `trainfit gpus`) or --gpu-memory");
+    }
+    o.margin_bytes = margin_bytes(r.device.total_bytes, *r.margin);
+  }
+  o.allocator.expandable_segments = r.expandable_segments;
+  if (r.max_split_size_bytes) {
+    if (*r.max_split_size_bytes <= kLargeBuffer) {
+      return invalid_argument("--max-split-size must be more than 20MiB (PyTorch's minimum)",
+                              "for example 128MiB");
+    }
+    o.allocator.max_split_size = *r.max_split_size_bytes;
+  }
+  return o;
+}
+
+}  // namespace
+
+Status check_model_source(bool model, bool trace) {
+  if (model != trace) return {};
+  return invalid_argument(model ? "--model and --trace both given" : "no model given",
+                          "give --model NAME (see `trainfit models`) or --trace FILE");
+}
+
+Result<DeviceProfile> choose_device(const DeviceChoice& c) {
+  if (c.profile == Device::kCpu) {
+    if (!c.gpu.empty() || c.gpu_memory_bytes || c.cuda_context_bytes) {
+      return invalid_argument("GPU and allocator flags apply to the cuda profile",
+                              "drop --device-profile cpu, or the GPU flags");
+    }
+    return cpu_profile();
+  }
+  if (!c.gpu.empty() && c.gpu_memory_bytes) {
+    return invalid_argument("give --gpu or --gpu-memory, not both",
+                            "--gpu-memory is for cards not in `trainfit gpus`");
+  }
+  std::optional<GpuSpec> gpu;
+  if (!c.gpu.empty()) {
+    TF_ASSIGN_OR_RETURN(GpuSpec found, find_gpu(c.gpu));
+    gpu = found;
+  }
+  DeviceProfile d = cuda_profile(gpu);
+  if (c.gpu_memory_bytes) d.total_bytes = *c.gpu_memory_bytes;
+  if (c.cuda_context_bytes) d.context_bytes = *c.cuda_context_bytes;
+  return d;
+}
+
+Result<ResolvedRequest> resolve(const TrainingRequest& r) {
+  TF_RETURN_IF_ERROR(check_source(r));
+  ResolvedRequest out;
+  out.model.name = r.model;
+  out.model.sets = r.sets;
+  out.model.batch = r.batch;
+  out.model.input = r.input;
+  out.model.seq_len = r.seq_len;
+  out.model.options.precision = r.precision;
+  out.model.options.target = r.device.target;
+  out.model.options.freeze = r.freeze;
+  TrainingConfig training;
+  if (r.trace) {
+    TF_RETURN_IF_ERROR(check_trace_request(r, *r.trace));
+    out.trace = r.trace;
+    out.model.name = r.trace->trace.model;
+    TF_ASSIGN_OR_RETURN(training, training_config(r, std::nullopt, nullptr));
+    const TraceOptimizer& o = r.trace->trace.optimizer;
+    training.optimizer.kind = o.kind.value_or(OptimizerKind::kAdamW);
+    if (!o.groups.empty()) training.optimizer.weight_decay = o.groups[0].weight_decay;
+    training.optimizer.preset =
+        o.kind ? fmt::format("traced {}", o.type)
+               : fmt::format("traced {} (not one trainfit models: its step is replayed as traced)",
+                             o.type);
+  } else {
+    TF_ASSIGN_OR_RETURN(training, training_config(r, r.optimizer, find_model(r.model)));
+  }
+  TF_ASSIGN_OR_RETURN(out.options, device_options(r));
+  out.options.training = std::move(training);
+  return out;
+}
+
+int64_t margin_bytes(int64_t total_bytes, double margin) {
+  return static_cast<int64_t>(margin * static_cast<double>(total_bytes));
+}
+
+Result<double> parse_margin(std::string_view text) {
+  std::string s(text);
+  const bool percent = !s.empty() && s.back() == '%';
+  if (percent) s.pop_back();
+  double value = 0;
+  size_t used = 0;
+  try {
+    value = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size()) {
+    return invalid_argument(fmt::format("--margin '{}' is not a number", text),
+                            "give a fraction or a percentage, e.g. 0.05 or 5%");
+  }
+  if (percent) value /= 100;
+  if (!(value >= 0 && value <= 0.5)) {
+    return invalid_argument(fmt::format("--margin '{}' is outside 0 to 50%", text),
+                            "give a fraction of the GPU's memory, e.g. 0.05 or 5%");
+  }
+  return value;
+}
+
+std::vector<std::string> request_args(const TrainingRequest& r) {
+  std::vector<std::string> args;
+  const auto add = [&](const char* flag, const std::string& value) {
+    args.emplace_back(flag);
+    args.push_back(value);
+  };
+  if (!r.model.empty()) add("--model", r.model);
+  if (r.trace) add("--trace", r.trace_source);
+  for (const auto& [key, value] : r.sets) add("--set", fmt::format("{}={}", key, value));
+  add("--batch", std::to_string(r.batch));
+  if (r.input) add("--input", shape_string(*r.input));
+  if (r.seq_len) add("--seq-len", std::to_string(*r.seq_len));
+  if (r.precision != Precision::kFp32) add("--precision", std::string(precision_name(r.precision)));
+  if (r.device.target.device != Device::kCuda) {
+    add("--device-profile", std::string(kDeviceNames.name(r.device.target.device)));
+  }
+  for (const std::string& p : r.freeze) add("--freeze", p);
+  if (r.optimizer) add("--optimizer", std::string(optimizer_name(*r.optimizer)));
+  if (r.optimizer_impl != OptimizerImpl::kDefault) {
+    add("--optimizer-impl", std::string(optimizer_impl_name(r.optimizer_impl)));
+  }
+  if (r.weight_decay) add("--weight-decay", fmt::format("{}", *r.weight_decay));
+  for (const std::string& p : r.checkpoint) add("--checkpoint", p);
+  if (r.grad_accum != 1) add("--grad-accum", std::to_string(r.grad_accum));
+  const DeviceProfile& d = r.device;
+  if (!d.gpu.empty()) {
+    add("--gpu", d.gpu);
+  } else if (d.total_bytes >= 0) {
+    add("--gpu-memory", size_arg(d.total_bytes));
+  }
+  if (d.target.device == Device::kCuda && d.context_bytes != kDefaultCudaContextBytes) {
+    add("--cuda-context", size_arg(d.context_bytes));
+  }
+  if (r.expandable_segments) args.emplace_back("--expandable-segments");
+  if (r.max_split_size_bytes) add("--max-split-size", size_arg(*r.max_split_size_bytes));
+  if (r.margin) add("--margin", fmt::format("{:g}%", 100 * *r.margin));
+  return args;
+}
+
+}  // namespace trainfit

@@ -1,0 +1,84 @@
+// The training request: what to estimate, typed. The model (a zoo model with its --set values,
+// or a loaded trace), its batch and inputs, how it trains, and on what device. The command line
+// builds one from argv, the Python binding from keywords, and the planner copies one and edits
+// its fields (a knob is a function on it).
+//
+//   TrainingRequest r;
+//   r.model = "resnet50";
+//   r.batch = 64;
+//   r.precision = Precision::kAmpBf16;
+//   r.device = cuda_profile(*find_gpu("rtx4090"));
+//   Result<ResolvedRequest> resolved = resolve(r);   // checked, with the model's presets applied
+//   request_args(r);   // --model resnet50 --batch 64 --precision amp-bf16 --gpu rtx4090
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "estimate/estimate.h"
+#include "sources/trace/trace_model.h"
+#include "sources/zoo/zoo.h"
+
+namespace trainfit {
+
+struct TrainingRequest {
+  // The model: a zoo model by name, or a trace (sources/trace load_trace). Exactly one.
+  std::string model;
+  std::vector<std::pair<std::string, std::string>> sets;  // the zoo model's keys, in order
+  std::shared_ptr<const TraceModel> trace;
+  std::string trace_source;  // the trace's file, as a command line names it
+
+  int64_t batch = 1;
+  std::optional<Dims> input;       // CxHxW of image models; nullopt: the model's default
+  std::optional<int64_t> seq_len;  // tokens of sequence models; nullopt: the model's default
+  Precision precision = Precision::kFp32;
+  std::vector<std::string> freeze;  // parameter-name prefixes that do not train
+
+  std::optional<OptimizerKind> optimizer;  // nullopt: the model's training preset, else AdamW
+  OptimizerImpl optimizer_impl = OptimizerImpl::kDefault;
+  std::optional<double> weight_decay;   // nullopt: the preset's, else torch's default
+  std::vector<std::string> checkpoint;  // module patterns under activation checkpointing
+  int grad_accum = 1;                   // micro-batches of `batch` per optimizer step
+
+  // The kernel target, GPU, memory and CUDA context (choose_device builds it from names).
+  DeviceProfile device = cuda_profile(std::nullopt);
+  std::optional<double> margin;      // share of the GPU's memory kept free; nullopt: the command's
+  bool expandable_segments = false;  // PYTORCH_CUDA_ALLOC_CONF settings
+  std::optional<int64_t> max_split_size_bytes;  //
+};
+
+// Exactly one model source: a zoo model or a trace.
+Status check_model_source(bool model, bool trace);
+
+// The device a user names: the kernel profile, a catalog GPU or a memory size, a CUDA context.
+struct DeviceChoice {
+  Device profile = Device::kCuda;
+  std::string gpu;  // a name from `trainfit gpus`
+  std::optional<int64_t> gpu_memory_bytes;
+  std::optional<int64_t> cuda_context_bytes;
+};
+Result<DeviceProfile> choose_device(const DeviceChoice& choice);
+
+// The request checked, with what it leaves to the model filled in: everything an estimate
+// needs but the graph.
+struct ResolvedRequest {
+  ModelRequest model;  // the zoo model to build; with a trace, its name and batch only
+  std::shared_ptr<const TraceModel> trace;
+  EstimateOptions options;
+};
+Result<ResolvedRequest> resolve(const TrainingRequest& request);
+
+// The margin's bytes on a device of `total_bytes`.
+int64_t margin_bytes(int64_t total_bytes, double margin);
+// "0.05" or "5%": a share of the GPU's memory, from 0 up to 0.5.
+Result<double> parse_margin(std::string_view text);
+
+// The request as `trainfit estimate` arguments that build it again, defaults left out: what
+// `fit` prints to reproduce a row.
+std::vector<std::string> request_args(const TrainingRequest& request);
+
+}  // namespace trainfit

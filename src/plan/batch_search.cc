@@ -1,0 +1,167 @@
+#include "plan/batch_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+namespace trainfit {
+
+Result<BatchSearch::Probe> BatchSearch::run(const DeviceProfile& device, double margin,
+                                            int64_t batch) {
+  TrainingRequest r = base_;
+  r.batch = batch;
+  r.device = device;
+  r.margin.reset();
+  if (device.total_bytes >= 0) r.margin = margin;
+  ++estimates_;
+  // A probe that runs out only needs to say so.
+  TF_ASSIGN_OR_RETURN(const Estimate e, estimator_.estimate(r, {.peak_after_oom = false}));
+  return Probe{e.peak_allocated_bytes, e.peak_reserved_bytes, e.device_used_bytes,
+               e.num_alloc_retries, e.fits};
+}
+
+Result<BatchSearch::Probe> BatchSearch::unbounded(const DeviceProfile& device, int64_t batch) {
+  const auto key = std::make_tuple(device.cublas_workspace_bytes, device.context_bytes, batch);
+  if (auto it = unbounded_.find(key); it != unbounded_.end()) return it->second;
+  DeviceProfile open = device;
+  open.total_bytes = -1;
+  TF_ASSIGN_OR_RETURN(const Probe p, run(open, 0, batch));
+  unbounded_.emplace(key, p);
+  return p;
+}
+
+Result<bool> BatchSearch::fits(const DeviceProfile& device, double margin, int64_t batch) {
+  const int64_t budget = device.total_bytes - margin_bytes(device.total_bytes, margin);
+  TF_ASSIGN_OR_RETURN(const Probe open, unbounded(device, batch));
+  // The allocator never reaches the limit: the bounded run would be the same.
+  if (open.device_used <= budget) return true;
+  // Live tensors alone exceed it: no freeing of cached blocks helps.
+  if (open.allocated + device.context_bytes > budget) return false;
+  const auto key =
+      std::make_tuple(device.cublas_workspace_bytes, device.context_bytes, budget, batch);
+  auto it = bounded_.find(key);
+  if (it == bounded_.end()) {
+    TF_ASSIGN_OR_RETURN(const Probe p, run(device, margin, batch));
+    it = bounded_.emplace(key, p).first;
+  }
+  return it->second.fits;
+}
+
+Result<BatchFit> BatchSearch::fit(const DeviceProfile& device, double margin) {
+  TF_CHECK(device.total_bytes >= 0) << "fit needs a device with known memory";
+  BatchFit result;
+  const int64_t budget = device.total_bytes - margin_bytes(device.total_bytes, margin);
+  result.budget_bytes = budget;
+  // Invariant: lo fits (0 trivially), hi does not (kMaxSearchBatch + 1 by assumption). What
+  // earlier searches on this device class settled seeds the bracket.
+  int64_t lo = 0;
+  int64_t hi = kMaxSearchBatch + 1;
+  const auto first = [&] {
+    return unbounded_.lower_bound(
+        std::make_tuple(device.cublas_workspace_bytes, device.context_bytes, int64_t{0}));
+  };
+  const auto same_class = [&](const auto& it) {
+    return it != unbounded_.end() && std::get<0>(it->first) == device.cublas_workspace_bytes &&
+           std::get<1>(it->first) == device.context_bytes;
+  };
+  for (auto it = first(); same_class(it); ++it) {
+    if (it->second.device_used <= budget) lo = std::max(lo, std::get<2>(it->first));
+  }
+  for (auto it = first(); same_class(it); ++it) {
+    const int64_t batch = std::get<2>(it->first);
+    if (batch > lo && it->second.allocated + device.context_bytes > budget) {
+      hi = std::min(hi, batch);
+    }
+  }
+  // Device use is close to affine in the batch: the next probe is where the line through the
+  // bracket's ends (or, before there is an upper end, the last two probes) crosses the budget.
+  // Allocator rounding bends the line, so every guess is checked, and each probe
+  // from the fourth inside a bracket bisects, so that a bent curve cannot stall the search.
+  // Guidance only (every guess is checked): a batch not yet probed on this device class takes
+  // its value from another class, whose curve differs by a constant workspace.
+  const auto used = [&](int64_t batch) -> std::optional<double> {
+    auto it = unbounded_.find(
+        std::make_tuple(device.cublas_workspace_bytes, device.context_bytes, batch));
+    if (it == unbounded_.end()) {
+      it = std::find_if(unbounded_.begin(), unbounded_.end(),
+                        [&](const auto& e) { return std::get<2>(e.first) == batch; });
+    }
+    if (it == unbounded_.end()) return std::nullopt;
+    return static_cast<double>(it->second.device_used);
+  };
+  const auto crossing = [&](int64_t b1, int64_t b2) -> std::optional<int64_t> {
+    const std::optional<double> d1 = used(b1);
+    const std::optional<double> d2 = used(b2);
+    if (!d1 || !d2 || b1 == b2 || *d2 <= *d1) return std::nullopt;
+    const double slope = (*d2 - *d1) / static_cast<double>(b2 - b1);
+    const double cross = static_cast<double>(b1) + (static_cast<double>(budget) - *d1) / slope;
+    return static_cast<int64_t>(
+        std::floor(std::clamp(cross, 0.0, static_cast<double>(kMaxSearchBatch))));
+  };
+  int64_t last = 0;
+  int bracketed_steps = 0;
+  int64_t past_lo = 1;
+  while (hi - lo > 1) {
+    int64_t guess = 0;
+    const bool bracketed = hi <= kMaxSearchBatch;
+    if (lo == 0 && !used(1)) {
+      guess = 1;
+    } else if (bracketed && bracketed_steps >= 3) {
+      guess = lo + (hi - lo) / 2;
+    } else if (bracketed) {
+      guess = crossing(lo == 0 ? 1 : lo, hi).value_or(lo + (hi - lo) / 2);
+      if (guess == lo && last == lo) guess = lo + 1;  // just found lo: try the next one
+    } else {
+      // Above every probe so far: extrapolate along the longest baseline, from batch 1 to the
+      // largest probe of any class (nearby probes differ by allocator rounding as much as by
+      // the batch).
+      int64_t largest = 0;
+      for (const auto& [key, probe] : unbounded_) largest = std::max(largest, std::get<2>(key));
+      const std::optional<int64_t> c = largest > 1 ? crossing(1, largest) : std::nullopt;
+      guess = lo == 0 ? c.value_or(1) : std::min(c.value_or(lo * 16), lo * 16);
+      // The long baseline can put the crossing at or below a batch that fits (its slope is
+      // an average): step past lo by 1, 2, 4, ... so that a limit far above is bracketed in
+      // a few probes rather than approached one batch at a time.
+      if (lo > 0 && guess <= lo) {
+        guess = lo + past_lo;
+        past_lo *= 2;
+      }
+    }
+    const int64_t batch = std::clamp(guess, lo + 1, hi - 1);
+    Result<bool> ok = fits(device, margin, batch);
+    if (!ok.ok()) {
+      // The same configuration built at a smaller batch: a size that overflows does not fit.
+      if (lo == 0) return ok.status();
+      ok = false;
+    }
+    if (*ok) {
+      lo = batch;
+    } else {
+      hi = batch;
+    }
+    last = batch;
+    if (bracketed) ++bracketed_steps;
+  }
+  result.max_batch = lo;
+  result.at_search_limit = lo == kMaxSearchBatch;
+  if (lo == 0) {
+    TF_ASSIGN_OR_RETURN(const Probe one, unbounded(device, 1));
+    result.next_device_used_bytes = one.device_used;
+    return result;
+  }
+  TF_ASSIGN_OR_RETURN(Probe at, unbounded(device, lo));
+  if (at.device_used > result.budget_bytes) {
+    TF_ASSIGN_OR_RETURN(at, run(device, margin, lo));  // fits through allocator retries
+  }
+  result.peak_allocated_bytes = at.allocated;
+  result.peak_reserved_bytes = at.reserved;
+  result.device_used_bytes = at.device_used;
+  result.alloc_retries = at.retries;
+  if (!result.at_search_limit) {
+    Result<Probe> next = unbounded(device, lo + 1);
+    if (next.ok()) result.next_device_used_bytes = next->device_used;
+  }
+  return result;
+}
+
+}  // namespace trainfit

@@ -1,0 +1,70 @@
+// The largest batch that fits a GPU, found by running the estimator: every answer is an
+// estimate at that batch, none is extrapolated.
+//
+//   PipelineEstimator estimator;
+//   BatchSearch search(estimator, request);                      // the model and its training
+//   Result<BatchFit> f = search.fit(cuda_profile(*find_gpu("rtx4090")), 0.05);
+//   f->max_batch                                                 // fits; max_batch + 1 does not
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include "pipeline/estimator.h"
+
+namespace trainfit {
+
+// Batches above this are not searched; a model that fits it is reported as fitting "at least".
+inline constexpr int64_t kMaxSearchBatch = int64_t{1} << 16;
+// The default share of the GPU's memory `fit` keeps free: room for what two simulated
+// iterations do not show (fragmentation over a long run, other processes, varying inputs).
+inline constexpr double kDefaultMargin = 0.05;
+
+struct BatchFit {
+  int64_t max_batch = 0;         // 0: not even batch 1 fits
+  bool at_search_limit = false;  // every batch up to kMaxSearchBatch fits
+  int64_t budget_bytes = 0;      // the GPU's memory less the margin
+  // At max_batch, on this GPU.
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  int64_t device_used_bytes = 0;
+  int64_t alloc_retries = 0;  // > 0: it fits only by freeing the allocator's cache mid-step
+  // At max_batch + 1 on an unbounded device: what would not fit.
+  int64_t next_device_used_bytes = 0;
+};
+
+// Searches the batch of one model and training configuration across devices. Estimates on an
+// unbounded device are shared by every GPU with the same cuBLAS workspace and CUDA context.
+class BatchSearch {
+ public:
+  // `request`'s device, margin and batch are the search's to set.
+  BatchSearch(Estimator& estimator, TrainingRequest request)
+      : estimator_(estimator), base_(std::move(request)) {}
+  // The largest batch whose device use stays within the device's memory less `margin` of it.
+  Result<BatchFit> fit(const DeviceProfile& device, double margin);
+  int estimates() const { return estimates_; }
+
+ private:
+  struct Probe {
+    int64_t allocated = 0;
+    int64_t reserved = 0;
+    int64_t device_used = 0;
+    int64_t retries = 0;
+    bool fits = true;
+  };
+  // `device` with its memory, or with total_bytes -1 for an unbounded one (no margin).
+  Result<Probe> run(const DeviceProfile& device, double margin, int64_t batch);
+  Result<Probe> unbounded(const DeviceProfile& device, int64_t batch);
+  // Does `batch` fit `device`? The unbounded estimate decides unless the batch is so close to
+  // the limit that the allocator would free its cache and retry; then the bounded one does.
+  Result<bool> fits(const DeviceProfile& device, double margin, int64_t batch);
+
+  Estimator& estimator_;
+  TrainingRequest base_;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, Probe> unbounded_;  // workspace, context, batch
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, Probe> bounded_;  // + budget
+  int estimates_ = 0;
+};
+
+}  // namespace trainfit

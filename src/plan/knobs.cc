@@ -1,0 +1,221 @@
+#include "plan/knobs.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "lower/flops.h"
+#include "lower/optimizer_step.h"
+
+namespace trainfit {
+
+Change set_precision(Precision precision) {
+  return {[=](TrainingRequest& r) { r.precision = precision; },
+          {"--precision", std::string(precision_name(precision))}};
+}
+
+Change set_optimizer_impl(OptimizerImpl impl) {
+  return {[=](TrainingRequest& r) { r.optimizer_impl = impl; },
+          {"--optimizer-impl", std::string(optimizer_impl_name(impl))}};
+}
+
+Change set_optimizer(OptimizerKind kind) {
+  return {[=](TrainingRequest& r) {
+            r.optimizer = kind;
+            r.optimizer_impl = OptimizerImpl::kDefault;
+          },
+          {"--optimizer", std::string(optimizer_name(kind)), "--optimizer-impl",
+           std::string(optimizer_impl_name(OptimizerImpl::kDefault))}};
+}
+
+Change use_expandable_segments() {
+  return {[](TrainingRequest& r) { r.expandable_segments = true; }, {"--expandable-segments"}};
+}
+
+Change add_checkpoints(std::vector<std::string> patterns) {
+  std::vector<std::string> args;
+  for (const std::string& p : patterns) args.insert(args.end(), {"--checkpoint", p});
+  return {[patterns = std::move(patterns)](TrainingRequest& r) {
+            r.checkpoint.insert(r.checkpoint.end(), patterns.begin(), patterns.end());
+          },
+          std::move(args)};
+}
+
+Change add_frozen(std::vector<std::string> prefixes) {
+  std::vector<std::string> args;
+  for (const std::string& p : prefixes) args.insert(args.end(), {"--freeze", p});
+  return {[prefixes = std::move(prefixes)](TrainingRequest& r) {
+            r.freeze.insert(r.freeze.end(), prefixes.begin(), prefixes.end());
+          },
+          std::move(args)};
+}
+
+Change set_input(Dims input) {
+  std::vector<std::string> args = {"--input", shape_string(input)};
+  return {[input = std::move(input)](TrainingRequest& r) { r.input = input; }, std::move(args)};
+}
+
+Change set_seq_len(int64_t seq_len) {
+  return {[=](TrainingRequest& r) { r.seq_len = seq_len; }, {"--seq-len", std::to_string(seq_len)}};
+}
+
+Change add_sets(std::vector<std::pair<std::string, std::string>> sets) {
+  std::vector<std::string> args;
+  for (const auto& [key, value] : sets) {
+    args.insert(args.end(), {"--set", fmt::format("{}={}", key, value)});
+  }
+  return {[sets = std::move(sets)](TrainingRequest& r) {
+            r.sets.insert(r.sets.end(), sets.begin(), sets.end());
+          },
+          std::move(args)};
+}
+
+namespace {
+
+bool matches_some_module(const Graph& graph, const std::string& pattern) {
+  return std::any_of(graph.modules.begin(), graph.modules.end(), [&](const Module& m) {
+    return m.first_node != m.end_node && module_matches(m.path, pattern);
+  });
+}
+
+bool matches_some_param(const Graph& graph, const std::string& prefix) {
+  return std::any_of(graph.params.begin(), graph.params.end(),
+                     [&](const Param& p) { return !p.buffer && path_matches(p.name, prefix); });
+}
+
+bool contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+void add_checkpoint_knobs(const Graph& graph, const ModelSpec& spec,
+                          const std::vector<std::string>& current, const StepFlops& base,
+                          std::vector<Knob>& knobs) {
+  for (const CheckpointFamily& family : spec.checkpoint_families) {
+    std::vector<std::string> patterns;
+    for (const std::string& p : family.patterns) {
+      if (!contains(current, p) && matches_some_module(graph, p)) patterns.push_back(p);
+    }
+    if (patterns.empty()) continue;
+    std::vector<std::string> all = current;
+    all.insert(all.end(), patterns.begin(), patterns.end());
+    Result<StepFlops> with = step_flops(graph, all);
+    if (!with.ok()) continue;
+    Knob k;
+    k.name = fmt::format("checkpoint {}", family.name);
+    k.kind = KnobKind::kRecompute;
+    k.change = add_checkpoints(std::move(patterns));
+    k.recompute = (with->recompute - base.recompute) / (base.step() + base.recompute);
+    k.cost = fmt::format("+{:.1f}% FLOPs", 100 * k.recompute);
+    knobs.push_back(std::move(k));
+  }
+}
+
+void add_model_knobs(const ResolvedRequest& r, const ModelSpec& spec, std::vector<Knob>& knobs) {
+  const auto model_knob = [](std::string name, Change change) {
+    Knob k;
+    k.name = std::move(name);
+    k.kind = KnobKind::kModel;
+    k.change = std::move(change);
+    k.cost = "changes the model";
+    return k;
+  };
+  if (spec.input == InputKind::kImage) {
+    const Dims in = r.model.input.value_or(spec.default_input);
+    if (in.size() == 3 && in[1] >= 2 && in[2] >= 2) {
+      const Dims half{in[0], in[1] / 2, in[2] / 2};
+      knobs.push_back(model_knob(
+          fmt::format("image {}x{} -> {}x{}", in[1], in[2], half[1], half[2]), set_input(half)));
+    }
+  } else if (spec.input == InputKind::kSequence) {
+    const int64_t len = r.model.seq_len.value_or(spec.default_seq_len);
+    if (len >= 2) {
+      knobs.push_back(
+          model_knob(fmt::format("seq-len {} -> {}", len, len / 2), set_seq_len(len / 2)));
+    }
+  }
+  if (!spec.smaller) return;
+  Result<ModelConfig> config = model_config(r.model);
+  if (!config.ok()) return;
+  for (const ModelChange& change : spec.smaller(*config)) {
+    knobs.push_back(model_knob(change.what, add_sets(change.sets)));
+  }
+}
+
+}  // namespace
+
+Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request,
+                                       const DeviceProfile& device) {
+  TF_ASSIGN_OR_RETURN(const ResolvedRequest r, resolve(request));
+  const KernelTarget target = r.model.options.target;
+  if (target.device != Device::kCuda) {
+    return unsupported("fit plans for CUDA GPUs", "drop --device-profile cpu");
+  }
+  std::vector<Knob> knobs;
+  const auto add = [&](std::string name, KnobKind kind, std::string group, Change change,
+                       std::string cost) {
+    knobs.push_back(
+        {std::move(name), kind, std::move(group), std::move(change), 0, std::move(cost)});
+  };
+  const OptimizerConfig& opt = r.options.training.optimizer;
+  const OptimizerImpl impl = resolve_optimizer_impl(opt.impl, target);
+  if (r.trace) {
+    // A trace fixes the model and its recipe: only the optimizer's implementation and the
+    // allocator's settings can change.
+    const std::optional<OptimizerKind> kind = r.trace->trace.optimizer.kind;
+    if (kind && *kind != OptimizerKind::kSgd && impl != OptimizerImpl::kFused) {
+      add("fused optimizer", KnobKind::kFree, "optimizer",
+          set_optimizer_impl(OptimizerImpl::kFused), "none");
+    }
+    if (!request.expandable_segments) {
+      add("expandable segments", KnobKind::kFree, "", use_expandable_segments(), "none");
+    }
+    return knobs;
+  }
+  const ModelSpec* spec = find_model(r.model.name);
+  TF_CHECK(spec != nullptr) << "resolved an unknown model";
+  TF_ASSIGN_OR_RETURN(const Graph graph, build_model(r.model));
+  if (r.model.options.precision == Precision::kFp32) {
+    if (device.sm >= 80) {
+      add("AMP bf16", KnobKind::kPrecision, "precision", set_precision(Precision::kAmpBf16),
+          "none (sm80+)");
+    }
+    add("AMP fp16", KnobKind::kPrecision, "precision", set_precision(Precision::kAmpFp16),
+        "a GradScaler");
+  }
+  const bool adam = opt.kind == OptimizerKind::kAdam || opt.kind == OptimizerKind::kAdamW;
+  if ((adam || opt.kind == OptimizerKind::kMomentum) && impl != OptimizerImpl::kFused) {
+    add("fused optimizer", KnobKind::kFree, "optimizer", set_optimizer_impl(OptimizerImpl::kFused),
+        "none");
+  }
+  if (adam) {
+    const bool w = opt.kind == OptimizerKind::kAdamW;
+    add(w ? "8-bit AdamW state" : "8-bit Adam state", KnobKind::kPrecision, "optimizer",
+        set_optimizer(w ? OptimizerKind::kAdamW8bit : OptimizerKind::kAdam8bit),
+        "needs bitsandbytes");
+    add("SGD with momentum", KnobKind::kRecipe, "optimizer",
+        set_optimizer(OptimizerKind::kMomentum), "a new optimizer");
+  }
+  if (!request.expandable_segments) {
+    add("expandable segments", KnobKind::kFree, "", use_expandable_segments(), "none");
+  }
+  TF_ASSIGN_OR_RETURN(const StepFlops base, step_flops(graph, r.options.training.checkpoint));
+  add_checkpoint_knobs(graph, *spec, r.options.training.checkpoint, base, knobs);
+  std::vector<std::string> freeze;
+  for (const std::string& prefix : spec->backbone) {
+    if (!contains(request.freeze, prefix) && matches_some_param(graph, prefix)) {
+      freeze.push_back(prefix);
+    }
+  }
+  if (!freeze.empty()) {
+    add("freeze backbone", KnobKind::kRecipe, "", add_frozen(std::move(freeze)), "backbone frozen");
+  }
+  add_model_knobs(r, *spec, knobs);
+  return knobs;
+}
+
+TrainingRequest with_knobs(TrainingRequest request, const std::vector<const Knob*>& on) {
+  for (const Knob* k : on) k->change.apply(request);
+  return request;
+}
+
+}  // namespace trainfit

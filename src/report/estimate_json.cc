@@ -1,0 +1,76 @@
+#include "report/format.h"
+#include "report/json.h"
+
+namespace trainfit {
+
+nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
+  nlohmann::json j;
+  j["model"] = h.model;
+  j["batch"] = h.batch;
+  j["precision"] = precision_name(h.precision);
+  j["optimizer"] = optimizer_name(h.optimizer.kind);
+  j["optimizer_impl"] = impl_label(h);
+  j["notes"] = h.notes;
+  if (h.optimizer.weight_decay >= 0) j["weight_decay"] = h.optimizer.weight_decay;
+  if (!h.optimizer.preset.empty()) j["optimizer_preset"] = h.optimizer.preset;
+  j["grad_accum"] = h.training.grad_accum;
+  j["checkpoint"] = h.training.checkpoint;
+  j["device_profile"] = profile_name(h.device.target);
+  j["parameters"] = e.parameters;
+  j["trainable_parameters"] = e.trainable_parameters;
+  j["activation_bytes"] = e.activation_bytes;
+  j["peak_allocated_bytes"] = e.peak_allocated_bytes;
+  j["peak_reserved_bytes"] = e.peak_reserved_bytes;
+  j["device_used_bytes"] = e.device_used_bytes;
+  j["cuda_context_bytes"] = e.cuda_context_bytes;
+  j["peak_phase"] = phase_name(e.peak.phase);
+  j["peak_iteration"] = e.peak.iteration + 1;
+  j["peak_op"] = e.peak.op;
+  j["peak_module"] = e.peak.module;
+  nlohmann::json breakdown;
+  for (int c = 0; c < kCategoryCount; ++c) {
+    breakdown[std::string(category_name(static_cast<Category>(c)))] =
+        e.breakdown[static_cast<size_t>(c)];
+  }
+  breakdown["allocator_cache"] = e.allocator_cache_bytes;
+  breakdown["cuda_context"] = e.cuda_context_bytes;
+  j["breakdown"] = breakdown;
+  nlohmann::json modules = nlohmann::json::object();
+  for (const ModuleBytes& m : e.activations_by_module) modules[m.module] = m.bytes;
+  j["activations_by_module"] = modules;
+  j["num_alloc_retries"] = e.num_alloc_retries;
+  if (!e.live_at_peak.empty()) {
+    nlohmann::json live = nlohmann::json::array();
+    for (const LiveTensor& t : e.live_at_peak) {
+      live.push_back({{"bytes", t.bytes},
+                      {"category", category_name(t.category)},
+                      {"op", t.op},
+                      {"module", t.module},
+                      {"allocated_in", phase_name(t.phase)}});
+    }
+    j["live_at_peak"] = live;
+  }
+  j["events"] = e.events;
+  if (e.total_bytes >= 0) {
+    j["gpu"] = {{"name", h.device.gpu},
+                {"display", h.device.gpu_display},
+                {"total_bytes", e.total_bytes},
+                {"sm", h.device.sm}};
+    j["margin_bytes"] = e.margin_bytes;
+    j["fits"] = e.fits;
+    j["headroom_bytes"] = e.headroom_bytes;
+    if (e.oom) {
+      j["oom"] = {{"phase", phase_name(e.oom->phase)},
+                  {"iteration", e.oom->iteration + 1},
+                  {"op", e.oom->op},
+                  {"module", e.oom->module},
+                  {"requested_bytes", e.oom_numbers.requested},
+                  {"reserved_bytes", e.oom_numbers.reserved},
+                  {"allocated_bytes", e.oom_numbers.allocated},
+                  {"usable_bytes", e.oom_numbers.capacity}};
+    }
+  }
+  return j;
+}
+
+}  // namespace trainfit

@@ -1,0 +1,95 @@
+#include "report/json.h"
+
+namespace trainfit {
+namespace {
+
+nlohmann::json batch_fit_json(const BatchFit& f) {
+  nlohmann::json j{{"max_batch", f.max_batch},
+                   {"budget_bytes", f.budget_bytes},
+                   {"at_search_limit", f.at_search_limit}};
+  if (f.max_batch > 0) {
+    j["peak_allocated_bytes"] = f.peak_allocated_bytes;
+    j["peak_reserved_bytes"] = f.peak_reserved_bytes;
+    j["device_used_bytes"] = f.device_used_bytes;
+    j["alloc_retries"] = f.alloc_retries;
+  }
+  if (!f.at_search_limit) j["next_batch_device_used_bytes"] = f.next_device_used_bytes;
+  return j;
+}
+
+nlohmann::json knob_json(const Knob& k) {
+  return {{"name", k.name},
+          {"kind", knob_kind_name(k.kind)},
+          {"args", k.change.args},
+          {"cost", k.cost},
+          {"recompute_share", k.recompute}};
+}
+
+nlohmann::json every_gpu_json(const FitReport& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  nlohmann::json by_name = nlohmann::json::object();
+  for (const GpuFit& g : r.gpus) {
+    nlohmann::json j = batch_fit_json(g.fit);
+    j["gpu"] = g.gpu.name;
+    j["display"] = g.gpu.display;
+    j["total_bytes"] = g.gpu.total_bytes;
+    rows.push_back(j);
+    by_name[std::string(g.gpu.name)] = g.fit.max_batch;
+  }
+  return {{"max_batch", by_name}, {"gpus", rows}, {"estimates", r.estimates}};
+}
+
+nlohmann::json what_if_json(const WhatIfReport& w) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const WhatIfRow& row : w.what_if.rows) {
+    nlohmann::json r = knob_json(row.knob);
+    r["peak_allocated_bytes"] = row.estimate.peak_allocated_bytes;
+    r["peak_reserved_bytes"] = row.estimate.peak_reserved_bytes;
+    r["device_used_bytes"] = row.estimate.device_used_bytes;
+    r["fits"] = row.estimate.fits;
+    r["fit"] = batch_fit_json(row.fit);
+    r["estimate_args"] = request_args(row.request);
+    rows.push_back(r);
+  }
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const auto& [name, why] : w.what_if.skipped) {
+    skipped.push_back({{"name", name}, {"why", why}});
+  }
+  return {{"batch", w.batch},
+          {"device_used_bytes", w.base.device_used_bytes},
+          {"rows", rows},
+          {"skipped", skipped}};
+}
+
+nlohmann::json target_json(const TargetPlan& p) {
+  nlohmann::json t{{"batch", p.target},
+                   {"fits", p.fits},
+                   {"device_used_bytes", p.estimate.device_used_bytes},
+                   {"estimate_args", request_args(p.request)}};
+  nlohmann::json names = nlohmann::json::array();
+  for (const Knob& k : p.knobs) names.push_back(knob_json(k));
+  t["knobs"] = names;
+  if (!p.fits) {
+    t["accumulation"] = {{"micro_batch", p.micro_batch},
+                         {"steps", p.accumulation},
+                         {"effective_batch", p.effective_batch}};
+  }
+  return t;
+}
+
+}  // namespace
+
+nlohmann::json fit_json(const FitReport& r) {
+  if (!r.gpus.empty()) return every_gpu_json(r);
+  nlohmann::json j{{"model", r.header.model},
+                   {"gpu", r.device.gpu},
+                   {"total_bytes", r.device.total_bytes},
+                   {"margin_bytes", r.margin_bytes}};
+  j.update(batch_fit_json(r.fit));
+  if (r.what_if) j["what_if"] = what_if_json(*r.what_if);
+  if (r.target) j["target"] = target_json(*r.target);
+  j["estimates"] = r.estimates;
+  return j;
+}
+
+}  // namespace trainfit

@@ -1,0 +1,89 @@
+#include "report/fit_report.h"
+
+#include <algorithm>
+
+namespace trainfit {
+namespace {
+
+Status check(const FitRequest& f) {
+  const DeviceProfile& d = f.request.device;
+  if (!f.all_gpus && d.total_bytes < 0) {
+    return invalid_argument("fit needs a GPU", "add --gpu NAME (see `trainfit gpus`) or --gpu all");
+  }
+  if (d.target.device != Device::kCuda) {
+    return unsupported("fit plans for CUDA GPUs", "drop --device-profile cpu");
+  }
+  if (f.all_gpus) {
+    if (d.total_bytes >= 0) {
+      return invalid_argument("give --gpu or --gpu-memory, not both",
+                              "--gpu-memory is for cards not in `trainfit gpus`");
+    }
+    if (f.what_if || f.target_batch > 0) {
+      return invalid_argument("--what-if and --target-batch plan for one GPU",
+                              "give --gpu NAME, e.g. --gpu rtx4090");
+    }
+  }
+  return {};
+}
+
+// --gpu all: the search shares its estimates on an unbounded device between GPUs of one class.
+Status fit_every_gpu(FitReport& report, const TrainingRequest& request, Estimator& estimator) {
+  BatchSearch search(estimator, request);
+  for (const GpuSpec& gpu : gpu_catalog()) {
+    DeviceProfile device = cuda_profile(gpu);
+    device.context_bytes = request.device.context_bytes;
+    TF_ASSIGN_OR_RETURN(BatchFit fit, search.fit(device, report.margin));
+    report.gpus.push_back({gpu, fit});
+  }
+  report.estimates = search.estimates();
+  return {};
+}
+
+}  // namespace
+
+Result<FitReport> make_fit_report(const FitRequest& f) {
+  TF_RETURN_IF_ERROR(check(f));
+  FitReport report;
+  TrainingRequest request = f.request;
+  report.margin = request.margin.value_or(kDefaultMargin);
+  request.margin = report.margin;
+  if (f.all_gpus) request.margin.reset();  // each GPU's own, in the search
+  TF_ASSIGN_OR_RETURN(const ResolvedRequest resolved, resolve(request));
+  report.header = header_of(resolved);
+  report.sets = request.sets;
+  report.freeze = request.freeze;
+  PipelineEstimator estimator;
+  if (f.all_gpus) {
+    TF_RETURN_IF_ERROR(fit_every_gpu(report, request, estimator));
+    return report;
+  }
+  report.device = request.device;
+  report.margin_bytes = resolved.options.margin_bytes;
+  BatchSearch search(estimator, request);
+  TF_ASSIGN_OR_RETURN(report.fit, search.fit(request.device, report.margin));
+  report.estimates = search.estimates();
+
+  // The batch the what-if rows are estimated at: the user's, else the largest that fits.
+  if (!f.batch_given) request.batch = std::max<int64_t>(1, report.fit.max_batch);
+  std::vector<Knob> knobs;
+  if (f.what_if || f.target_batch > 0) {
+    TF_ASSIGN_OR_RETURN(knobs, memory_knobs(request, request.device));
+  }
+  if (f.what_if) {
+    WhatIfReport w;
+    w.batch = request.batch;
+    TF_ASSIGN_OR_RETURN(w.base, estimator.estimate(request));
+    TF_ASSIGN_OR_RETURN(w.what_if, what_if(estimator, request, knobs));
+    report.estimates += 1 + w.what_if.estimates;
+    report.what_if = std::move(w);
+  }
+  if (f.target_batch != 0) {
+    TF_ASSIGN_OR_RETURN(TargetPlan plan, plan_target(estimator, request, knobs, f.target_batch,
+                                                     f.allow_model_changes));
+    report.estimates += plan.combinations_tried;
+    report.target = std::move(plan);
+  }
+  return report;
+}
+
+}  // namespace trainfit

@@ -1,0 +1,61 @@
+// The `trainfit fit` report as data: the largest batch on one GPU (or every catalog GPU), and
+// on request what each memory knob does (what-if) and how to reach a target batch. text.h and
+// json.h render it.
+//
+//   FitRequest f;
+//   f.request = request;          // its GPU and margin (nullopt: kDefaultMargin)
+//   f.what_if = true;
+//   Result<FitReport> r = make_fit_report(f);
+//   r->fit.max_batch, r->what_if->rows ...
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "plan/target.h"
+#include "plan/what_if.h"
+#include "report/estimate_report.h"
+
+namespace trainfit {
+
+struct FitRequest {
+  TrainingRequest request;
+  bool all_gpus = false;     // one row per catalog GPU instead of the request's GPU
+  bool batch_given = false;  // what-if rows at request.batch; else at the largest that fits
+  bool what_if = false;
+  int64_t target_batch = 0;  // 0: none
+  bool allow_model_changes = false;
+};
+
+struct GpuFit {
+  GpuSpec gpu;
+  BatchFit fit;
+};
+
+struct WhatIfReport {
+  int64_t batch = 0;  // the rows' batch
+  Estimate base;      // the request as given at that batch
+  WhatIf what_if;
+};
+
+struct FitReport {
+  // What was planned: the model and recipe, the margin, and the GPU (one GPU only).
+  EstimateHeader header;
+  std::vector<std::pair<std::string, std::string>> sets;
+  std::vector<std::string> freeze;
+  double margin = 0;
+  DeviceProfile device;
+  int64_t margin_bytes = 0;
+
+  std::vector<GpuFit> gpus;  // with FitRequest::all_gpus, in catalog order
+  BatchFit fit;              // on the one GPU
+  std::optional<WhatIfReport> what_if;
+  std::optional<TargetPlan> target;
+  int estimates = 0;  // estimates the plan took
+};
+
+Result<FitReport> make_fit_report(const FitRequest& request);
+
+}  // namespace trainfit

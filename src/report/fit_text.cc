@@ -1,0 +1,156 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/units.h"
+#include "report/format.h"
+#include "report/table.h"
+#include "report/text.h"
+
+namespace trainfit {
+namespace {
+
+constexpr size_t kWidth = 160;
+
+std::string max_batch_text(const BatchFit& f) {
+  return f.at_search_limit ? fmt::format(">= {}", f.max_batch) : std::to_string(f.max_batch);
+}
+
+std::string describe(const FitReport& r) {
+  const EstimateHeader& h = r.header;
+  std::string s = h.model;
+  if (!r.sets.empty()) {
+    std::vector<std::string> sets;
+    for (const auto& [k, v] : r.sets) sets.push_back(fmt::format("{}={}", k, v));
+    s += fmt::format(" ({})", fmt::join(sets, ", "));
+  }
+  s += fmt::format(", {}, {}", precision_name(h.precision), optimizer_line(h));
+  if (!h.training.checkpoint.empty()) {
+    s += fmt::format(", checkpoint {}", fmt::join(h.training.checkpoint, " "));
+  }
+  if (!r.freeze.empty()) s += fmt::format(", freeze {}", fmt::join(r.freeze, " "));
+  return s;
+}
+
+std::string budget_line(const FitReport& r) {
+  const DeviceProfile& d = r.device;
+  return fmt::format("{} ({}), {} kept free: budget {}",
+                     d.gpu_display.empty() ? "GPU" : d.gpu_display, format_bytes(d.total_bytes),
+                     format_bytes(r.margin_bytes), format_bytes(d.total_bytes - r.margin_bytes));
+}
+
+std::string every_gpu_text(const FitReport& r) {
+  TextTable t({{"GPU", Align::kLeft, true},
+               {"memory", Align::kRight, false},
+               {"budget", Align::kRight, false},
+               {"max batch", Align::kRight, false},
+               {"device used", Align::kRight, false},
+               {"next batch needs", Align::kRight, false}});
+  for (const GpuFit& g : r.gpus) {
+    const BatchFit& fit = g.fit;
+    t.add_row({fmt::format("{} ({})", g.gpu.name, g.gpu.display), format_bytes(g.gpu.total_bytes),
+               format_bytes(fit.budget_bytes), max_batch_text(fit),
+               fit.max_batch > 0 ? format_bytes(fit.device_used_bytes) : "-",
+               fit.at_search_limit ? "-" : format_bytes(fit.next_device_used_bytes)});
+  }
+  return describe(r) + '\n' +
+         fmt::format(
+             "largest batch per GPU, {:g}% of each GPU's memory kept free ({} "
+             "estimates)\n\n",
+             100 * r.margin, r.estimates) +
+         t.render(kWidth);
+}
+
+std::string largest_batch_text(const BatchFit& fit) {
+  if (fit.max_batch == 0) {
+    return fmt::format("  batch 1 does not fit: it needs {}\n",
+                       format_bytes(fit.next_device_used_bytes));
+  }
+  std::string s =
+      fmt::format("  {:<18}{}   device used {} (peak allocated {}, reserved {})\n", "largest batch",
+                  max_batch_text(fit), format_bytes(fit.device_used_bytes),
+                  format_bytes(fit.peak_allocated_bytes), format_bytes(fit.peak_reserved_bytes));
+  if (fit.alloc_retries > 0) {
+    s += fmt::format(
+        "  {:<18}fits only by freeing the allocator's cache mid-step ({} "
+        "retries): slower\n",
+        "note", fit.alloc_retries);
+  }
+  if (!fit.at_search_limit) {
+    s += fmt::format("  {:<18}needs {}\n", fmt::format("batch {}", fit.max_batch + 1),
+                     format_bytes(fit.next_device_used_bytes));
+  }
+  return s;
+}
+
+std::string what_if_text(const WhatIfReport& w, const BatchFit& base_fit) {
+  std::string s = fmt::format(
+      "\nEach knob alone: peak allocated and device used at batch {}, saved device memory, and "
+      "the largest batch\nwith it (largest first). Cost: recompute as a share of the step's "
+      "FLOPs, or what else changes.\n\n",
+      w.batch);
+  TextTable t({{"knob", Align::kLeft, false},
+               {"allocated", Align::kRight, false},
+               {"device used", Align::kRight, false},
+               {"saves", Align::kRight, false},
+               {"max batch", Align::kRight, false},
+               {"cost", Align::kLeft, false},
+               {"change", Align::kLeft, true}});
+  t.add_row({"(as given)", format_bytes(w.base.peak_allocated_bytes),
+             format_bytes(w.base.device_used_bytes), "-", max_batch_text(base_fit), "-", "-"});
+  for (const WhatIfRow& row : w.what_if.rows) {
+    const int64_t saved = w.base.device_used_bytes - row.estimate.device_used_bytes;
+    t.add_row({row.knob.name, format_bytes(row.estimate.peak_allocated_bytes),
+               format_bytes(row.estimate.device_used_bytes),
+               saved >= 0 ? format_bytes(saved) : fmt::format("-{}", format_bytes(-saved)),
+               max_batch_text(row.fit), row.knob.cost, join_words(row.knob.change.args)});
+  }
+  s += t.render(kWidth);
+  for (const auto& [name, why] : w.what_if.skipped) {
+    s += fmt::format("not applicable: {}: {}\n", name, why);
+  }
+  return s;
+}
+
+std::string target_text(const TargetPlan& p) {
+  std::string s = fmt::format("\nBatch {}: ", p.target);
+  if (p.fits && p.knobs.empty()) {
+    return s + fmt::format("fits as given ({} device used).\n",
+                           format_bytes(p.estimate.device_used_bytes));
+  }
+  s += fmt::format("does not fit as given (needs {}).\n",
+                   format_bytes(p.as_given.device_used_bytes));
+  if (p.fits) {
+    std::vector<std::string> names;
+    double recompute = 0;
+    for (const Knob& k : p.knobs) {
+      names.push_back(k.name);
+      recompute += k.recompute;
+    }
+    s += fmt::format("  cheapest combination ({} estimates): {}\n", p.combinations_tried,
+                     fmt::join(names, " + "));
+    s += fmt::format("  device used {}; recompute {:.1f}% of step FLOPs\n",
+                     format_bytes(p.estimate.device_used_bytes), 100 * recompute);
+    s += fmt::format("  {}\n", command_line(request_args(p.request)));
+    return s;
+  }
+  s += fmt::format("  no combination of the allowed knobs fits it ({} estimates).\n",
+                   p.combinations_tried);
+  if (p.micro_batch == 0) return s + "  not even batch 1 fits with gradient accumulation.\n";
+  s += fmt::format(
+      "  gradient accumulation: micro-batch {} x {} steps = effective batch {}, device used {}\n",
+      p.micro_batch, p.accumulation, p.effective_batch, format_bytes(p.estimate.device_used_bytes));
+  s += fmt::format("  {}\n", command_line(request_args(p.request)));
+  return s;
+}
+
+}  // namespace
+
+std::string fit_text(const FitReport& r) {
+  if (!r.gpus.empty()) return every_gpu_text(r);
+  std::string s = describe(r) + '\n' + budget_line(r) + "\n\n" + largest_batch_text(r.fit);
+  if (r.what_if) s += what_if_text(*r.what_if, r.fit);
+  if (r.target) s += target_text(*r.target);
+  return s;
+}
+
+}  // namespace trainfit

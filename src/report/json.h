@@ -1,0 +1,26 @@
+// Reports as JSON: one object per report, the names DESIGN.md promises (`--json`, and the
+// dicts the Python binding returns).
+//
+//   std::cout << estimate_json(*make_estimate_report(request)).dump(2);
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "graph/summary.h"
+#include "report/compare_report.h"
+#include "report/estimate_report.h"
+#include "report/fit_report.h"
+
+namespace trainfit {
+
+nlohmann::json estimate_json(const EstimateHeader& header, const Estimate& estimate);
+inline nlohmann::json estimate_json(const EstimateReport& report) {
+  return estimate_json(report.header, report.estimate);
+}
+nlohmann::json fit_json(const FitReport& report);
+nlohmann::json compare_json(const std::vector<CompareEntry>& entries);  // {"models": [...]}
+// Modules down to `max_depth` (-1: all).
+nlohmann::json summary_json(const Summary& summary, int max_depth);
+
+}  // namespace trainfit

@@ -1,0 +1,23 @@
+// Reports as text for a terminal: one function per report. Another output format is another
+// header like this one and its files, not edits inside the commands.
+//
+//   std::cout << estimate_text(*make_estimate_report(request));
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/summary.h"
+#include "report/compare_report.h"
+#include "report/estimate_report.h"
+#include "report/fit_report.h"
+
+namespace trainfit {
+
+std::string estimate_text(const EstimateReport& report);
+std::string fit_text(const FitReport& report);
+std::string compare_text(const std::vector<CompareEntry>& entries);
+// Modules down to `max_depth` (-1: all) in a 100-column table.
+std::string summary_text(const Summary& summary, int max_depth);
+
+}  // namespace trainfit
