@@ -2,6 +2,7 @@
 # Formatting and static analysis of src/, as the test suite runs them.
 #   scripts/lint.sh format            clang-format --dry-run --Werror
 #   scripts/lint.sh tidy BUILD_DIR    clang-tidy on every source, with BUILD_DIR/compile_commands.json
+#   scripts/lint.sh python BUILD_DIR  pyflakes on the Python; mypy --strict on the package's API
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mapfile -t sources < <(find src -name '*.cc' | sort)
@@ -16,8 +17,15 @@ case "${1:-}" in
     printf '%s\n' "${sources[@]}" | xargs -P "$(nproc)" -n 4 clang-tidy -p "$build" --quiet
     echo "clang-tidy: ${#sources[@]} sources clean"
     ;;
+  python)
+    build="${2:?usage: scripts/lint.sh python BUILD_DIR}"
+    /usr/bin/python3 -m pyflakes python tests/python tests/data/traces validation bench
+    /usr/bin/python3 -m mypy --strict --follow-imports=silent --cache-dir "$build/mypy_cache" \
+      python/trainfit/api.py python/trainfit/_trainfit.pyi
+    echo "pyflakes and mypy: clean"
+    ;;
   *)
-    echo "usage: scripts/lint.sh format | tidy BUILD_DIR" >&2
+    echo "usage: scripts/lint.sh format | tidy BUILD_DIR | python BUILD_DIR" >&2
     exit 2
     ;;
 esac

@@ -1,17 +1,19 @@
-"""trainfit's Python side: trace a real PyTorch model's training step for trainfit.
+"""trainfit's Python side: estimate a training step's GPU memory in process, and trace a real
+PyTorch model's training step for trainfit.
 
     import trainfit
-    trainfit.trace(model, make_batch, loss_fn, make_optimizer, out="model.trace.json")
-    # then: trainfit estimate --trace model.trace.json --batch 64 --gpu rtx4090
-    # or, in process (needs the build): trainfit.estimate(trace="model.trace.json", batch=64)
+    trainfit.estimate("resnet50", batch=64, gpu="rtx4090")["peak_reserved_bytes"]
+    trace = trainfit.trace(model, make_batch, loss_fn, make_optimizer)   # needs torch
+    trainfit.fit(trace=trainfit.load_trace(trace), gpu="all")
 """
-from .api import Error, estimate, fit  # noqa: F401
+from .api import Error, Trace, compare, estimate, fit, load_trace, summary
 
-__all__ = ["trace", "estimate", "fit", "Error", "FORMAT", "VERSION"]
+__all__ = ["trace", "estimate", "fit", "compare", "summary", "load_trace", "Trace", "Error",
+           "FORMAT", "VERSION"]
 
 
-def __getattr__(name):
-    # The tracer imports torch; estimate and fit do not need it.
+def __getattr__(name: str) -> object:
+    # The tracer imports torch; the estimates do not need it.
     if name in ("trace", "FORMAT", "VERSION"):
         from . import tracer
         return getattr(tracer, name)

@@ -3,83 +3,190 @@
     import trainfit
     report = trainfit.estimate("resnet50", batch=64, gpu="rtx4090")
     report["peak_allocated_bytes"], report["fits"]
-    trainfit.estimate(trace="model.trace.json", batch=256, gpu="h100", expandable_segments=True)
-    trainfit.fit(trace=trainfit.trace(model, make_batch, loss_fn, make_optimizer), gpu="all")
+    trace = trainfit.load_trace("model.trace.json")          # parsed and fitted once
+    trainfit.estimate(trace=trace, batch=256, gpu="h100-80gb", expandable_segments=True)
+    trainfit.fit(trace=trace, gpu="all")
+    trainfit.compare([dict(model="act", batch=48), dict(model="diffusion", batch=64)],
+                     gpu="rtx4090")
+    trainfit.summary("vit_b_16", depth=2)
 
-Each function returns what `trainfit estimate --json` (or `fit --json`) prints for the same
-options. Keywords are the command's options with `_` for `-` (`optimizer_impl="fused"`): `True`
-passes a flag, `None` and `False` leave it out, a list repeats the option
-(`checkpoint=["layer3", "layer4"]`), a dict gives key=value pairs (`set={"num_classes": 10}`)
-and a tuple of ints is a shape (`input=(3, 160, 160)`).
+Each function returns what the command prints with --json for the same options; the keywords
+are the command's options with `_` for `-`. Bad input raises trainfit.Error with the command's
+one-line message and hint.
 
 The binding is `_trainfit*.so`, built by `scripts/setup.sh` into build/release/python/trainfit;
-it is found there, next to this file (an installed package), or in $TRAINFIT_BUILD/python/trainfit.
+it is found next to this file (an installed package), in build/release, or in
+$TRAINFIT_BUILD/python/trainfit.
 """
+from __future__ import annotations
+
 import glob
 import importlib.util
 import json
 import os
-import tempfile
+from types import ModuleType
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+
+Shape = Union[Tuple[int, ...], Sequence[int], str]  # (3, 224, 224) or "3x224x224"
+Size = Union[int, str]  # bytes, or "24GiB"
+TraceSource = Union["Trace", str, "os.PathLike[str]", Mapping[str, Any]]
+Report = Dict[str, Any]
 
 
 class Error(ValueError):
     """trainfit refused the request; the message names the problem and a hint."""
 
 
-def estimate(model=None, *, trace=None, batch=1, **options):
+class Trace:
+    """A trace parsed and fitted once; pass it as `trace=` to any number of estimates."""
+
+    def __init__(self, handle: Any):
+        self._handle = handle
+
+    @property
+    def model(self) -> str:
+        return str(self._handle.model)
+
+    @property
+    def batches(self) -> list[int]:
+        """The batch sizes it was traced at."""
+        return list(self._handle.batches)
+
+    @property
+    def source(self) -> str:
+        return str(self._handle.source)
+
+    def __repr__(self) -> str:
+        return repr(self._handle)
+
+
+def load_trace(source: Union[str, "os.PathLike[str]", Mapping[str, Any]]) -> Trace:
+    """A trace file's path, or the dict trainfit.trace returned, parsed and fitted once."""
+    if isinstance(source, Mapping):
+        name = f"<trace of {source.get('model', 'a model')}>"
+        return Trace(_binding().load_trace(json.dumps(source), name))
+    path = os.fspath(source)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise Error(f"cannot open trace '{path}' ({e.strerror}) (hint: give the path of a file "
+                    "written by `python3 -m trainfit.trace --out`)") from None
+    return Trace(_binding().load_trace(text, path))
+
+
+def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None, batch: int = 1,
+             input: Optional[Shape] = None, seq_len: Optional[int] = None,
+             set: Optional[Mapping[str, Any]] = None, precision: str = "fp32",
+             device_profile: str = "cuda", freeze: Union[str, Sequence[str], None] = None,
+             optimizer: Optional[str] = None, optimizer_impl: str = "default",
+             weight_decay: Optional[float] = None,
+             checkpoint: Union[str, Sequence[str], None] = None, grad_accum: int = 1,
+             gpu: Optional[str] = None, gpu_memory: Optional[Size] = None,
+             cuda_context: Optional[Size] = None, margin: Union[float, str, None] = None,
+             expandable_segments: bool = False, max_split_size: Optional[Size] = None,
+             explain: bool = False,
+             timeline: Union[str, "os.PathLike[str]", None] = None) -> Report:
     """Peak GPU memory of two training iterations: allocated, reserved, device used, breakdown.
 
-    model: a zoo name (`trainfit models`); or trace: a trace file's path, or the dict that
-    trainfit.trace returned. Other keywords: see `trainfit estimate --help`.
+    model: a zoo name (`trainfit models`), or trace: a Trace, a trace file's path, or the dict
+    trainfit.trace returned. set: the model's keys ({"num_classes": 10}). input: CxHxW of image
+    models; seq_len: tokens of sequence models. precision: fp32, amp-fp16, amp-bf16 or bf16.
+    device_profile: cuda (PyTorch 2.x) or cpu (PyTorch 1.13 CPU kernels). optimizer: sgd,
+    momentum, adam, adamw, adam8bit or adamw8bit (default: the model's preset, else adamw);
+    optimizer_impl: default, foreach, fused or loop. checkpoint: module patterns under
+    activation checkpointing ("encoder.layers.*"). gpu: a name from `trainfit gpus`, or
+    gpu_memory for another card. margin: the share of its memory kept free (0.05 or "5%").
+    explain: list the largest tensors alive at the peak. timeline: write allocated and reserved
+    bytes after every event to this CSV file.
     """
-    return _report("estimate", model, trace, dict(options, batch=batch))
+    options = _request_options(locals(), ("explain", "timeline"))
+    text, csv = _binding().estimate(options, explain, timeline is not None)
+    if timeline is not None:
+        with open(timeline, "w", encoding="utf-8") as f:
+            f.write(csv)
+    return _report(text)
 
 
-def fit(model=None, *, trace=None, **options):
-    """Largest batch per GPU (gpu="all" for every catalog GPU), what_if=True to rank the memory
-    knobs, target_batch=N for the cheapest way to fit N. See `trainfit fit --help`."""
-    return _report("fit", model, trace, options)
+def fit(model: Optional[str] = None, *, trace: Optional[TraceSource] = None,
+        batch: Optional[int] = None, input: Optional[Shape] = None,
+        seq_len: Optional[int] = None, set: Optional[Mapping[str, Any]] = None,
+        precision: str = "fp32", freeze: Union[str, Sequence[str], None] = None,
+        optimizer: Optional[str] = None, optimizer_impl: str = "default",
+        weight_decay: Optional[float] = None, checkpoint: Union[str, Sequence[str], None] = None,
+        grad_accum: int = 1, gpu: Optional[str] = None, gpu_memory: Optional[Size] = None,
+        cuda_context: Optional[Size] = None, margin: Union[float, str, None] = None,
+        expandable_segments: bool = False, max_split_size: Optional[Size] = None,
+        what_if: bool = False, target_batch: Optional[int] = None,
+        allow_model_changes: bool = False) -> Report:
+    """The largest batch that fits a GPU (gpu="all": every catalog GPU), keeping `margin`
+    (default 5%) of its memory free.
+
+    what_if=True ranks the memory knobs at `batch` (default: the largest batch that fits);
+    target_batch=N gives the cheapest knobs that make N fit, or a gradient-accumulation plan;
+    allow_model_changes lets it change the model. Other keywords as for trainfit.estimate.
+    """
+    options = _request_options(locals(), ("what_if", "target_batch", "allow_model_changes"))
+    return _report(_binding().fit(options, what_if, target_batch or 0, allow_model_changes))
 
 
-def _report(command, model, trace, options):
-    args = ["trainfit", command, "--json"]
-    if model is not None:
-        args += ["--model", str(model)]
-    with tempfile.TemporaryDirectory(prefix="trainfit-") as scratch:
-        if isinstance(trace, dict):
-            path = os.path.join(scratch, "trace.json")
-            with open(path, "w") as f:
-                json.dump(trace, f)
-            trace = path
-        if trace is not None:
-            args += ["--trace", os.fspath(trace)]
-        for key, value in options.items():
-            args += _flag(key, value)
-        code, out, err = _binding().run(args)
-    if code != 0:
-        raise Error(err.strip().removeprefix("trainfit: error: "))
-    return json.loads(out)
+def compare(models: Sequence[Mapping[str, Any]], **shared: Any) -> Report:
+    """Several models side by side: `models` holds each one's keywords (as for
+    trainfit.estimate: model= or trace=, batch=, set=, ...); `shared` keywords apply to every
+    model, and a model's own value wins.
+
+        trainfit.compare([dict(model="act", batch=48), dict(model="diffusion", batch=64)],
+                         gpu="rtx4090")
+    """
+    requests = [_request_options({**shared, **dict(m)}, ()) for m in models]
+    return _report(_binding().compare(requests))
 
 
-def _flag(key, value):
-    flag = "--" + key.replace("_", "-")
-    if value is None or value is False:
-        return []
-    if value is True:
-        return [flag]
-    if isinstance(value, dict):
-        return [a for k, v in value.items() for a in (flag, f"{k}={v}")]
+def summary(model: Optional[str] = None, *, batch: int = 1, input: Optional[Shape] = None,
+            seq_len: Optional[int] = None, set: Optional[Mapping[str, Any]] = None,
+            precision: str = "fp32", device_profile: str = "cuda",
+            freeze: Union[str, Sequence[str], None] = None, depth: int = -1) -> Report:
+    """Per module of a zoo model: output shape, parameters, bytes kept for backward (per sample
+    and for the batch), down to `depth` (-1: every module)."""
+    return _report(_binding().summary(_request_options(locals(), ("depth",)), depth))
+
+
+def _request_options(given: Mapping[str, Any], not_request: Sequence[str]) -> Dict[str, Any]:
+    """The request's keywords for the binding: None left out, traces loaded, set values
+    spelled as the command line spells them."""
+    options: Dict[str, Any] = {}
+    for key, value in given.items():
+        if key in not_request or value is None:
+            continue
+        if key == "trace" and not isinstance(value, Trace):
+            value = load_trace(value)
+        if key == "trace":
+            value = value._handle
+        elif key == "set":
+            value = {str(k): _set_value(v) for k, v in value.items()}
+        elif key == "input" and not isinstance(value, str):
+            value = list(value)
+        options[key] = value
+    return options
+
+
+def _set_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, (list, tuple)):
-        if value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            return [flag, "x".join(str(v) for v in value)]
-        return [a for v in value for a in _flag(key, v)]
-    return [flag, str(value)]
+        return ",".join(_set_value(v) for v in value)
+    return str(value)
 
 
-_module = None
+def _report(text: str) -> Report:
+    report: Report = json.loads(text)
+    return report
 
 
-def _binding():
+_module: Optional[ModuleType] = None
+
+
+def _binding() -> Any:
     global _module
     if _module is not None:
         return _module
@@ -91,8 +198,10 @@ def _binding():
     for place in places:
         for path in sorted(glob.glob(os.path.join(place, "_trainfit*.so"))):
             spec = importlib.util.spec_from_file_location("trainfit._trainfit", path)
+            assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
+            setattr(module, "Error", Error)  # the binding raises the package's Error
             _module = module
             return module
     raise ImportError("trainfit's binding (_trainfit*.so) is not built: run scripts/setup.sh, "

@@ -5,6 +5,7 @@
 //   kPhaseNames.name(Phase::kForward) == "forward"
 //   kPhaseNames.parse("backward") == Phase::kBackward      // nullopt for an unknown name
 //   kPhaseNames.list() == "setup, forward, backward or optimizer"
+//   parse_enum(kPhaseNames, "--phase", "later")   // error: unknown --phase 'later' (hint: use ...)
 //
 // A table lists its names in the order users read them, which need not be the enum's order.
 #pragma once
@@ -14,6 +15,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "base/status.h"
 
 namespace trainfit {
 
@@ -50,6 +53,17 @@ struct EnumNames {
   }
   constexpr size_t size() const { return N; }
 };
+
+// An option's value by name, or "unknown OPTION 'text'" with the names as the hint.
+template <typename E, size_t N>
+Result<E> parse_enum(const EnumNames<E, N>& names, std::string_view option, std::string_view text) {
+  const std::optional<E> value = names.parse(text);
+  if (!value) {
+    return invalid_argument("unknown " + std::string(option) + " '" + std::string(text) + "'",
+                            "use " + names.list());
+  }
+  return *value;
+}
 
 template <typename E, size_t N>
 constexpr EnumNames<E, N> enum_names(const EnumName<E> (&entries)[N]) {

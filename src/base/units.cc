@@ -52,6 +52,12 @@ Result<int64_t> parse_bytes(std::string_view text) {
   return static_cast<int64_t>(std::llround(bytes));
 }
 
+Result<int64_t> parse_size(std::string_view option, std::string_view text) {
+  Result<int64_t> bytes = parse_bytes(text);
+  if (!bytes.ok()) return bytes.status().with_context(std::string(option));
+  return bytes;
+}
+
 std::string format_bytes(int64_t bytes) {
   static constexpr std::array<const char*, 6> kUnits = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   const bool negative = bytes < 0;

@@ -87,21 +87,11 @@ Result<RequestFlags> parse_layered_flags(const std::vector<std::string>& args) {
 
 namespace {
 
-template <typename E, size_t N>
-Result<E> parse_name(const EnumNames<E, N>& names, std::string_view flag, const std::string& text) {
-  const std::optional<E> value = names.parse(text);
-  if (!value) {
-    return invalid_argument(fmt::format("unknown {} '{}'", flag, text),
-                            fmt::format("use {}", names.list()));
-  }
-  return *value;
-}
-
-Result<std::optional<int64_t>> parse_size(std::string_view flag, const std::string& text) {
+// An empty flag is not given.
+Result<std::optional<int64_t>> optional_size(std::string_view flag, const std::string& text) {
   if (text.empty()) return std::optional<int64_t>();
-  Result<int64_t> bytes = parse_bytes(text);
-  if (!bytes.ok()) return bytes.status().with_context(std::string(flag));
-  return std::optional<int64_t>(*bytes);
+  TF_ASSIGN_OR_RETURN(const int64_t bytes, parse_size(flag, text));
+  return std::optional<int64_t>(bytes);
 }
 
 Status to_source(const RequestFlags& f, TrainingRequest& r) {
@@ -125,9 +115,9 @@ Status to_source(const RequestFlags& f, TrainingRequest& r) {
     r.input = *dims;
   }
   r.seq_len = f.seq_len;
-  TF_ASSIGN_OR_RETURN(r.precision, parse_name(kPrecisionNames, "--precision", f.precision));
+  TF_ASSIGN_OR_RETURN(r.precision, parse_enum(kPrecisionNames, "--precision", f.precision));
   TF_ASSIGN_OR_RETURN(const Device profile,
-                      parse_name(kDeviceNames, "--device-profile", f.device_profile));
+                      parse_enum(kDeviceNames, "--device-profile", f.device_profile));
   r.device.target = profile == Device::kCpu ? cpu_profile().target : cuda_profile({}).target;
   r.freeze = f.freeze;
   if (!f.trace.empty()) {
@@ -139,10 +129,10 @@ Status to_source(const RequestFlags& f, TrainingRequest& r) {
 
 Status to_training(const RequestFlags& f, TrainingRequest& r) {
   if (!f.optimizer.empty()) {
-    TF_ASSIGN_OR_RETURN(r.optimizer, parse_name(kOptimizerNames, "--optimizer", f.optimizer));
+    TF_ASSIGN_OR_RETURN(r.optimizer, parse_enum(kOptimizerNames, "--optimizer", f.optimizer));
   }
   TF_ASSIGN_OR_RETURN(r.optimizer_impl,
-                      parse_name(kOptimizerImplNames, "--optimizer-impl", f.optimizer_impl));
+                      parse_enum(kOptimizerImplNames, "--optimizer-impl", f.optimizer_impl));
   if (f.weight_decay != -1) r.weight_decay = f.weight_decay;
   r.checkpoint = f.checkpoint;
   r.grad_accum = f.grad_accum;
@@ -159,14 +149,14 @@ Status to_device(const RequestFlags& f, TrainingRequest& r) {
                             "drop --device-profile cpu, or the GPU flags");
   }
   choice.gpu = f.gpu;
-  TF_ASSIGN_OR_RETURN(choice.gpu_memory_bytes, parse_size("--gpu-memory", f.gpu_memory));
-  TF_ASSIGN_OR_RETURN(choice.cuda_context_bytes, parse_size("--cuda-context", f.cuda_context));
+  TF_ASSIGN_OR_RETURN(choice.gpu_memory_bytes, optional_size("--gpu-memory", f.gpu_memory));
+  TF_ASSIGN_OR_RETURN(choice.cuda_context_bytes, optional_size("--cuda-context", f.cuda_context));
   TF_ASSIGN_OR_RETURN(r.device, choose_device(choice));
   if (!f.margin.empty()) {
-    TF_ASSIGN_OR_RETURN(r.margin, parse_margin(f.margin));
+    TF_ASSIGN_OR_RETURN(r.margin, parse_margin("--margin", f.margin));
   }
   r.expandable_segments = f.expandable_segments;
-  TF_ASSIGN_OR_RETURN(r.max_split_size_bytes, parse_size("--max-split-size", f.max_split_size));
+  TF_ASSIGN_OR_RETURN(r.max_split_size_bytes, optional_size("--max-split-size", f.max_split_size));
   return {};
 }
 

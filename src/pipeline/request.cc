@@ -195,7 +195,7 @@ int64_t margin_bytes(int64_t total_bytes, double margin) {
   return static_cast<int64_t>(margin * static_cast<double>(total_bytes));
 }
 
-Result<double> parse_margin(std::string_view text) {
+Result<double> parse_margin(std::string_view option, std::string_view text) {
   std::string s(text);
   const bool percent = !s.empty() && s.back() == '%';
   if (percent) s.pop_back();
@@ -207,12 +207,12 @@ Result<double> parse_margin(std::string_view text) {
     used = 0;
   }
   if (used == 0 || used != s.size()) {
-    return invalid_argument(fmt::format("--margin '{}' is not a number", text),
+    return invalid_argument(fmt::format("{} '{}' is not a number", option, text),
                             "give a fraction or a percentage, e.g. 0.05 or 5%");
   }
   if (percent) value /= 100;
   if (!(value >= 0 && value <= 0.5)) {
-    return invalid_argument(fmt::format("--margin '{}' is outside 0 to 50%", text),
+    return invalid_argument(fmt::format("{} '{}' is outside 0 to 50%", option, text),
                             "give a fraction of the GPU's memory, e.g. 0.05 or 5%");
   }
   return value;

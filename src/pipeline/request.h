@@ -74,8 +74,8 @@ Result<ResolvedRequest> resolve(const TrainingRequest& request);
 
 // The margin's bytes on a device of `total_bytes`.
 int64_t margin_bytes(int64_t total_bytes, double margin);
-// "0.05" or "5%": a share of the GPU's memory, from 0 up to 0.5.
-Result<double> parse_margin(std::string_view text);
+// "0.05" or "5%": a share of the GPU's memory, from 0 up to 0.5; `option` names it in errors.
+Result<double> parse_margin(std::string_view option, std::string_view text);
 
 // The request as `trainfit estimate` arguments that build it again, defaults left out: what
 // `fit` prints to reproduce a row.

@@ -1,36 +1,320 @@
-// trainfit's Python binding, `trainfit._trainfit`: the command line, run in this process.
+// trainfit's Python binding, `trainfit._trainfit`: the library's reports in process. It binds
+// the library (typed requests, the report builders and their JSON), not the command line.
 //
-//   code, out, err = _trainfit.run(["trainfit", "estimate", "--model", "resnet50", "--json"])
+//   trace = _trainfit.load_trace(text, "mine.trace.json")        # parsed and fitted once
+//   text = _trainfit.estimate({"trace": trace, "batch": 64, "gpu": "rtx4090"}, False)
 //
-// python/trainfit/api.py builds the arguments from keywords and turns `--json` output into a
-// dict, so `trainfit.estimate(...)` returns exactly the report `trainfit estimate --json` prints.
+// python/trainfit/api.py gives these typed keywords and docstrings, and turns the JSON text
+// (what `--json` prints) into a dict. Bad input raises the module's `Error` (api.py sets it to
+// trainfit.Error) with the library's one-line message and hint.
+#include <fmt/format.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <sstream>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "cli/cli.h"
+#include "base/suggest.h"
+#include "report/csv.h"
+#include "report/json.h"
+#include "report/summary_report.h"
 
 namespace py = pybind11;
 
+namespace trainfit {
+namespace {
+
+// A loaded trace, shared by every request that names it.
+struct TraceHandle {
+  std::shared_ptr<const TraceModel> model;
+  std::string source;
+};
+
+// The keywords a request takes, as api.py names them.
+const std::vector<std::string> kRequestKeys = {"model",
+                                               "trace",
+                                               "set",
+                                               "batch",
+                                               "input",
+                                               "seq_len",
+                                               "precision",
+                                               "device_profile",
+                                               "freeze",
+                                               "optimizer",
+                                               "optimizer_impl",
+                                               "weight_decay",
+                                               "checkpoint",
+                                               "grad_accum",
+                                               "gpu",
+                                               "gpu_memory",
+                                               "cuda_context",
+                                               "margin",
+                                               "expandable_segments",
+                                               "max_split_size"};
+
+std::string type_name(const py::handle& value) {
+  return py::str(py::type::of(value).attr("__name__"));
+}
+
+Status wrong_type(const std::string& key, const py::handle& value, std::string_view want) {
+  return invalid_argument(fmt::format("{} must be {}, not {}", key, want, type_name(value)),
+                          fmt::format("for example {}", want));
+}
+
+Result<std::string> text_of(const std::string& key, const py::handle& v) {
+  if (!py::isinstance<py::str>(v)) return wrong_type(key, v, "a string");
+  return v.cast<std::string>();
+}
+
+Result<int64_t> int_of(const std::string& key, const py::handle& v) {
+  if (py::isinstance<py::bool_>(v) || !py::isinstance<py::int_>(v)) {
+    return wrong_type(key, v, "an int");
+  }
+  try {
+    return v.cast<int64_t>();
+  } catch (const py::cast_error&) {
+    return out_of_range(fmt::format("{} does not fit in 64 bits", key), "use a smaller number");
+  }
+}
+
+Result<std::vector<std::string>> strings_of(const std::string& key, const py::handle& v) {
+  if (py::isinstance<py::str>(v)) return std::vector<std::string>{v.cast<std::string>()};
+  if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) {
+    return wrong_type(key, v, "a string or a list of strings");
+  }
+  std::vector<std::string> out;
+  for (const py::handle& item : v) {
+    TF_ASSIGN_OR_RETURN(std::string s, text_of(key, item));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Bytes: an int, or a size such as "24GiB".
+Result<int64_t> size_of(const std::string& key, const py::handle& v) {
+  if (py::isinstance<py::str>(v)) return parse_size(key, v.cast<std::string>());
+  TF_ASSIGN_OR_RETURN(const int64_t bytes, int_of(key, v));
+  if (bytes <= 0) {
+    return invalid_argument(fmt::format("{} must be positive, got {}", key, bytes),
+                            "give bytes, or a size such as \"24GiB\"");
+  }
+  return bytes;
+}
+
+Result<Dims> dims_of(const std::string& key, const py::handle& v) {
+  if (py::isinstance<py::str>(v)) {
+    Result<Dims> dims = parse_dims(v.cast<std::string>());
+    if (!dims.ok()) return dims.status().with_context(key);
+    return dims;
+  }
+  if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) {
+    return wrong_type(key, v, "a tuple of ints such as (3, 224, 224)");
+  }
+  Dims dims;
+  for (const py::handle& item : v) {
+    TF_ASSIGN_OR_RETURN(const int64_t d, int_of(key, item));
+    if (d < 1) {
+      return invalid_argument(fmt::format("{} sizes must be positive", key), "e.g. (3, 224, 224)");
+    }
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+Status unknown_key(const std::string& key) {
+  const std::string guess = closest(key, kRequestKeys);
+  return invalid_argument(
+      fmt::format("unknown option '{}'", key),
+      guess.empty() ? "see help(trainfit.estimate)" : fmt::format("did you mean '{}'?", guess));
+}
+
+// Keywords (None already dropped by api.py) as a request; the library checks the rest.
+Result<TrainingRequest> request_of(const py::dict& options) {
+  TrainingRequest r;
+  DeviceChoice device;
+  for (const auto& [k, v] : options) {
+    const std::string key = py::str(k);
+    if (key == "model") {
+      TF_ASSIGN_OR_RETURN(r.model, text_of(key, v));
+    } else if (key == "trace") {
+      if (!py::isinstance<TraceHandle>(v)) return wrong_type(key, v, "trainfit.load_trace(...)");
+      const auto& handle = v.cast<const TraceHandle&>();
+      r.trace = handle.model;
+      r.trace_source = handle.source;
+    } else if (key == "set") {
+      if (!py::isinstance<py::dict>(v)) return wrong_type(key, v, "a dict such as {\"k\": 1}");
+      for (const auto& [sk, sv] : v.cast<py::dict>()) {
+        r.sets.emplace_back(py::str(sk), py::str(sv));
+      }
+    } else if (key == "batch") {
+      TF_ASSIGN_OR_RETURN(r.batch, int_of(key, v));
+    } else if (key == "input") {
+      TF_ASSIGN_OR_RETURN(r.input, dims_of(key, v));
+    } else if (key == "seq_len") {
+      TF_ASSIGN_OR_RETURN(r.seq_len, int_of(key, v));
+    } else if (key == "precision") {
+      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
+      TF_ASSIGN_OR_RETURN(r.precision, parse_enum(kPrecisionNames, key, s));
+    } else if (key == "device_profile") {
+      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
+      TF_ASSIGN_OR_RETURN(device.profile, parse_enum(kDeviceNames, key, s));
+    } else if (key == "freeze") {
+      TF_ASSIGN_OR_RETURN(r.freeze, strings_of(key, v));
+    } else if (key == "optimizer") {
+      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
+      TF_ASSIGN_OR_RETURN(r.optimizer, parse_enum(kOptimizerNames, key, s));
+    } else if (key == "optimizer_impl") {
+      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
+      TF_ASSIGN_OR_RETURN(r.optimizer_impl, parse_enum(kOptimizerImplNames, key, s));
+    } else if (key == "weight_decay") {
+      if (!py::isinstance<py::float_>(v) && !py::isinstance<py::int_>(v)) {
+        return wrong_type(key, v, "a number");
+      }
+      r.weight_decay = v.cast<double>();
+    } else if (key == "checkpoint") {
+      TF_ASSIGN_OR_RETURN(r.checkpoint, strings_of(key, v));
+    } else if (key == "grad_accum") {
+      TF_ASSIGN_OR_RETURN(const int64_t n, int_of(key, v));
+      if (n < 1 || n > 1 << 20) {
+        return invalid_argument("grad_accum must be at least 1", "use grad_accum=1 or more");
+      }
+      r.grad_accum = static_cast<int>(n);
+    } else if (key == "gpu") {
+      TF_ASSIGN_OR_RETURN(device.gpu, text_of(key, v));
+    } else if (key == "gpu_memory") {
+      TF_ASSIGN_OR_RETURN(device.gpu_memory_bytes, size_of(key, v));
+    } else if (key == "cuda_context") {
+      TF_ASSIGN_OR_RETURN(device.cuda_context_bytes, size_of(key, v));
+    } else if (key == "margin") {
+      if (py::isinstance<py::str>(v)) {
+        TF_ASSIGN_OR_RETURN(r.margin, parse_margin(key, v.cast<std::string>()));
+      } else if (py::isinstance<py::float_>(v) || py::isinstance<py::int_>(v)) {
+        r.margin = v.cast<double>();
+      } else {
+        return wrong_type(key, v, "a fraction such as 0.05, or \"5%\"");
+      }
+    } else if (key == "expandable_segments") {
+      if (!py::isinstance<py::bool_>(v)) return wrong_type(key, v, "True or False");
+      r.expandable_segments = v.cast<bool>();
+    } else if (key == "max_split_size") {
+      TF_ASSIGN_OR_RETURN(r.max_split_size_bytes, size_of(key, v));
+    } else {
+      return unknown_key(key);
+    }
+  }
+  TF_ASSIGN_OR_RETURN(r.device, choose_device(device));
+  return r;
+}
+
+// Raises the module's Error with the status's one line.
+[[noreturn]] void raise(const py::module_& m, const Status& status) {
+  const py::object error = m.attr("Error");
+  PyErr_SetString(error.ptr(), status.to_string().c_str());
+  throw py::error_already_set();
+}
+
+template <typename T>
+T value_or_raise(const py::module_& m, Result<T> result) {
+  if (!result.ok()) raise(m, result.status());
+  return std::move(result).value();
+}
+
+// Runs `work` (no Python objects inside) with the GIL released.
+template <typename F>
+auto without_gil(F&& work) {
+  py::gil_scoped_release release;
+  return work();
+}
+
+}  // namespace
+}  // namespace trainfit
+
 PYBIND11_MODULE(_trainfit, m) {
-  m.doc() = "trainfit's command line in process (use trainfit.estimate and trainfit.fit)";
+  using namespace trainfit;
+  m.doc() = "trainfit's library in process (use the trainfit package: trainfit.estimate, ...)";
+  // api.py replaces it with trainfit.Error; a ValueError either way.
+  py::exception<std::exception>(m, "Error", PyExc_ValueError);
+
+  py::class_<TraceHandle>(m, "Trace", "A trace parsed and fitted once (trainfit.load_trace).")
+      .def_property_readonly("model", [](const TraceHandle& t) { return t.model->trace.model; })
+      .def_property_readonly("source", [](const TraceHandle& t) { return t.source; })
+      .def_property_readonly("batches",
+                             [](const TraceHandle& t) {
+                               std::vector<int64_t> batches;
+                               for (const TraceRun& r : t.model->trace.runs) {
+                                 batches.push_back(r.batch);
+                               }
+                               return batches;
+                             })
+      .def("__repr__", [](const TraceHandle& t) {
+        return fmt::format("<trainfit.Trace {} from {}>", t.model->trace.model, t.source);
+      });
+
   m.def(
-      "run",
-      [](const std::vector<std::string>& args) {
-        std::ostringstream out;
-        std::ostringstream err;
-        int code = 0;
-        {
-          // The estimate touches no Python object: other threads may run meanwhile.
-          py::gil_scoped_release release;
-          code = trainfit::run_cli(args, out, err);
-        }
-        return py::make_tuple(code, out.str(), err.str());
+      "load_trace",
+      [m](const std::string& text, const std::string& source) {
+        auto model = value_or_raise(m, without_gil([&] { return load_trace(text, source); }));
+        return TraceHandle{std::move(model), source};
       },
-      py::arg("args"),
-      "Runs `trainfit ARGS...` (args[0] is the program name); returns (exit code, stdout, "
-      "stderr).");
+      py::arg("text"), py::arg("source"),
+      "Parses and fits a trace's JSON text; `source` names it in errors and command lines.");
+
+  m.def(
+      "estimate",
+      [m](const py::dict& options, bool explain, bool timeline) {
+        const TrainingRequest request = value_or_raise(m, request_of(options));
+        const EstimateReport report = value_or_raise(
+            m, without_gil([&] {
+              return make_estimate_report(request, {.timeline = timeline, .explain = explain});
+            }));
+        return py::make_tuple(estimate_json(report).dump(2),
+                              timeline ? timeline_csv(report) : std::string());
+      },
+      py::arg("options"), py::arg("explain") = false, py::arg("timeline") = false,
+      "(the `estimate --json` text, the timeline CSV or '') for one request.");
+
+  m.def(
+      "fit",
+      [m](py::dict options, bool what_if, int64_t target_batch, bool allow_model_changes) {
+        FitRequest f;
+        if (options.contains("gpu") && py::str(options["gpu"]).cast<std::string>() == "all") {
+          f.all_gpus = true;
+          PyDict_DelItemString(options.ptr(), "gpu");
+        }
+        f.batch_given = options.contains("batch");
+        f.what_if = what_if;
+        f.target_batch = target_batch;
+        f.allow_model_changes = allow_model_changes;
+        f.request = value_or_raise(m, request_of(options));
+        const FitReport report = value_or_raise(m, without_gil([&] { return make_fit_report(f); }));
+        return fit_json(report).dump(2);
+      },
+      py::arg("options"), py::arg("what_if") = false, py::arg("target_batch") = 0,
+      py::arg("allow_model_changes") = false, "The `fit --json` text for one request.");
+
+  m.def(
+      "compare",
+      [m](const std::vector<py::dict>& models) {
+        std::vector<TrainingRequest> requests;
+        for (size_t i = 0; i < models.size(); ++i) {
+          Result<TrainingRequest> r = request_of(models[i]);
+          if (!r.ok()) raise(m, r.status().with_context(fmt::format("model {}", i + 1)));
+          requests.push_back(std::move(*r));
+        }
+        const std::vector<CompareEntry> entries =
+            value_or_raise(m, without_gil([&] { return make_compare_report(requests); }));
+        return compare_json(entries).dump(2);
+      },
+      py::arg("models"), "The `compare --json` text for two or more requests.");
+
+  m.def(
+      "summary",
+      [m](const py::dict& options, int depth) {
+        const TrainingRequest request = value_or_raise(m, request_of(options));
+        const Summary s = value_or_raise(m, without_gil([&] { return make_summary(request); }));
+        return summary_json(s, depth).dump(2);
+      },
+      py::arg("options"), py::arg("depth") = -1, "The `summary --json` text for a zoo model.");
 }

@@ -1,6 +1,7 @@
-"""The Python binding: trainfit.estimate and trainfit.fit give, in process, the same report as the
-command line's --json, raise trainfit.Error with the command's message on bad input, follow a
-trace file that is rewritten, and run from several threads at once.
+"""The Python binding: trainfit.estimate, fit, compare and summary give, in process, the same
+report as the command line's --json; a trace is loaded once into a handle; bad values raise
+trainfit.Error with the library's one-line message, unknown keywords a TypeError; a trace file
+rewritten is read anew; several threads run at once.
 
     TRAINFIT_BUILD=build/release /usr/bin/python3 tests/python/binding_test.py --trainfit build/release/trainfit
 """
@@ -66,23 +67,61 @@ class SameReport(unittest.TestCase):
         self.assertEqual(got, cli_json("fit", "--model", "resnet18", "--gpu", "rtx4090"))
         self.assertGreater(got["max_batch"], 1)
 
-    def test_trace_dict_and_file(self):
+    def test_trace_dict_file_and_handle(self):
         with tempfile.TemporaryDirectory() as scratch:
             path = os.path.join(scratch, "tiny.trace.json")
             trace = tiny_trace(8, path)
             from_dict = trainfit.estimate(trace=trace, batch=16, device_profile="cpu")
             from_file = trainfit.estimate(trace=path, batch=16, device_profile="cpu")
+            handle = trainfit.load_trace(path)
+            self.assertEqual(handle.model, "tiny8")
+            self.assertEqual(handle.batches, [1, 2])
+            from_handle = trainfit.estimate(trace=handle, batch=16, device_profile="cpu")
             self.assertEqual(from_dict, from_file)
+            self.assertEqual(from_handle, from_file)
             self.assertEqual(from_file, cli_json("estimate", "--trace", path, "--batch", "16",
                                                  "--device-profile", "cpu"))
-            self.assertEqual(trainfit.fit(trace=path, gpu="rtx4090", what_if=True),
+            self.assertEqual(trainfit.fit(trace=handle, gpu="rtx4090", what_if=True),
                              cli_json("fit", "--trace", path, "--gpu", "rtx4090", "--what-if"))
-            # The same path rewritten with a wider model: the new file is read, not a cached one.
+            # The same path rewritten with a wider model: loading it again reads the new file,
+            # while the handle keeps the trace it was made from.
             tiny_trace(32, path)
             wider = trainfit.estimate(trace=path, batch=16, device_profile="cpu")
             self.assertGreater(wider["peak_allocated_bytes"], from_file["peak_allocated_bytes"])
             self.assertEqual(wider, cli_json("estimate", "--trace", path, "--batch", "16",
                                              "--device-profile", "cpu"))
+            self.assertEqual(trainfit.estimate(trace=handle, batch=16, device_profile="cpu"),
+                             from_file)
+
+    def test_fit_plans(self):
+        self.assertEqual(trainfit.fit("resnet50", gpu="rtx4090", target_batch=384),
+                         cli_json("fit", "--model", "resnet50", "--gpu", "rtx4090",
+                                  "--target-batch", "384"))
+        self.assertEqual(trainfit.fit("gpt2", seq_len=256, gpu="rtx4090", batch=4, what_if=True),
+                         cli_json("fit", "--model", "gpt2", "--seq-len", "256", "--gpu",
+                                  "rtx4090", "--batch", "4", "--what-if"))
+        self.assertEqual(trainfit.fit("resnet18", gpu="all", margin="10%"),
+                         cli_json("fit", "--model", "resnet18", "--gpu", "all", "--margin",
+                                  "10%"))
+
+    def test_compare_and_summary(self):
+        got = trainfit.compare([dict(model="act", batch=4, set={"cameras": "320x240"}),
+                                dict(model="diffusion", batch=8)], gpu="rtx4090")
+        self.assertEqual(got, cli_json("compare", "--gpu", "rtx4090", "--model", "act", "--batch",
+                                       "4", "--set", "cameras=320x240", "--model", "diffusion",
+                                       "--batch", "8"))
+        self.assertEqual(trainfit.summary("vit_b_16", batch=2, depth=2),
+                         cli_json("summary", "--model", "vit_b_16", "--batch", "2", "--depth",
+                                  "2"))
+
+    def test_timeline(self):
+        with tempfile.TemporaryDirectory() as scratch:
+            ours = os.path.join(scratch, "ours.csv")
+            theirs = os.path.join(scratch, "theirs.csv")
+            trainfit.estimate("resnet18", batch=2, timeline=ours)
+            cli_json("estimate", "--model", "resnet18", "--batch", "2", "--timeline", theirs)
+            with open(ours) as a, open(theirs) as b:
+                self.assertEqual(a.read(), b.read())
 
     def test_threads(self):
         want = cli_json("estimate", "--model", "resnet18", "--batch", "32", "--gpu", "rtx4090")
@@ -113,8 +152,19 @@ class Errors(unittest.TestCase):
         self.assert_refused(lambda: trainfit.estimate("resnet5", batch=2), "unknown model 'resnet5'")
 
     def test_unknown_keyword(self):
-        self.assert_refused(lambda: trainfit.estimate("resnet50", no_such_option=3),
-                            "--no-such-option")
+        with self.assertRaises(TypeError):
+            trainfit.estimate("resnet50", no_such_option=3)
+        self.assert_refused(lambda: trainfit.compare([dict(model="resnet50", batchh=2),
+                                                      dict(model="act")]),
+                            "unknown option 'batchh'", "did you mean 'batch'")
+
+    def test_wrong_types(self):
+        self.assert_refused(lambda: trainfit.estimate("resnet50", batch="8"), "batch must be an int")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", input=(3, 0, 224)), "positive")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", gpu_memory=-5), "positive")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", batch=2**70), "64 bits")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", precision="fp64"),
+                            "unknown precision 'fp64'")
 
     def test_bad_value(self):
         self.assert_refused(lambda: trainfit.estimate("resnet50", batch=0), "batch")
