@@ -53,33 +53,34 @@ int64_t CachingAllocator::get_allocation_size(int64_t size) {
 
 int64_t CachingAllocator::block_size(BlockId block) const {
   if (block == kEmptyBlock) return 0;
-  return blocks_[static_cast<size_t>(block)].size;
+  return blocks_[block].size;
 }
 
 CachingAllocator::BlockId CachingAllocator::new_block(const Block& b) {
   if (!unused_ids_.empty()) {
     const BlockId id = unused_ids_.back();
     unused_ids_.pop_back();
-    blocks_[static_cast<size_t>(id)] = b;
+    blocks_[id] = b;
     return id;
   }
+  const BlockId id = blocks_.next_id();
   blocks_.push_back(b);
-  return static_cast<BlockId>(blocks_.size() - 1);
+  return id;
 }
 
 void CachingAllocator::insert_free(BlockId id) {
-  const Block& b = blocks_[static_cast<size_t>(id)];
+  const Block& b = blocks_[id];
   pool(b.small).insert({b.size, b.address, id});
 }
 
 void CachingAllocator::erase_free(BlockId id) {
-  const Block& b = blocks_[static_cast<size_t>(id)];
+  const Block& b = blocks_[id];
   pool(b.small).erase({b.size, b.address, id});
 }
 
 bool CachingAllocator::should_split(const Block& block, int64_t size) const {
   const int64_t remaining = block.size - size;
-  if (block.small || segments_[static_cast<size_t>(block.segment)].expandable) {
+  if (block.small || segments_[block.segment].expandable) {
     return remaining >= kMinBlockSize;
   }
   const bool under_max = config_.max_split_size < 0 || size < config_.max_split_size;
@@ -116,11 +117,11 @@ bool CachingAllocator::alloc_block(int64_t size, bool small, BlockId& out) {
   seg.size = alloc_size;
   seg.small = small;
   next_address_ += alloc_size + kRoundLarge;
-  segments_.push_back(seg);
   Block b;
   b.size = alloc_size;
   b.address = seg.address;
-  b.segment = static_cast<int32_t>(segments_.size() - 1);
+  b.segment = segments_.next_id();
+  segments_.push_back(seg);
   b.small = small;
   out = new_block(b);
   stats_.reserved_bytes += alloc_size;
@@ -140,30 +141,29 @@ bool CachingAllocator::alloc_expandable(int64_t size, bool small, BlockId& out) 
     seg.small = small;
     seg.expandable = true;
     next_address_ += int64_t{1} << 46;
+    seg_id = segments_.next_id();
     segments_.push_back(seg);
-    seg_id = static_cast<int32_t>(segments_.size() - 1);
     ++stats_.segments;
   }
-  Segment& seg = segments_[static_cast<size_t>(seg_id)];
+  Segment& seg = segments_[seg_id];
   // The block ending at the mapped end, if free, grows.
   BlockId tail = -1;
-  for (size_t i = 0; i < blocks_.size(); ++i) {
+  for (BlockId i = 0; i < blocks_.next_id(); ++i) {
     const Block& b = blocks_[i];
     if (b.segment == seg_id && b.size > 0 && b.address + b.size == seg.address + seg.size &&
-        std::find(unused_ids_.begin(), unused_ids_.end(), static_cast<BlockId>(i)) ==
-            unused_ids_.end()) {
-      tail = static_cast<BlockId>(i);
+        std::find(unused_ids_.begin(), unused_ids_.end(), i) == unused_ids_.end()) {
+      tail = i;
       break;
     }
   }
-  const bool tail_free = tail >= 0 && !blocks_[static_cast<size_t>(tail)].allocated;
-  const int64_t have = tail_free ? blocks_[static_cast<size_t>(tail)].size : 0;
+  const bool tail_free = tail >= 0 && !blocks_[tail].allocated;
+  const int64_t have = tail_free ? blocks_[tail].size : 0;
   const int64_t mapped = round_up(size - have, page);
   if (config_.capacity >= 0 && stats_.reserved_bytes + mapped > config_.capacity) return false;
   stats_.reserved_bytes += mapped;
   if (tail_free) {
     erase_free(tail);
-    blocks_[static_cast<size_t>(tail)].size += mapped;
+    blocks_[tail].size += mapped;
     out = tail;
   } else {
     Block b;
@@ -173,7 +173,7 @@ bool CachingAllocator::alloc_expandable(int64_t size, bool small, BlockId& out) 
     b.small = small;
     b.prev = tail;
     out = new_block(b);
-    if (tail >= 0) blocks_[static_cast<size_t>(tail)].next = out;
+    if (tail >= 0) blocks_[tail].next = out;
   }
   seg.size += mapped;
   return true;
@@ -192,7 +192,9 @@ std::optional<CachingAllocator::BlockId> CachingAllocator::malloc(int64_t size) 
   BlockId id = -1;
   if (auto found = get_free_block(rounded, small)) {
     id = *found;
-  } else if (!alloc_block(rounded, small, id)) {
+  } else if (!alloc_block(rounded, small, id) &&
+             !(release_available_cached_blocks(rounded, small) &&
+               alloc_block(rounded, small, id))) {
     // Free every cached segment and try once more before giving up.
     release_cached_blocks();
     ++stats_.num_alloc_retries;
@@ -202,7 +204,7 @@ std::optional<CachingAllocator::BlockId> CachingAllocator::malloc(int64_t size) 
       return std::nullopt;
     }
   }
-  Block& b = blocks_[static_cast<size_t>(id)];
+  Block& b = blocks_[id];
   if (should_split(b, rounded)) {
     Block rest;
     rest.size = b.size - rounded;
@@ -213,12 +215,12 @@ std::optional<CachingAllocator::BlockId> CachingAllocator::malloc(int64_t size) 
     rest.next = b.next;
     b.size = rounded;
     const BlockId rest_id = new_block(rest);  // may move blocks_: no reference across it
-    Block& bb = blocks_[static_cast<size_t>(id)];
-    if (bb.next >= 0) blocks_[static_cast<size_t>(bb.next)].prev = rest_id;
+    Block& bb = blocks_[id];
+    if (bb.next >= 0) blocks_[bb.next].prev = rest_id;
     bb.next = rest_id;
     insert_free(rest_id);
   }
-  Block& block = blocks_[static_cast<size_t>(id)];
+  Block& block = blocks_[id];
   block.allocated = true;
   block.requested = size;
   stats_.allocated_bytes += block.size;
@@ -228,25 +230,25 @@ std::optional<CachingAllocator::BlockId> CachingAllocator::malloc(int64_t size) 
 }
 
 void CachingAllocator::merge_free(BlockId id) {
-  Block& b = blocks_[static_cast<size_t>(id)];
+  Block& b = blocks_[id];
   const BlockId prev = b.prev;
-  if (prev >= 0 && !blocks_[static_cast<size_t>(prev)].allocated) {
+  if (prev >= 0 && !blocks_[prev].allocated) {
     erase_free(prev);
-    Block& p = blocks_[static_cast<size_t>(prev)];
+    Block& p = blocks_[prev];
     b.address = p.address;
     b.size += p.size;
     b.prev = p.prev;
-    if (b.prev >= 0) blocks_[static_cast<size_t>(b.prev)].next = id;
+    if (b.prev >= 0) blocks_[b.prev].next = id;
     p = Block{};
     unused_ids_.push_back(prev);
   }
   const BlockId next = b.next;
-  if (next >= 0 && !blocks_[static_cast<size_t>(next)].allocated) {
+  if (next >= 0 && !blocks_[next].allocated) {
     erase_free(next);
-    Block& n = blocks_[static_cast<size_t>(next)];
+    Block& n = blocks_[next];
     b.size += n.size;
     b.next = n.next;
-    if (b.next >= 0) blocks_[static_cast<size_t>(b.next)].prev = id;
+    if (b.next >= 0) blocks_[b.next].prev = id;
     n = Block{};
     unused_ids_.push_back(next);
   }
@@ -255,7 +257,7 @@ void CachingAllocator::merge_free(BlockId id) {
 
 void CachingAllocator::free(BlockId id) {
   if (id == kEmptyBlock) return;
-  Block& b = blocks_[static_cast<size_t>(id)];
+  Block& b = blocks_[id];
   TF_CHECK(b.allocated) << "double free of block " << id;
   b.allocated = false;
   stats_.allocated_bytes -= b.size;
@@ -264,11 +266,53 @@ void CachingAllocator::free(BlockId id) {
   merge_free(id);
 }
 
+// Oversize blocks are never split, so a cached one is a whole segment. The smallest that covers
+// the request (and max_split_size) goes back; without one, the largest go back, one after another,
+// until they add up to it. Expandable segments keep theirs.
+bool CachingAllocator::release_available_cached_blocks(int64_t size, bool small) {
+  if (config_.max_split_size < 0) return false;
+  Pool& p = pool(small);
+  const int64_t wanted = std::max(size, config_.max_split_size);
+  const auto releasable = [&](Pool::iterator it) {
+    const Block& b = blocks_[it->id];
+    return !segments_[b.segment].expandable && b.prev < 0 && b.next < 0;
+  };
+  auto it = p.lower_bound({wanted, std::numeric_limits<int64_t>::min(), -1});
+  if (it != p.end() && releasable(it)) {
+    release_block(it->id);
+    return true;
+  }
+  if (it == p.begin()) return false;
+  int64_t released = 0;
+  --it;  // the largest cached block
+  while (released < wanted && it->size >= config_.max_split_size) {
+    const auto current = it;
+    const bool first = current == p.begin();
+    if (!first) --it;
+    if (releasable(current)) {
+      released += current->size;
+      release_block(current->id);
+    }
+    if (first) break;
+  }
+  return released >= wanted;
+}
+
+void CachingAllocator::release_block(BlockId id) {
+  Block& b = blocks_[id];
+  erase_free(id);
+  stats_.reserved_bytes -= b.size;
+  --stats_.segments;
+  segments_[b.segment].live = false;
+  b = Block{};
+  unused_ids_.push_back(id);
+}
+
 void CachingAllocator::release_cached_blocks() {
   for (Pool* p : {&small_blocks_, &large_blocks_}) {
     for (auto it = p->begin(); it != p->end();) {
-      Block& b = blocks_[static_cast<size_t>(it->id)];
-      Segment& seg = segments_[static_cast<size_t>(b.segment)];
+      Block& b = blocks_[it->id];
+      Segment& seg = segments_[b.segment];
       if (seg.expandable) {
         // Unmap the whole free pages at the end of the mapped range.
         const int64_t page = seg.small ? kSmallBuffer : kLargeBuffer;
@@ -291,22 +335,15 @@ void CachingAllocator::release_cached_blocks() {
         if (b.size > 0) {
           p->insert({b.size, b.address, id});
         } else {
-          if (b.prev >= 0) blocks_[static_cast<size_t>(b.prev)].next = -1;
+          if (b.prev >= 0) blocks_[b.prev].next = -1;
           b = Block{};
           unused_ids_.push_back(id);
         }
         continue;
       }
-      if (b.prev >= 0 || b.next >= 0) {
-        ++it;
-        continue;
-      }
-      stats_.reserved_bytes -= b.size;
-      --stats_.segments;
-      seg.live = false;
-      unused_ids_.push_back(it->id);
-      b = Block{};
-      it = p->erase(it);
+      const BlockId id = it->id;
+      ++it;
+      if (b.prev < 0 && b.next < 0) release_block(id);
     }
   }
 }

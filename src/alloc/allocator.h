@@ -15,8 +15,10 @@
 //  - A block is split when the remainder is at least 512 B (small pool) or more than 1 MiB
 //    (large pool); an unsplit block counts whole in allocated_bytes.
 //  - Freed blocks merge with free neighbours of their segment and stay cached; segments go back
-//    to CUDA only when an allocation fails (release_cached_blocks, then retry) or on
-//    empty_cache().
+//    to CUDA only when an allocation fails, or on empty_cache(). A failed allocation first frees
+//    cached oversize blocks, enough to cover it (release_available_cached_blocks: only with
+//    max_split_size set), and tries again; then frees every cached unsplit segment
+//    (release_cached_blocks) and tries once more, which num_alloc_retries counts.
 //  - expandable_segments maps 2 MiB (small) / 20 MiB (large) pages into one growing segment per
 //    pool instead of allocating segments.
 #pragma once
@@ -26,6 +28,8 @@
 #include <optional>
 #include <set>
 #include <vector>
+
+#include "base/id_vector.h"
 
 namespace trainfit {
 
@@ -119,7 +123,10 @@ class CachingAllocator {
   std::optional<BlockId> get_free_block(int64_t size, bool small);
   bool alloc_block(int64_t size, bool small, BlockId& out);
   bool alloc_expandable(int64_t size, bool small, BlockId& out);
+  bool release_available_cached_blocks(int64_t size, bool small);
   void release_cached_blocks();
+  // Returns a free, unsplit segment to CUDA.
+  void release_block(BlockId id);
   void insert_free(BlockId id);
   void erase_free(BlockId id);
   BlockId new_block(const Block& b);
@@ -129,9 +136,9 @@ class CachingAllocator {
   AllocatorConfig config_;
   AllocatorStats stats_;
   OutOfMemory oom_;
-  std::vector<Block> blocks_;
+  IdVector<Block> blocks_;
   std::vector<BlockId> unused_ids_;
-  std::vector<Segment> segments_;
+  IdVector<Segment> segments_;
   Pool small_blocks_;
   Pool large_blocks_;
   int64_t next_address_ = 0;

@@ -146,6 +146,43 @@ TEST(Allocator, MaxSplitSizeKeepsOversizeBlocksForOversizeRequests) {
   expect(a, 50 * kMiB, 50 * kMiB);
 }
 
+AllocatorConfig split_at_32_mib(int64_t capacity) {
+  AllocatorConfig c;
+  c.capacity = capacity;
+  c.max_split_size = 32 * kMiB;
+  return c;
+}
+
+// release_available_cached_blocks, before the full release: with max_split_size set, the
+// smallest cached oversize block that covers the request goes back and the others stay.
+TEST(Allocator, MaxSplitSizeFreesOneCachedOversizeBlockBeforeRetrying) {
+  CachingAllocator a(split_at_32_mib(120 * kMiB));
+  const auto x = a.malloc(40 * kMiB);
+  const auto y = a.malloc(50 * kMiB);
+  a.malloc(4 * kMiB);  // a 20 MiB segment, split: 16 MiB of it stays free
+  a.free(*x);
+  a.free(*y);
+  expect(a, 4 * kMiB, 110 * kMiB);
+  // 30 MiB may not take an oversize block; 110 + 30 > 120: the 40 MiB one goes back.
+  ASSERT_TRUE(a.malloc(30 * kMiB));
+  expect(a, 34 * kMiB, 100 * kMiB);
+  EXPECT_EQ(a.stats().num_alloc_retries, 0);
+}
+
+TEST(Allocator, MaxSplitSizeFreesTheLargestOversizeBlocksUntilTheyCoverTheRequest) {
+  CachingAllocator a(split_at_32_mib(130 * kMiB));
+  const auto x = a.malloc(34 * kMiB);
+  const auto y = a.malloc(36 * kMiB);
+  const auto z = a.malloc(38 * kMiB);
+  a.free(*x);
+  a.free(*y);
+  a.free(*z);
+  // No cached block holds 60 MiB: 38 and then 36 go back (74 >= 60), 34 stays.
+  ASSERT_TRUE(a.malloc(60 * kMiB));
+  expect(a, 60 * kMiB, 94 * kMiB);
+  EXPECT_EQ(a.stats().num_alloc_retries, 0);
+}
+
 TEST(Allocator, ExpandableSegmentsMapPagesOnDemand) {
   AllocatorConfig c;
   c.expandable_segments = true;
