@@ -2,7 +2,7 @@
 
 Each case runs one op on small tensors under saved_tensors_hooks and records the first output's
 shape and dtype, which inputs autograd keeps, the bytes and count of new storages it keeps
-(indices, masks, statistics, copies), and the op's parameter count. src/core/ops_test.cc replays
+(indices, masks, statistics, copies), and the op's parameter count. src/graph/ops_test.cc replays
 every case through trainfit's registry under the cpu profile and must agree exactly.
 
     /usr/bin/python3 validation/op_cases.py --write      # regenerate the JSON

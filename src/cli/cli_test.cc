@@ -198,5 +198,24 @@ TEST(Cli, BadInputIsOneLineWithAHintAndExitCode2) {
   }
 }
 
+TEST(Cli, AMistypedCommandIsNamedWithTheNearestOne) {
+  const CliRun r = run({"estmate", "--model", "resnet50"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "trainfit: error: unknown command 'estmate' (hint: did you mean 'estimate'? see "
+            "trainfit --help)\n");
+  const CliRun none = run({});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("no command given"), std::string::npos) << none.err;
+}
+
+TEST(Cli, AMissingTraceFileIsNamed) {
+  const CliRun r = run({"estimate", "--trace", "/nonexistent/model.trace.json", "--batch", "8"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/model.trace.json"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hint:"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace trainfit

@@ -25,7 +25,7 @@ Moment moment_of(const EventNames& names, const Event& e) {
 }
 
 std::string module_label(const Graph& g, ModuleId id) {
-  const Module& m = g.modules[static_cast<size_t>(id)];
+  const Module& m = g.modules[id];
   return m.path.empty() ? m.name : m.path;
 }
 
@@ -33,10 +33,10 @@ std::string module_label(const Graph& g, ModuleId id) {
 
 EventNames names_of(const Graph& g) {
   EventNames names;
-  names.op = [&g](NodeId n) { return std::string(g.nodes[static_cast<size_t>(n)].op->name); };
-  names.node_module = [&g](NodeId n) { return g.nodes[static_cast<size_t>(n)].module; };
+  names.op = [&g](NodeId n) { return std::string(g.nodes[n].op->name); };
+  names.node_module = [&g](NodeId n) { return g.nodes[n].module; };
   names.module = [&g](ModuleId m) { return module_label(g, m); };
-  names.param = [&g](int32_t p) { return g.params[static_cast<size_t>(p)].name; };
+  names.param = [&g](int32_t p) { return g.params[p].name; };
   names.blocks = module_blocks(g);
   return names;
 }
@@ -44,7 +44,7 @@ EventNames names_of(const Graph& g) {
 namespace {
 
 struct Replay {
-  std::vector<int64_t> live_sizes;  // per buffer at the peak (explain only)
+  IdVector<int64_t> live_sizes;  // per buffer at the peak (explain only)
   int64_t peak_allocated = 0;
   int64_t peak_reserved = 0;
   size_t peak_event = 0;
@@ -57,14 +57,14 @@ struct Replay {
 };
 
 Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfig config,
-              bool timeline, const std::vector<int>& slot_of_buffer, size_t slots,
+              bool timeline, const IdVector<int>& slot_of_buffer, size_t slots,
               std::optional<size_t> stop_after = std::nullopt) {
   Replay r;
   r.activations.assign(slots, 0);
   const bool caching = device.caching_allocator;
   const bool skip_host = !host_tensors_use_device_memory(device.target);
   CachingAllocator allocator(config);
-  std::vector<CachingAllocator::BlockId> block(list.buffers.size(), -1);
+  IdVector<CachingAllocator::BlockId> block(list.buffers.size(), -1);
   std::array<int64_t, kCategoryCount> live{};
   std::vector<int64_t> live_activations(slots, 0);
   int64_t allocated = 0;
@@ -72,7 +72,7 @@ Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfi
   if (timeline) r.timeline.reserve(list.events.size());
   for (size_t i = 0; i < list.events.size(); ++i) {
     const Event& e = list.events[i];
-    const Buffer& b = list.buffers[static_cast<size_t>(e.buffer)];
+    const Buffer& b = list.buffers[e.buffer];
     if (b.host && skip_host) continue;
     int64_t size = b.bytes;
     if (caching) {
@@ -83,11 +83,11 @@ Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfi
           r.oom = allocator.last_oom();
           break;
         }
-        block[static_cast<size_t>(e.buffer)] = *id;
+        block[e.buffer] = *id;
         size = allocator.block_size(*id);
       } else {
-        size = allocator.block_size(block[static_cast<size_t>(e.buffer)]);
-        allocator.free(block[static_cast<size_t>(e.buffer)]);
+        size = allocator.block_size(block[e.buffer]);
+        allocator.free(block[e.buffer]);
       }
       allocated = allocator.stats().allocated_bytes;
       reserved = allocator.stats().reserved_bytes;
@@ -98,7 +98,7 @@ Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfi
     const int64_t delta = e.alloc ? size : -size;
     live[static_cast<size_t>(b.category)] += delta;
     if (b.category == Category::kActivation) {
-      live_activations[static_cast<size_t>(slot_of_buffer[static_cast<size_t>(e.buffer)])] += delta;
+      live_activations[static_cast<size_t>(slot_of_buffer[e.buffer])] += delta;
     }
     if (allocated > r.peak_allocated) {
       r.peak_allocated = allocated;
@@ -112,8 +112,8 @@ Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfi
       r.live_sizes.assign(list.buffers.size(), 0);
       for (size_t j = 0; j <= i; ++j) {
         const Event& ev = list.events[j];
-        if (list.buffers[static_cast<size_t>(ev.buffer)].host && skip_host) continue;
-        r.live_sizes[static_cast<size_t>(ev.buffer)] = ev.alloc ? 1 : 0;
+        if (list.buffers[ev.buffer].host && skip_host) continue;
+        r.live_sizes[ev.buffer] = ev.alloc ? 1 : 0;
       }
       for (size_t k = 0; k < r.live_sizes.size(); ++k) {
         if (r.live_sizes[k] == 0) continue;
@@ -157,7 +157,7 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
   // Activation bytes at the peak are reported per block (graph.h module_blocks).
   const std::vector<ModuleId>& blocks = names.blocks;
   std::vector<ModuleId> slot_modules;
-  std::vector<int> slot_of_buffer(list.buffers.size(), 0);
+  IdVector<int> slot_of_buffer(list.buffers.size(), 0);
   slot_modules.push_back(kNone);
   for (size_t i = 0; i < list.buffers.size(); ++i) {
     const ModuleId m = list.buffers[i].module;
@@ -223,9 +223,9 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
     const size_t peak_event = r.peak_event;
     const Replay at_peak =
         replay(list, device, config, false, slot_of_buffer, slot_modules.size(), peak_event);
-    std::vector<int> first_phase(list.buffers.size(), 0);
+    IdVector<int> first_phase(list.buffers.size(), 0);
     for (const Event& ev : list.events) {
-      if (ev.alloc) first_phase[static_cast<size_t>(ev.buffer)] = static_cast<int>(ev.phase);
+      if (ev.alloc) first_phase[ev.buffer] = static_cast<int>(ev.phase);
     }
     for (size_t b = 0; b < at_peak.live_sizes.size(); ++b) {
       if (at_peak.live_sizes[b] == 0) continue;

@@ -16,8 +16,7 @@ std::vector<KeptStorage> kept_for_backward(const Graph& graph) {
       if (seen[sid] || s.kind != StorageKind::kActivation) continue;
       if (s.host && !host_tensors_use_device_memory(graph.target)) continue;
       seen[sid] = true;
-      const ModuleId module =
-          s.producer == kNone ? kNone : graph.nodes[static_cast<size_t>(s.producer)].module;
+      const ModuleId module = s.producer == kNone ? kNone : graph.nodes[s.producer].module;
       kept.push_back({static_cast<StorageId>(sid), s.bytes, module, s.producer});
     }
   }

@@ -46,7 +46,7 @@ void GraphBuilder::fail(const Status& status) {
     status_ = status;
     return;
   }
-  const Module& mod = graph_.modules[static_cast<size_t>(m)];
+  const Module& mod = graph_.modules[m];
   const std::string where =
       mod.path.empty() ? mod.name : fmt::format("{} ({})", mod.path, mod.type);
   status_ = status.with_context(where);
@@ -70,8 +70,8 @@ int64_t GraphBuilder::dim(ValueId id, int64_t d) const {
 
 std::string GraphBuilder::param_name(std::string_view local) const {
   const ModuleId m = current_module();
-  if (m == kNone || graph_.modules[static_cast<size_t>(m)].path.empty()) return std::string(local);
-  return graph_.modules[static_cast<size_t>(m)].path + "." + std::string(local);
+  if (m == kNone || graph_.modules[m].path.empty()) return std::string(local);
+  return graph_.modules[m].path + "." + std::string(local);
 }
 
 bool GraphBuilder::frozen(const std::string& name) const {
@@ -92,15 +92,15 @@ ValueId GraphBuilder::input(const std::string& name, Dims shape, DType dtype, bo
   Storage s;
   s.bytes = *bytes;
   s.kind = StorageKind::kInput;
-  graph_.storages.push_back(s);
   Value v;
+  v.storage = graph_.storages.next_id();
+  graph_.storages.push_back(s);
   v.strides = contiguous_strides(shape);
   v.shape = std::move(shape);
   v.dtype = dtype;
-  v.storage = static_cast<StorageId>(graph_.storages.size() - 1);
   v.requires_grad = requires_grad && is_floating(dtype);
+  const ValueId id = graph_.values.next_id();
   graph_.values.push_back(std::move(v));
-  const auto id = static_cast<ValueId>(graph_.values.size() - 1);
   graph_.inputs.push_back(id);
   graph_.input_names.push_back(name);
   return id;
@@ -124,16 +124,16 @@ ValueId GraphBuilder::make_param(const ParamSpec& spec) {
   Storage s;
   s.bytes = *bytes;
   s.kind = spec.buffer ? StorageKind::kBuffer : StorageKind::kParameter;
-  graph_.storages.push_back(s);
   Value v;
+  v.storage = graph_.storages.next_id();
+  graph_.storages.push_back(s);
   v.shape = spec.shape;
   v.strides = contiguous_strides(spec.shape);
   v.dtype = dtype;
-  v.storage = static_cast<StorageId>(graph_.storages.size() - 1);
   const bool trainable = spec.trainable && !spec.buffer && is_floating(dtype) && !frozen(name);
   v.requires_grad = trainable;
+  const ValueId id = graph_.values.next_id();
   graph_.values.push_back(std::move(v));
-  const auto id = static_cast<ValueId>(graph_.values.size() - 1);
   Param p;
   p.value = id;
   p.name = name;
@@ -213,9 +213,8 @@ ValueId GraphBuilder::autocast_input(ValueId input, Autocast policy, DType wides
   if (target == v.dtype) return input;
   // autocast caches the cast of an fp32 leaf that requires grad (a trainable parameter) for
   // the whole autocast region (autocast_mode.cpp, cached_cast).
-  const bool cacheable =
-      policy == Autocast::kLower && v.producer == kNone && v.requires_grad &&
-      graph_.storages[static_cast<size_t>(v.storage)].kind == StorageKind::kParameter;
+  const bool cacheable = policy == Autocast::kLower && v.producer == kNone && v.requires_grad &&
+                         graph_.storages[v.storage].kind == StorageKind::kParameter;
   if (cacheable) {
     if (auto it = autocast_cache_.find(input); it != autocast_cache_.end()) return it->second;
   }
@@ -226,7 +225,7 @@ ValueId GraphBuilder::autocast_input(ValueId input, Autocast policy, DType wides
     graph_.autocast_cached.push_back(outs[0]);
   }
   // A cast is what it was cast from (a bf16 copy of attention probabilities is one too).
-  if (ok()) graph_.values[static_cast<size_t>(outs[0])].role = value(input).role;
+  if (ok()) graph_.values[outs[0]].role = value(input).role;
   return outs[0];
 }
 
@@ -336,7 +335,7 @@ std::vector<ValueId> GraphBuilder::run_primitive(const OpSchema& schema,
   node.recorded = recorded;
   node.workspace_bytes = schema.workspace(call);
   in_values.clear();
-  const auto node_id = static_cast<NodeId>(graph_.nodes.size());
+  const NodeId node_id = graph_.nodes.next_id();
   for (OutputSpec& spec : specs) {
     Value v;
     if (spec.alias_of >= 0) {
@@ -356,16 +355,16 @@ std::vector<ValueId> GraphBuilder::run_primitive(const OpSchema& schema,
       s.kind = StorageKind::kActivation;
       s.producer = node_id;
       s.host = spec.host;
+      v.storage = graph_.storages.next_id();
       graph_.storages.push_back(s);
-      v.storage = static_cast<StorageId>(graph_.storages.size() - 1);
     }
     v.shape = std::move(spec.shape);
     v.strides = std::move(spec.strides);
     v.dtype = spec.dtype;
     v.producer = node_id;
     v.requires_grad = recorded && spec.differentiable;
+    node.outputs.push_back(graph_.values.next_id());
     graph_.values.push_back(std::move(v));
-    node.outputs.push_back(static_cast<ValueId>(graph_.values.size() - 1));
   }
   if (recorded) {
     for (const SavedRef& ref : saved) {
@@ -392,15 +391,14 @@ GraphBuilder::Scope GraphBuilder::module(std::string_view name, std::string_view
     m.name = graph_.model;
   } else {
     m.name = std::string(name);
-    const std::string& parent_path =
-        parent == kNone ? std::string() : graph_.modules[static_cast<size_t>(parent)].path;
+    const std::string& parent_path = parent == kNone ? std::string() : graph_.modules[parent].path;
     m.path = parent_path.empty() ? m.name : parent_path + "." + m.name;
   }
-  m.depth = parent == kNone ? 0 : graph_.modules[static_cast<size_t>(parent)].depth + 1;
-  m.first_node = static_cast<NodeId>(graph_.nodes.size());
+  m.depth = parent == kNone ? 0 : graph_.modules[parent].depth + 1;
+  m.first_node = graph_.nodes.next_id();
   m.end_node = m.first_node;
+  const ModuleId id = graph_.modules.next_id();
   graph_.modules.push_back(std::move(m));
-  const auto id = static_cast<ModuleId>(graph_.modules.size() - 1);
   open_.push_back({id});
   return Scope(this, id);
 }
@@ -411,9 +409,9 @@ GraphBuilder::Scope::~Scope() {
 
 void GraphBuilder::close_module(ModuleId id) {
   TF_CHECK(!open_.empty() && open_.back().id == id) << "modules must close in reverse order";
-  Module& m = graph_.modules[static_cast<size_t>(id)];
+  Module& m = graph_.modules[id];
   m.output = open_.back().last_output;
-  m.end_node = static_cast<NodeId>(graph_.nodes.size());
+  m.end_node = graph_.nodes.next_id();
   open_.pop_back();
 }
 
@@ -438,7 +436,7 @@ void GraphBuilder::param_order(std::vector<std::string> prefixes) {
 void GraphBuilder::mark_outputs_since(NodeId first, ValueRole role) {
   if (!ok()) return;
   for (size_t n = static_cast<size_t>(first); n < graph_.nodes.size(); ++n) {
-    for (ValueId o : graph_.nodes[n].outputs) graph_.values[static_cast<size_t>(o)].role = role;
+    for (ValueId o : graph_.nodes[n].outputs) graph_.values[o].role = role;
   }
 }
 
@@ -470,7 +468,7 @@ Result<Graph> GraphBuilder::finish() && {
       ranked.emplace_back(rank, j);
     }
     std::sort(ranked.begin(), ranked.end());
-    std::vector<Param> ordered;
+    IdVector<Param> ordered;
     ordered.reserve(ranked.size());
     for (const auto& [rank, j] : ranked) ordered.push_back(std::move(graph_.params[j]));
     graph_.params = std::move(ordered);

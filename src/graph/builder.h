@@ -94,7 +94,7 @@ class GraphBuilder {
   void param_order(std::vector<std::string> prefixes);
   // Gives every output of the nodes made since `first` the role `role`.
   void mark_outputs_since(NodeId first, ValueRole role);
-  NodeId node_count() const { return static_cast<NodeId>(graph_.nodes.size()); }
+  NodeId node_count() const { return graph_.nodes.next_id(); }
   const Value& value(ValueId id) const { return graph_.value(id); }
   const Dims& shape(ValueId id) const { return value(id).shape; }
   int64_t dim(ValueId id, int64_t d) const;

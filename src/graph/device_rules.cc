@@ -11,7 +11,8 @@ bool cuda(const KernelTarget& target) {
 
 int64_t cublas_workspace_bytes(int sm) {
   constexpr int64_t kKiB = 1024;
-  if (sm >= 90) return 32 * 1024 * kKiB;
+  constexpr int64_t kMiB = 1024 * kKiB;
+  if (sm >= 90) return 32 * kMiB;
   return 4096 * kKiB * 2 + 16 * kKiB * 8;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/enum_names.h"
+#include "base/id_vector.h"
 #include "graph/attrs.h"
 #include "graph/dtype.h"
 #include "graph/shape.h"
@@ -127,23 +128,21 @@ struct Graph {
   std::string model;
   KernelTarget target;
   Precision precision = Precision::kFp32;
-  std::vector<Value> values;
-  std::vector<Storage> storages;
-  std::vector<Node> nodes;
-  std::vector<Module> modules;
-  std::vector<Param> params;
+  IdVector<Value> values;
+  IdVector<Storage> storages;
+  IdVector<Node> nodes;
+  IdVector<Module> modules;
+  IdVector<Param> params;
   std::vector<ValueId> inputs;  // the batch: model inputs and targets
   std::vector<std::string> input_names;
   ValueId loss = kNone;
-  std::vector<bool> on_loss_path;  // per node: some output reaches the loss
+  IdVector<bool> on_loss_path;  // per node: some output reaches the loss
   // Low-precision weight copies that torch.autocast caches until the autocast region ends.
   std::vector<ValueId> autocast_cached;
   std::vector<GraphFact> facts;
 
-  const Value& value(ValueId id) const { return values[static_cast<size_t>(id)]; }
-  const Storage& storage_of(ValueId id) const {
-    return storages[static_cast<size_t>(value(id).storage)];
-  }
+  const Value& value(ValueId id) const { return values[id]; }
+  const Storage& storage_of(ValueId id) const { return storages[value(id).storage]; }
   int64_t batch_size() const;  // first dim of the first input
 };
 

@@ -51,7 +51,7 @@ Kept kept_by_all_nodes(const Graph& g) {
     if (!n.recorded) continue;
     for (ValueId v : n.saved) {
       const StorageId sid = g.value(v).storage;
-      const Storage& s = g.storages[static_cast<size_t>(sid)];
+      const Storage& s = g.storages[sid];
       if (!seen.insert(sid).second) continue;
       if (s.kind == StorageKind::kInput) {
         for (size_t i = 0; i < g.inputs.size(); ++i) {

@@ -10,7 +10,7 @@ namespace {
 
 // Adds `amount` to `module` and all its ancestors.
 void roll_up(const Graph& g, ModuleId module, int64_t amount, std::vector<int64_t>& totals) {
-  for (ModuleId m = module; m != kNone; m = g.modules[static_cast<size_t>(m)].parent) {
+  for (ModuleId m = module; m != kNone; m = g.modules[m].parent) {
     totals[static_cast<size_t>(m)] += amount;
   }
 }

@@ -52,6 +52,9 @@ inline std::string_view phase_name(Phase p) {
   return kPhaseNames.name(p);
 }
 
+// A buffer's index in its EventList.
+using BufferId = int32_t;
+
 struct Buffer {
   int64_t bytes = 0;
   Category category = Category::kTemporary;
@@ -62,7 +65,7 @@ struct Buffer {
 };
 
 struct Event {
-  int32_t buffer = 0;
+  BufferId buffer = 0;
   bool alloc = true;
   Phase phase = Phase::kSetup;
   uint8_t iteration = 0;
@@ -70,13 +73,13 @@ struct Event {
 };
 
 struct EventList {
-  std::vector<Buffer> buffers;
+  IdVector<Buffer> buffers;
   std::vector<Event> events;
 
   // Appends a buffer and the event that allocates it; returns the buffer's index.
-  int32_t add_alloc(const Buffer& buffer, Phase phase, uint8_t iteration, NodeId node) {
+  BufferId add_alloc(const Buffer& buffer, Phase phase, uint8_t iteration, NodeId node) {
+    const BufferId id = buffers.next_id();
     buffers.push_back(buffer);
-    const auto id = static_cast<int32_t>(buffers.size() - 1);
     events.push_back({id, true, phase, iteration, node});
     return id;
   }
@@ -87,8 +90,8 @@ class EventSink {
  public:
   virtual ~EventSink() = default;
   // A new buffer; `param` >= 0 labels optimizer state with its parameter.
-  virtual int32_t alloc(int64_t bytes, Category category, bool host, int32_t param) = 0;
-  virtual void release(int32_t buffer) = 0;
+  virtual BufferId alloc(int64_t bytes, Category category, bool host, int32_t param) = 0;
+  virtual void release(BufferId buffer) = 0;
 };
 
 }  // namespace trainfit

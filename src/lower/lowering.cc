@@ -13,7 +13,7 @@
 namespace trainfit {
 namespace {
 
-constexpr int32_t kNoBuffer = -1;
+constexpr BufferId kNoBuffer = -1;
 
 using Segment = CheckpointSegment;
 
@@ -35,27 +35,27 @@ class Lowerer : public EventSink {
   void allocate_parameters();
 
   // Events.
-  int32_t new_buffer(int64_t bytes, Category category, NodeId node, bool host = false);
-  void emit(int32_t buffer, bool alloc, NodeId node);
-  int32_t alloc_new(int64_t bytes, Category category, NodeId node, bool host = false);
-  void free_buffer(int32_t buffer, NodeId node);
-  void unref_grad(int32_t buffer, NodeId node);
+  BufferId new_buffer(int64_t bytes, Category category, NodeId node, bool host = false);
+  void emit(BufferId buffer, bool alloc, NodeId node);
+  BufferId alloc_new(int64_t bytes, Category category, NodeId node, bool host = false);
+  void free_buffer(BufferId buffer, NodeId node);
+  void unref_grad(BufferId buffer, NodeId node);
 
   void forward();
   void backward();
   void recompute(size_t segment);
-  void route_gradient(ValueId value, int32_t buffer, bool shared_tensor, NodeId node);
+  void route_gradient(ValueId value, BufferId buffer, bool shared_tensor, NodeId node);
   void optimizer_step(bool first_step);
   bool uses_grad_scaler() const;
   void scale_loss();
-  int32_t alloc(int64_t bytes, Category category, bool host, int32_t param) override;
-  void release(int32_t buffer) override;
+  BufferId alloc(int64_t bytes, Category category, bool host, int32_t param) override;
+  void release(BufferId buffer) override;
   void zero_grad();
   void end_micro_step();
 
   bool is_param(ValueId v) const {
     const Value& val = g_.value(v);
-    const StorageKind k = g_.storages[static_cast<size_t>(val.storage)].kind;
+    const StorageKind k = g_.storages[val.storage].kind;
     return val.producer == kNone && k == StorageKind::kParameter;
   }
 
@@ -67,49 +67,50 @@ class Lowerer : public EventSink {
   uint8_t iteration_ = 0;
 
   // Analysis.
-  std::vector<NodeId> last_use_;           // per storage: last forward node touching it
-  std::vector<int> forward_savers_;        // per storage: backward nodes that keep it
-  std::vector<bool> held_to_end_;          // loss and model output: Python holds them
-  std::vector<bool> held_to_forward_end_;  // autocast's cached weight casts
-  std::vector<std::vector<StorageId>> frees_after_;
-  std::vector<int> segment_of_;  // per node, or -1
+  IdVector<NodeId> last_use_;                     // per storage: last forward node touching it
+  IdVector<int> forward_savers_;                  // per storage: backward nodes that keep it
+  IdVector<bool> held_to_end_;                    // loss and model output: Python holds them
+  IdVector<bool> held_to_forward_end_;            // autocast's cached weight casts
+  IdVector<std::vector<StorageId>> frees_after_;  // per node
+  IdVector<int> segment_of_;                      // per node, or -1
   std::vector<Segment> segments_;
-  std::vector<int> param_index_;              // per value: index into g_.params, or -1
-  std::vector<BackwardSpec> backward_specs_;  // per node (recorded nodes on the loss path)
-  std::vector<int> expected_grads_;           // per param: backward nodes that send it one
+  IdVector<int> param_index_;              // per value: index into g_.params, or -1
+  IdVector<BackwardSpec> backward_specs_;  // per node (recorded nodes on the loss path)
+  IdVector<int> expected_grads_;           // per param: backward nodes that send it one
 
   // State.
-  std::vector<int32_t> storage_buffer_;  // live buffer of a storage
-  std::vector<int> saver_refs_;          // per storage, counting down in backward
-  std::vector<int32_t> recomputed_buffer_;
-  std::vector<int> recomputed_refs_;
-  std::vector<bool> recomputed_;
-  std::vector<int32_t> grad_slot_;   // per value: buffer of its accumulated gradient
-  std::vector<int> grad_refs_;       // per buffer: references by gradient slots
-  std::vector<int32_t> param_grad_;  // per param: its .grad
-  std::vector<int> received_grads_;  // per param, this backward
-  bool scaler_created_ = false;      // GradScaler's _scale and _growth_tracker exist
-  int32_t scaled_loss_ = kNoBuffer;
+  IdVector<BufferId> storage_buffer_;  // live buffer of a storage
+  IdVector<int> saver_refs_;           // per storage, counting down in backward
+  IdVector<BufferId> recomputed_buffer_;
+  IdVector<int> recomputed_refs_;
+  IdVector<bool> recomputed_;
+  IdVector<BufferId> grad_slot_;   // per value: buffer of its accumulated gradient
+  IdVector<int> grad_refs_;        // per buffer: references by gradient slots
+  IdVector<BufferId> param_grad_;  // per param: its .grad
+  IdVector<int> received_grads_;   // per param, this backward
+  bool scaler_created_ = false;    // GradScaler's _scale and _growth_tracker exist
+  BufferId scaled_loss_ = kNoBuffer;
   CublasHandles cublas_;
   int micro_step_ = 0;
-  std::vector<int32_t> iteration_buffers_;  // freed at the end of the micro-step
+  std::vector<BufferId> iteration_buffers_;  // freed at the end of the micro-step
 };
 
 // ---- events --------------------------------------------------------------------------------
 
-int32_t Lowerer::new_buffer(int64_t bytes, Category category, NodeId node, bool host) {
+BufferId Lowerer::new_buffer(int64_t bytes, Category category, NodeId node, bool host) {
   Buffer b;
   b.bytes = bytes;
   b.category = category;
   b.node = node;
-  b.module = node == kNone ? kNone : g_.nodes[static_cast<size_t>(node)].module;
+  b.module = node == kNone ? kNone : g_.nodes[node].module;
   b.host = host;
+  const BufferId id = out_.buffers.next_id();
   out_.buffers.push_back(b);
   grad_refs_.push_back(0);
-  return static_cast<int32_t>(out_.buffers.size() - 1);
+  return id;
 }
 
-void Lowerer::emit(int32_t buffer, bool alloc, NodeId node) {
+void Lowerer::emit(BufferId buffer, bool alloc, NodeId node) {
   Event e;
   e.buffer = buffer;
   e.alloc = alloc;
@@ -119,19 +120,19 @@ void Lowerer::emit(int32_t buffer, bool alloc, NodeId node) {
   out_.events.push_back(e);
 }
 
-int32_t Lowerer::alloc_new(int64_t bytes, Category category, NodeId node, bool host) {
-  const int32_t b = new_buffer(bytes, category, node, host);
+BufferId Lowerer::alloc_new(int64_t bytes, Category category, NodeId node, bool host) {
+  const BufferId b = new_buffer(bytes, category, node, host);
   emit(b, true, node);
   return b;
 }
 
-void Lowerer::free_buffer(int32_t buffer, NodeId node) {
+void Lowerer::free_buffer(BufferId buffer, NodeId node) {
   if (buffer != kNoBuffer) emit(buffer, false, node);
 }
 
-void Lowerer::unref_grad(int32_t buffer, NodeId node) {
+void Lowerer::unref_grad(BufferId buffer, NodeId node) {
   if (buffer == kNoBuffer) return;
-  if (--grad_refs_[static_cast<size_t>(buffer)] == 0) free_buffer(buffer, node);
+  if (--grad_refs_[buffer] == 0) free_buffer(buffer, node);
 }
 
 // ---- analysis ------------------------------------------------------------------------------
@@ -141,7 +142,7 @@ Status Lowerer::find_segments() {
   segment_of_.assign(g_.nodes.size(), -1);
   for (size_t id = 0; id < segments_.size(); ++id) {
     for (NodeId n = segments_[id].first; n < segments_[id].end; ++n) {
-      segment_of_[static_cast<size_t>(n)] = static_cast<int>(id);
+      segment_of_[n] = static_cast<int>(id);
     }
   }
   return {};
@@ -156,7 +157,7 @@ void Lowerer::analyze() {
   frees_after_.assign(g_.nodes.size(), {});
   param_index_.assign(g_.values.size(), -1);
   for (size_t i = 0; i < g_.params.size(); ++i) {
-    param_index_[static_cast<size_t>(g_.params[i].value)] = static_cast<int>(i);
+    param_index_[g_.params[i].value] = static_cast<int>(i);
   }
   backward_specs_.assign(g_.nodes.size(), {});
   expected_grads_.assign(g_.params.size(), 0);
@@ -169,43 +170,40 @@ void Lowerer::analyze() {
       const OpCall call{node.attrs, in_values, g_.target, g_.precision};
       backward_specs_[n] = backward_of(*node.op, call);
       for (const GradRule& rule : backward_specs_[n].grads) {
-        const int p =
-            param_index_[static_cast<size_t>(node.inputs[static_cast<size_t>(rule.input)])];
-        if (p >= 0) ++expected_grads_[static_cast<size_t>(p)];
+        const int p = param_index_[node.inputs[static_cast<size_t>(rule.input)]];
+        if (p >= 0) ++expected_grads_[p];
       }
     }
   }
   for (size_t n = 0; n < g_.nodes.size(); ++n) {
     const Node& node = g_.nodes[n];
-    for (ValueId v : node.inputs)
-      last_use_[static_cast<size_t>(g_.value(v).storage)] = static_cast<NodeId>(n);
-    for (ValueId v : node.outputs)
-      last_use_[static_cast<size_t>(g_.value(v).storage)] = static_cast<NodeId>(n);
+    for (ValueId v : node.inputs) last_use_[g_.value(v).storage] = static_cast<NodeId>(n);
+    for (ValueId v : node.outputs) last_use_[g_.value(v).storage] = static_cast<NodeId>(n);
     if (!node.recorded || !g_.on_loss_path[n] || segment_of_[n] >= 0) continue;
     std::vector<StorageId> seen;
     for (ValueId v : node.saved) {
       const StorageId s = g_.value(v).storage;
       if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
       seen.push_back(s);
-      ++forward_savers_[static_cast<size_t>(s)];
+      ++forward_savers_[s];
     }
   }
   for (const Segment& s : segments_) {
     if (s.last_to_run == kNone) continue;
-    for (StorageId st : s.held_inputs) ++forward_savers_[static_cast<size_t>(st)];
+    for (StorageId st : s.held_inputs) ++forward_savers_[st];
   }
-  if (g_.loss != kNone) held_to_end_[static_cast<size_t>(g_.value(g_.loss).storage)] = true;
+  if (g_.loss != kNone) held_to_end_[g_.value(g_.loss).storage] = true;
   if (!g_.modules.empty() && g_.modules.front().output != kNone) {
-    held_to_end_[static_cast<size_t>(g_.value(g_.modules.front().output).storage)] = true;
+    held_to_end_[g_.value(g_.modules.front().output).storage] = true;
   }
   for (ValueId v : g_.autocast_cached) {
-    held_to_forward_end_[static_cast<size_t>(g_.value(v).storage)] = true;
+    held_to_forward_end_[g_.value(v).storage] = true;
   }
   for (size_t s = 0; s < n_storages; ++s) {
     const Storage& st = g_.storages[s];
     if (st.kind != StorageKind::kActivation || last_use_[s] == kNone) continue;
     if (forward_savers_[s] > 0 || held_to_end_[s] || held_to_forward_end_[s]) continue;
-    frees_after_[static_cast<size_t>(last_use_[s])].push_back(static_cast<StorageId>(s));
+    frees_after_[last_use_[s]].push_back(static_cast<StorageId>(s));
   }
 }
 
@@ -232,12 +230,11 @@ void Lowerer::allocate_parameters() {
   for (size_t p : by_module.back()) order.push_back(p);
   for (size_t p : order) {
     const StorageId s = g_.value(g_.params[p].value).storage;
-    const int32_t b =
-        new_buffer(g_.storages[static_cast<size_t>(s)].bytes, Category::kParameter, kNone);
-    out_.buffers[static_cast<size_t>(b)].param = static_cast<int32_t>(p);
-    out_.buffers[static_cast<size_t>(b)].module = g_.params[p].module;
+    const BufferId b = new_buffer(g_.storages[s].bytes, Category::kParameter, kNone);
+    out_.buffers[b].param = static_cast<int32_t>(p);
+    out_.buffers[b].module = g_.params[p].module;
     emit(b, true, kNone);
-    storage_buffer_[static_cast<size_t>(s)] = b;
+    storage_buffer_[s] = b;
   }
 }
 
@@ -247,8 +244,8 @@ void Lowerer::forward() {
   phase_ = Phase::kForward;
   for (ValueId in : g_.inputs) {
     const StorageId s = g_.value(in).storage;
-    const int32_t b = alloc_new(g_.storages[static_cast<size_t>(s)].bytes, Category::kInput, kNone);
-    storage_buffer_[static_cast<size_t>(s)] = b;
+    const BufferId b = alloc_new(g_.storages[s].bytes, Category::kInput, kNone);
+    storage_buffer_[s] = b;
     iteration_buffers_.push_back(b);
   }
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
@@ -258,22 +255,21 @@ void Lowerer::forward() {
         cublas_.creates_handle(g_.target, /*autograd_thread=*/false)) {
       alloc_new(options_.cublas_workspace_bytes, Category::kWorkspace, n);
     }
-    int32_t workspace = kNoBuffer;
+    BufferId workspace = kNoBuffer;
     if (options_.op_workspaces && node.workspace_bytes > 0) {
       workspace = alloc_new(node.workspace_bytes, Category::kWorkspace, n);
     }
     for (ValueId o : node.outputs) {
       const StorageId s = g_.value(o).storage;
-      const Storage& st = g_.storages[static_cast<size_t>(s)];
-      if (st.producer != n || storage_buffer_[static_cast<size_t>(s)] != kNoBuffer) continue;
-      const Category c = forward_savers_[static_cast<size_t>(s)] > 0 ? Category::kActivation
-                                                                     : Category::kTemporary;
-      storage_buffer_[static_cast<size_t>(s)] = alloc_new(st.bytes, c, n, st.host);
+      const Storage& st = g_.storages[s];
+      if (st.producer != n || storage_buffer_[s] != kNoBuffer) continue;
+      const Category c = forward_savers_[s] > 0 ? Category::kActivation : Category::kTemporary;
+      storage_buffer_[s] = alloc_new(st.bytes, c, n, st.host);
     }
     free_buffer(workspace, n);
     for (StorageId s : frees_after_[i]) {
-      free_buffer(storage_buffer_[static_cast<size_t>(s)], n);
-      storage_buffer_[static_cast<size_t>(s)] = kNoBuffer;
+      free_buffer(storage_buffer_[s], n);
+      storage_buffer_[s] = kNoBuffer;
     }
   }
   // torch.autocast drops its weight-cast cache on exit, after the loss.
@@ -295,14 +291,14 @@ void Lowerer::recompute(size_t index) {
   std::unordered_map<StorageId, int> keep;
   std::unordered_map<StorageId, NodeId> last;
   for (NodeId n = seg.first; n <= seg.recompute_stop; ++n) {
-    const Node& node = g_.nodes[static_cast<size_t>(n)];
+    const Node& node = g_.nodes[n];
     for (ValueId v : node.inputs) last[g_.value(v).storage] = n;
     for (ValueId v : node.outputs) last[g_.value(v).storage] = n;
-    if (!node.recorded || !g_.on_loss_path[static_cast<size_t>(n)]) continue;
+    if (!node.recorded || !g_.on_loss_path[n]) continue;
     std::vector<StorageId> seen;
     for (ValueId v : node.saved) {
       const StorageId s = g_.value(v).storage;
-      const Storage& st = g_.storages[static_cast<size_t>(s)];
+      const Storage& st = g_.storages[s];
       if (st.kind != StorageKind::kActivation || st.producer < seg.first) continue;
       if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
       seen.push_back(s);
@@ -310,42 +306,41 @@ void Lowerer::recompute(size_t index) {
     }
   }
   for (NodeId n = seg.first; n <= seg.recompute_stop; ++n) {
-    const Node& node = g_.nodes[static_cast<size_t>(n)];
+    const Node& node = g_.nodes[n];
     for (ValueId o : node.outputs) {
       const StorageId s = g_.value(o).storage;
-      const Storage& st = g_.storages[static_cast<size_t>(s)];
-      if (st.producer != n || recomputed_buffer_[static_cast<size_t>(s)] != kNoBuffer) continue;
+      const Storage& st = g_.storages[s];
+      if (st.producer != n || recomputed_buffer_[s] != kNoBuffer) continue;
       const auto k = keep.find(s);
       const bool kept = k != keep.end();
-      recomputed_buffer_[static_cast<size_t>(s)] =
+      recomputed_buffer_[s] =
           alloc_new(st.bytes, kept ? Category::kActivation : Category::kTemporary, n, st.host);
-      recomputed_refs_[static_cast<size_t>(s)] = kept ? k->second : 0;
+      recomputed_refs_[s] = kept ? k->second : 0;
     }
     for (const auto& [s, at] : last) {
       if (at != n || keep.count(s) != 0) continue;
-      const auto idx = static_cast<size_t>(s);
-      if (recomputed_buffer_[idx] == kNoBuffer) continue;
-      free_buffer(recomputed_buffer_[idx], n);
-      recomputed_buffer_[idx] = kNoBuffer;
+      if (recomputed_buffer_[s] == kNoBuffer) continue;
+      free_buffer(recomputed_buffer_[s], n);
+      recomputed_buffer_[s] = kNoBuffer;
     }
   }
 }
 
-void Lowerer::route_gradient(ValueId value, int32_t buffer, bool same_tensor, NodeId node) {
-  const int p = param_index_[static_cast<size_t>(value)];
-  int32_t& slot = grad_slot_[static_cast<size_t>(value)];
+void Lowerer::route_gradient(ValueId value, BufferId buffer, bool same_tensor, NodeId node) {
+  const int p = param_index_[value];
+  BufferId& slot = grad_slot_[value];
   if (slot == kNoBuffer) {
     slot = buffer;
   } else {
     // Gradients for one value meet in the autograd engine's InputBuffer (device_rules.h Note
     // [Summing gradients]; the op cases show 1.13's aten.add).
     same_tensor = false;
-    if (adds_gradient_in_place(g_.target, grad_refs_[static_cast<size_t>(slot)] == 1)) {
+    if (adds_gradient_in_place(g_.target, grad_refs_[slot] == 1)) {
       unref_grad(buffer, node);
     } else {
-      const int32_t sum = alloc_new(value_bytes(g_.value(value)),
-                                    p >= 0 ? Category::kGradient : Category::kTemporary, node);
-      grad_refs_[static_cast<size_t>(sum)] = 1;
+      const BufferId sum = alloc_new(value_bytes(g_.value(value)),
+                                     p >= 0 ? Category::kGradient : Category::kTemporary, node);
+      grad_refs_[sum] = 1;
       unref_grad(slot, node);
       unref_grad(buffer, node);
       slot = sum;
@@ -355,13 +350,13 @@ void Lowerer::route_gradient(ValueId value, int32_t buffer, bool same_tensor, No
   // A parameter's AccumulateGrad runs once every gradient for it has arrived. The first becomes
   // .grad without a copy, a view included (it then keeps its base alive), unless other holders
   // share that very tensor (accumulate_grad.h); a later micro-batch's is added in place.
-  if (++received_grads_[static_cast<size_t>(p)] < expected_grads_[static_cast<size_t>(p)]) return;
-  int32_t& grad = param_grad_[static_cast<size_t>(p)];
+  if (++received_grads_[p] < expected_grads_[p]) return;
+  BufferId& grad = param_grad_[p];
   if (grad != kNoBuffer) {
     unref_grad(slot, node);
-  } else if (same_tensor && grad_refs_[static_cast<size_t>(slot)] > 1) {
+  } else if (same_tensor && grad_refs_[slot] > 1) {
     grad = alloc_new(value_bytes(g_.value(value)), Category::kGradient, node);
-    grad_refs_[static_cast<size_t>(grad)] = 1;
+    grad_refs_[grad] = 1;
     unref_grad(slot, node);
   } else {
     grad = slot;
@@ -375,16 +370,16 @@ void Lowerer::backward() {
   saver_refs_ = forward_savers_;
   // loss.backward() seeds with ones_like(loss); torch.autograd.backward holds that tensor in a
   // Python list until the engine returns.
-  const int32_t seed = alloc_new(value_bytes(g_.value(g_.loss)), Category::kTemporary, kNone);
-  grad_refs_[static_cast<size_t>(seed)] = 2;
-  grad_slot_[static_cast<size_t>(g_.loss)] = seed;
+  const BufferId seed = alloc_new(value_bytes(g_.value(g_.loss)), Category::kTemporary, kNone);
+  grad_refs_[seed] = 2;
+  grad_slot_[g_.loss] = seed;
   std::fill(received_grads_.begin(), received_grads_.end(), 0);
   for (size_t i = g_.nodes.size(); i-- > 0;) {
     const Node& node = g_.nodes[i];
     const auto n = static_cast<NodeId>(i);
     if (!node.recorded || !g_.on_loss_path[i]) continue;
     const int seg = segment_of_[i];
-    if (seg >= 0 && !recomputed_[static_cast<size_t>(seg)] && !node.saved.empty()) {
+    if (seg >= 0 && !recomputed_[seg] && !node.saved.empty()) {
       recompute(static_cast<size_t>(seg));
     }
     const BackwardSpec& spec = backward_specs_[i];
@@ -392,36 +387,35 @@ void Lowerer::backward() {
         cublas_.creates_handle(g_.target, /*autograd_thread=*/true)) {
       alloc_new(options_.cublas_workspace_bytes, Category::kWorkspace, n);
     }
-    const int32_t workspace = options_.op_workspaces && spec.workspace_bytes > 0
-                                  ? alloc_new(spec.workspace_bytes, Category::kWorkspace, n)
-                                  : kNoBuffer;
+    const BufferId workspace = options_.op_workspaces && spec.workspace_bytes > 0
+                                   ? alloc_new(spec.workspace_bytes, Category::kWorkspace, n)
+                                   : kNoBuffer;
     struct Produced {
       ValueId value;
-      int32_t buffer;
+      BufferId buffer;
       bool same_tensor;
     };
     std::vector<Produced> produced;
     for (const GradRule& rule : spec.grads) {
       const ValueId v = node.inputs[static_cast<size_t>(rule.input)];
-      int32_t b = kNoBuffer;
+      BufferId b = kNoBuffer;
       if (rule.alias_output >= 0) {
-        b = grad_slot_[static_cast<size_t>(node.outputs[static_cast<size_t>(rule.alias_output)])];
+        b = grad_slot_[node.outputs[static_cast<size_t>(rule.alias_output)]];
         if (b == kNoBuffer) continue;
-        ++grad_refs_[static_cast<size_t>(b)];
+        ++grad_refs_[b];
       } else {
         // A parameter's only gradient this step, with no .grad yet, becomes its .grad.
-        const int p = param_index_[static_cast<size_t>(v)];
-        const bool becomes_grad = p >= 0 && expected_grads_[static_cast<size_t>(p)] == 1 &&
-                                  param_grad_[static_cast<size_t>(p)] == kNoBuffer;
+        const int p = param_index_[v];
+        const bool becomes_grad = p >= 0 && expected_grads_[p] == 1 && param_grad_[p] == kNoBuffer;
         b = alloc_new(value_bytes(g_.value(v)),
                       becomes_grad ? Category::kGradient : Category::kTemporary, n);
-        grad_refs_[static_cast<size_t>(b)] = 1;
+        grad_refs_[b] = 1;
       }
       produced.push_back({v, b, rule.alias_output >= 0 && rule.same_tensor});
     }
     free_buffer(workspace, n);
     for (ValueId o : node.outputs) {
-      int32_t& slot = grad_slot_[static_cast<size_t>(o)];
+      BufferId& slot = grad_slot_[o];
       unref_grad(slot, n);
       slot = kNoBuffer;
     }
@@ -429,39 +423,37 @@ void Lowerer::backward() {
     std::vector<StorageId> seen;
     for (ValueId v : node.saved) {
       const StorageId s = g_.value(v).storage;
-      const auto idx = static_cast<size_t>(s);
       if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
       seen.push_back(s);
       if (seg >= 0) {
-        if (g_.storages[idx].kind != StorageKind::kActivation ||
-            g_.storages[idx].producer < segments_[static_cast<size_t>(seg)].first) {
+        if (g_.storages[s].kind != StorageKind::kActivation ||
+            g_.storages[s].producer < segments_[static_cast<size_t>(seg)].first) {
           continue;
         }
-        if (--recomputed_refs_[idx] == 0) {
-          free_buffer(recomputed_buffer_[idx], n);
-          recomputed_buffer_[idx] = kNoBuffer;
+        if (--recomputed_refs_[s] == 0) {
+          free_buffer(recomputed_buffer_[s], n);
+          recomputed_buffer_[s] = kNoBuffer;
         }
         continue;
       }
-      if (g_.storages[idx].kind != StorageKind::kActivation) continue;
-      if (--saver_refs_[idx] == 0 && !held_to_end_[idx]) {
-        free_buffer(storage_buffer_[idx], n);
-        storage_buffer_[idx] = kNoBuffer;
+      if (g_.storages[s].kind != StorageKind::kActivation) continue;
+      if (--saver_refs_[s] == 0 && !held_to_end_[s]) {
+        free_buffer(storage_buffer_[s], n);
+        storage_buffer_[s] = kNoBuffer;
       }
     }
     if (seg >= 0 && segments_[static_cast<size_t>(seg)].last_to_run == n) {
       for (StorageId s : segments_[static_cast<size_t>(seg)].held_inputs) {
-        const auto idx = static_cast<size_t>(s);
-        if (--saver_refs_[idx] == 0 && !held_to_end_[idx]) {
-          free_buffer(storage_buffer_[idx], n);
-          storage_buffer_[idx] = kNoBuffer;
+        if (--saver_refs_[s] == 0 && !held_to_end_[s]) {
+          free_buffer(storage_buffer_[s], n);
+          storage_buffer_[s] = kNoBuffer;
         }
       }
     }
     for (const Produced& pr : produced) route_gradient(pr.value, pr.buffer, pr.same_tensor, n);
   }
   // Gradients that reached a value nothing consumes (inputs that need a gradient).
-  for (int32_t& slot : grad_slot_) {
+  for (BufferId& slot : grad_slot_) {
     unref_grad(slot, kNone);
     slot = kNoBuffer;
   }
@@ -486,17 +478,17 @@ void Lowerer::scale_loss() {
   scaled_loss_ = alloc_new(value_bytes(g_.value(g_.loss)), Category::kTemporary, kNone);
 }
 
-int32_t Lowerer::alloc(int64_t bytes, Category category, bool host, int32_t param) {
-  const int32_t b = new_buffer(bytes, category, kNone, host);
+BufferId Lowerer::alloc(int64_t bytes, Category category, bool host, int32_t param) {
+  const BufferId b = new_buffer(bytes, category, kNone, host);
   if (param >= 0) {
-    out_.buffers[static_cast<size_t>(b)].param = param;
-    out_.buffers[static_cast<size_t>(b)].module = g_.params[static_cast<size_t>(param)].module;
+    out_.buffers[b].param = param;
+    out_.buffers[b].module = g_.params[param].module;
   }
   emit(b, true, kNone);
   return b;
 }
 
-void Lowerer::release(int32_t buffer) {
+void Lowerer::release(BufferId buffer) {
   free_buffer(buffer, kNone);
 }
 
@@ -517,7 +509,7 @@ void Lowerer::optimizer_step(bool first_step) {
 }
 
 void Lowerer::zero_grad() {
-  for (int32_t& grad : param_grad_) {
+  for (BufferId& grad : param_grad_) {
     unref_grad(grad, kNone);
     grad = kNoBuffer;
   }
@@ -530,10 +522,9 @@ void Lowerer::end_micro_step() {
       storage_buffer_[s] = kNoBuffer;
     }
   }
-  for (int32_t b : iteration_buffers_) free_buffer(b, kNone);
+  for (BufferId b : iteration_buffers_) free_buffer(b, kNone);
   iteration_buffers_.clear();
-  for (ValueId in : g_.inputs)
-    storage_buffer_[static_cast<size_t>(g_.value(in).storage)] = kNoBuffer;
+  for (ValueId in : g_.inputs) storage_buffer_[g_.value(in).storage] = kNoBuffer;
 }
 
 Result<EventList> Lowerer::run() {
@@ -575,18 +566,18 @@ Result<EventList> Lowerer::run() {
 Result<std::vector<CheckpointSegment>> checkpoint_segments(
     const Graph& g, const std::vector<std::string>& patterns) {
   std::vector<CheckpointSegment> segments;
-  std::vector<int> segment_of(g.nodes.size(), -1);
+  IdVector<int> segment_of(g.nodes.size(), -1);
   for (const std::string& pattern : patterns) {
     bool any = false;
     for (const Module& m : g.modules) {
       if (!module_matches(m.path, pattern) || m.first_node == m.end_node) continue;
       any = true;
-      if (segment_of[static_cast<size_t>(m.first_node)] >= 0) continue;  // inside another
+      if (segment_of[m.first_node] >= 0) continue;  // inside another
       const auto id = static_cast<int>(segments.size());
       Segment s;
       s.first = m.first_node;
       s.end = m.end_node;
-      for (NodeId n = m.first_node; n < m.end_node; ++n) segment_of[static_cast<size_t>(n)] = id;
+      for (NodeId n = m.first_node; n < m.end_node; ++n) segment_of[n] = id;
       segments.push_back(s);
     }
     if (!any) {
@@ -598,17 +589,17 @@ Result<std::vector<CheckpointSegment>> checkpoint_segments(
   const bool stops_early = recompute_stops_early(g.target);
   for (Segment& s : segments) {
     for (NodeId n = s.first; n < s.end; ++n) {
-      const Node& node = g.nodes[static_cast<size_t>(n)];
-      if (!node.recorded || !g.on_loss_path[static_cast<size_t>(n)]) continue;
+      const Node& node = g.nodes[n];
+      if (!node.recorded || !g.on_loss_path[n]) continue;
       if (s.last_to_run == kNone) s.last_to_run = n;
       if (!node.saved.empty()) s.recompute_stop = n;
     }
     if (!stops_early) s.recompute_stop = s.end - 1;
     // Inputs produced before the segment and used in it stay alive through its backward.
     for (NodeId n = s.first; n < s.end; ++n) {
-      for (ValueId in : g.nodes[static_cast<size_t>(n)].inputs) {
+      for (ValueId in : g.nodes[n].inputs) {
         const Value& v = g.value(in);
-        const Storage& st = g.storages[static_cast<size_t>(v.storage)];
+        const Storage& st = g.storages[v.storage];
         if (st.kind != StorageKind::kActivation || st.producer >= s.first) continue;
         if (std::find(s.held_inputs.begin(), s.held_inputs.end(), v.storage) ==
             s.held_inputs.end()) {

@@ -28,7 +28,7 @@ Replayed replay(const EventList& list) {
   std::vector<bool> live(list.buffers.size(), false);
   int64_t bytes = 0;
   for (const Event& e : list.events) {
-    const Buffer& b = list.buffers[static_cast<size_t>(e.buffer)];
+    const Buffer& b = list.buffers[e.buffer];
     EXPECT_NE(live[static_cast<size_t>(e.buffer)], e.alloc)
         << "buffer " << e.buffer << (e.alloc ? " allocated twice" : " freed while not live");
     live[static_cast<size_t>(e.buffer)] = e.alloc;
@@ -146,7 +146,7 @@ TEST(Lowering, FrozenLayersGetNoGradients) {
   const EventList events = *lower_training_step(g, with(OptimizerKind::kAdam), {});
   int64_t grads = 0;
   for (const Event& e : events.events) {
-    const Buffer& b = events.buffers[static_cast<size_t>(e.buffer)];
+    const Buffer& b = events.buffers[e.buffer];
     if (e.alloc && b.category == Category::kGradient && e.iteration == 0) grads += b.bytes;
   }
   EXPECT_EQ(grads, kParams - kW1 - kBias1);
@@ -160,7 +160,7 @@ TEST(Lowering, GradientAccumulationAddsIntoTheFirstGradients) {
   const EventList events = *lower_training_step(g, c, {});
   int64_t grads = 0;
   for (const Event& e : events.events) {
-    const Buffer& b = events.buffers[static_cast<size_t>(e.buffer)];
+    const Buffer& b = events.buffers[e.buffer];
     if (e.alloc && b.category == Category::kGradient) grads += b.bytes;
   }
   EXPECT_EQ(grads, kParams);  // later micro-batches' gradients are temporaries, added in place
@@ -207,7 +207,7 @@ TEST(Lowering, CublasWorkspacesAppearOncePerDirection) {
   const EventList events = *lower_training_step(g, with(OptimizerKind::kSgd), o);
   int workspaces = 0;
   for (const Event& e : events.events) {
-    const Buffer& b = events.buffers[static_cast<size_t>(e.buffer)];
+    const Buffer& b = events.buffers[e.buffer];
     if (e.alloc && b.category == Category::kWorkspace && b.bytes == o.cublas_workspace_bytes)
       ++workspaces;
   }
@@ -264,7 +264,7 @@ TEST(Graph, ModuleBlocksGroupUnderTheOutermostBranchingModule) {
   const std::vector<ModuleId> blocks = module_blocks(*g);
   std::map<std::string, std::string> block_of;
   for (size_t m = 0; m < g->modules.size(); ++m) {
-    block_of[g->modules[m].path] = g->modules[static_cast<size_t>(blocks[m])].path;
+    block_of[g->modules[m].path] = g->modules[blocks[m]].path;
   }
   EXPECT_EQ(block_of["model.encoder.layers.0.self_attn"], "model.encoder");
   EXPECT_EQ(block_of["model.backbone.layer4.1.conv2"], "model.backbone");

@@ -49,7 +49,7 @@ TEST(BatchSearch, FittingByRetriesIsBracketedNotCrept) {
   // unbounded figures crosses the budget below batches that fit (resnet18 at 32x32 on an
   // RTX 4090 once took 22,797 estimates this way).
   FakeEstimator fake;
-  fake.per_sample_bytes = 450 * 1024;
+  fake.per_sample_bytes = int64_t{450} * 1024;
   fake.cache_share = 0.4;
   const TrainingRequest r = fake.request(24 * kGiB);
   BatchSearch search(fake, r);

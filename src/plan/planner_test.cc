@@ -38,6 +38,7 @@ int64_t largest(const FakeEstimator& fake, TrainingRequest r) {
 
 std::vector<std::string> names(const std::vector<Knob>& knobs) {
   std::vector<std::string> out;
+  out.reserve(knobs.size());
   for (const Knob& k : knobs) out.push_back(k.name);
   std::sort(out.begin(), out.end());
   return out;

@@ -235,7 +235,7 @@ PYBIND11_MODULE(_trainfit, m) {
   using namespace trainfit;
   m.doc() = "trainfit's library in process (use the trainfit package: trainfit.estimate, ...)";
   // api.py replaces it with trainfit.Error; a ValueError either way.
-  py::exception<std::exception>(m, "Error", PyExc_ValueError);
+  m.attr("Error") = py::reinterpret_borrow<py::object>(PyExc_ValueError);
 
   py::class_<TraceHandle>(m, "Trace", "A trace parsed and fitted once (trainfit.load_trace).")
       .def_property_readonly("model", [](const TraceHandle& t) { return t.model->trace.model; })

@@ -75,9 +75,9 @@ Result<Fields> object_at(const json& list, size_t i, std::string_view name) {
   return Fields(list[i], std::move(where));
 }
 
-int32_t intern(std::vector<std::string>& table, std::map<std::string, int32_t>& index,
+int32_t intern(IdVector<std::string>& table, std::map<std::string, int32_t>& index,
                const std::string& s) {
-  const auto [it, added] = index.emplace(s, static_cast<int32_t>(table.size()));
+  const auto [it, added] = index.emplace(s, table.next_id());
   if (added) table.push_back(s);
   return it->second;
 }

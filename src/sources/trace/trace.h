@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/id_vector.h"
 #include "base/status.h"
 #include "lower/events.h"
 #include "lower/training.h"
@@ -64,18 +65,18 @@ struct TraceRun {
   int64_t batch = 0;
   int iterations = 0;
   int32_t allocations = 0;
-  std::vector<TraceEvent> events;
+  IdVector<TraceEvent> events;
 };
 
 struct Trace {
   std::string model;
   std::string torch;
   TraceOptimizer optimizer;
-  std::vector<TraceParam> params;
-  std::vector<std::string> ops;      // interned op names
-  std::vector<std::string> modules;  // interned module paths
-  std::vector<std::string> dtypes;   // interned dtype names
-  std::vector<TraceRun> runs;        // sorted by batch
+  IdVector<TraceParam> params;
+  IdVector<std::string> ops;      // interned op names
+  IdVector<std::string> modules;  // interned module paths
+  IdVector<std::string> dtypes;   // interned dtype names
+  std::vector<TraceRun> runs;     // sorted by batch
 };
 
 // Bytes per element of a PyTorch dtype name ("float32" -> 4); 0 when unknown.

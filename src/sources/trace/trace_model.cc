@@ -20,8 +20,8 @@ constexpr std::string_view kMismatchHint =
 std::string describe(const Trace& t, const TraceRun& run, size_t i) {
   const TraceEvent& e = run.events[i];
   std::string what = e.alloc ? fmt::format("an allocation of {} bytes", e.bytes) : "a free";
-  if (e.op >= 0) what += fmt::format(" by {}", t.ops[static_cast<size_t>(e.op)]);
-  if (e.module >= 0) what += fmt::format(" in {}", t.modules[static_cast<size_t>(e.module)]);
+  if (e.op >= 0) what += fmt::format(" by {}", t.ops[e.op]);
+  if (e.module >= 0) what += fmt::format(" in {}", t.modules[e.module]);
   return fmt::format("{} ({} {}, {})", what, phase_name(e.phase), e.iteration,
                      e.alloc ? category_name(e.category) : "");
 }
@@ -59,7 +59,7 @@ std::vector<BlockItem> kept_items(const EventList& list, int64_t sign) {
   std::vector<BlockItem> kept;
   for (const Event& e : list.events) {
     if (e.phase == Phase::kBackward) break;
-    const Buffer& b = list.buffers[static_cast<size_t>(e.buffer)];
+    const Buffer& b = list.buffers[e.buffer];
     if (b.category != Category::kActivation) continue;
     kept.push_back({.module = b.module, .kept_bytes = (e.alloc ? sign : -sign) * b.bytes});
   }
@@ -77,7 +77,7 @@ ModuleId add_module(Graph& tree, std::map<std::string, ModuleId, std::less<>>& i
   module.path = path;
   module.name = dot == std::string::npos ? path : path.substr(dot + 1);
   module.parent = parent;
-  module.depth = tree.modules[static_cast<size_t>(parent)].depth + 1;
+  module.depth = tree.modules[parent].depth + 1;
   tree.modules.push_back(std::move(module));
   const auto id = static_cast<ModuleId>(tree.modules.size() - 1);
   ids.emplace(path, id);
@@ -213,7 +213,7 @@ Result<std::shared_ptr<const TraceModel>> load_trace(std::string_view text,
 }
 
 ModuleId tree_module(const TraceModel& m, const TraceEvent& e) {
-  return e.module >= 0 ? m.module_of[static_cast<size_t>(e.module)] : kNone;
+  return e.module >= 0 ? m.module_of[e.module] : kNone;
 }
 
 Result<EventList> trace_events(const TraceModel& m, int64_t batch, const EstimateOptions& options) {
@@ -248,16 +248,16 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
     if (!t.optimizer.groups.empty())
       step.optimizer.weight_decay = t.optimizer.groups[0].weight_decay;
     step.target = target;
-    std::vector<bool> has_grad(t.params.size(), false);
+    IdVector<bool> has_grad(t.params.size(), false);
     for (const TraceEvent& e : base.events) {
       if (e.alloc && e.category == Category::kGradient && e.param >= 0) {
-        has_grad[static_cast<size_t>(e.param)] = true;
+        has_grad[e.param] = true;
       }
     }
     for (size_t g = 0; g < t.optimizer.groups.size(); ++g) {
       for (int32_t p : t.optimizer.groups[g].params) {
-        const TraceParam& param = t.params[static_cast<size_t>(p)];
-        if (!has_grad[static_cast<size_t>(p)]) continue;
+        const TraceParam& param = t.params[p];
+        if (!has_grad[p]) continue;
         step.params.push_back({p, param.bytes, static_cast<int>(g),
                                param.itemsize > 0 ? param.bytes / param.itemsize : param.bytes});
       }
@@ -267,8 +267,8 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
   EventList list;
   list.buffers.reserve(static_cast<size_t>(base.allocations) + 64);
   list.events.reserve(base.events.size() + 64);
-  std::vector<int32_t> buffer_of(static_cast<size_t>(base.allocations), -1);
-  std::vector<bool> added_into(static_cast<size_t>(base.allocations), false);
+  IdVector<BufferId> buffer_of(static_cast<size_t>(base.allocations), -1);
+  IdVector<bool> added_into(static_cast<size_t>(base.allocations), false);
   CublasHandles cublas;
   int stepped = 0;  // iterations whose step has been generated
   const auto emit_step = [&](int up_to) {
@@ -288,13 +288,13 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
     }
     const auto node = static_cast<NodeId>(i);
     if (!e.alloc) {
-      const int32_t b = buffer_of[static_cast<size_t>(e.buffer)];
-      if (b >= 0 && !added_into[static_cast<size_t>(e.buffer)]) {
+      const BufferId b = buffer_of[e.buffer];
+      if (b >= 0 && !added_into[e.buffer]) {
         list.events.push_back({b, false, e.phase, e.iteration, node});
       }
       continue;
     }
-    if (e.sums >= 0 && buffer_of[static_cast<size_t>(e.sums)] >= 0) {
+    if (e.sums >= 0 && buffer_of[e.sums] >= 0) {
       // 1.13 made a new tensor for old + new; the input buffer held the last reference to the
       // old one when it is freed right after the sum is made (before the next allocation).
       bool last_reference = false;
@@ -302,8 +302,8 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
         last_reference = last_reference || base.events[j].buffer == e.sums;
       }
       if (adds_gradient_in_place(target, last_reference)) {
-        buffer_of[static_cast<size_t>(e.buffer)] = buffer_of[static_cast<size_t>(e.sums)];
-        added_into[static_cast<size_t>(e.sums)] = true;
+        buffer_of[e.buffer] = buffer_of[e.sums];
+        added_into[e.sums] = true;
         continue;
       }
     }
@@ -320,11 +320,10 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
           "estimate at a batch between the traced ones or above");
     }
     if (e.dropout_noise && e.dtype >= 0) {
-      *bytes = dropout_kept_bytes(target, *bytes,
-                                  dtype_itemsize(t.dtypes[static_cast<size_t>(e.dtype)]));
+      *bytes = dropout_kept_bytes(target, *bytes, dtype_itemsize(t.dtypes[e.dtype]));
     }
     if (e.op >= 0 && e.phase != Phase::kOptimizer && options.device.cublas_workspace_bytes > 0 &&
-        aten_op_uses_cublas(t.ops[static_cast<size_t>(e.op)]) &&
+        aten_op_uses_cublas(t.ops[e.op]) &&
         cublas.creates_handle(target, /*autograd_thread=*/e.phase == Phase::kBackward)) {
       list.add_alloc({.bytes = options.device.cublas_workspace_bytes,
                       .category = Category::kWorkspace,
@@ -333,12 +332,12 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
                      e.phase, e.iteration, node);
     }
     if (*bytes == 0) continue;
-    buffer_of[static_cast<size_t>(e.buffer)] = list.add_alloc({.bytes = *bytes,
-                                                               .category = e.category,
-                                                               .node = node,
-                                                               .module = tree_module(m, e),
-                                                               .param = e.param},
-                                                              e.phase, e.iteration, node);
+    buffer_of[e.buffer] = list.add_alloc({.bytes = *bytes,
+                                          .category = e.category,
+                                          .node = node,
+                                          .module = tree_module(m, e),
+                                          .param = e.param},
+                                         e.phase, e.iteration, node);
   }
   if (restep) emit_step(base.iterations);
   return list;
@@ -349,15 +348,15 @@ EventNames trace_names(const TraceModel& m) {
   const TraceRun& base = t.runs[0];
   EventNames names;
   names.op = [&](NodeId n) {
-    const int32_t op = base.events[static_cast<size_t>(n)].op;
-    return op >= 0 ? t.ops[static_cast<size_t>(op)] : std::string();
+    const int32_t op = base.events[n].op;
+    return op >= 0 ? t.ops[op] : std::string();
   };
-  names.node_module = [&](NodeId n) { return tree_module(m, base.events[static_cast<size_t>(n)]); };
+  names.node_module = [&](NodeId n) { return tree_module(m, base.events[n]); };
   names.module = [&](ModuleId id) {
-    const Module& module = m.tree.modules[static_cast<size_t>(id)];
+    const Module& module = m.tree.modules[id];
     return module.path.empty() ? module.name : module.path;
   };
-  names.param = [&](int32_t p) { return t.params[static_cast<size_t>(p)].name; };
+  names.param = [&](int32_t p) { return t.params[p].name; };
   names.blocks = module_blocks(m.tree);
   return names;
 }

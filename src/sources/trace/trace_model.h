@@ -28,7 +28,7 @@ struct TraceModel {
   // above it, parents first; only modules are set), so that reports group modules into blocks
   // as they do for a zoo graph (graph.h module_blocks).
   Graph tree;
-  std::vector<ModuleId> module_of;     // Trace::modules index -> its module in `tree`
+  IdVector<ModuleId> module_of;        // Trace::modules index -> its module in `tree`
   std::vector<ModuleId> param_module;  // Trace::params index -> its module in `tree`
   int64_t parameters = 0;              // elements of parameters (not buffers)
   int64_t trainable_parameters = 0;
