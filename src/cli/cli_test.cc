@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -137,6 +138,15 @@ TEST(Cli, GpusListsTheCatalog) {
         "a100-40gb", "a100-80gb", "h100-80gb", "h200"}) {
     EXPECT_NE(r.out.find(gpu), std::string::npos) << gpu;
   }
+  const CliRun j = run({"gpus", "--json"});
+  ASSERT_EQ(j.code, 0);
+  const auto gpus = nlohmann::json::parse(j.out)["gpus"];
+  const auto rtx4090 =
+      std::find_if(gpus.begin(), gpus.end(), [](const auto& g) { return g["name"] == "rtx4090"; });
+  ASSERT_NE(rtx4090, gpus.end());
+  EXPECT_EQ((*rtx4090)["sm_count"], 128);
+  EXPECT_DOUBLE_EQ((*rtx4090)["fp16_flops"].get<double>(), 165.2e12);  // Ada whitepaper
+  EXPECT_DOUBLE_EQ((*rtx4090)["memory_bandwidth_bytes_per_s"].get<double>(), 1008e9);
 }
 
 TEST(Cli, HelpTeaches) {

@@ -82,5 +82,27 @@ TEST(Estimate, GpuCatalog) {
   EXPECT_NE(s.hint().find("rtx4090"), std::string::npos);
 }
 
+// The datasheet peaks hold together: the FP32 figure is 2 x SMs x lanes x clock (within 1%, the
+// datasheets round), tensor math is no slower than CUDA cores, TF32 exists from sm80 on, and
+// a card's figures are all set.
+TEST(Estimate, GpuCatalogPeaksAreConsistent) {
+  for (const GpuSpec& g : gpu_catalog()) {
+    const GpuPeaks& p = g.peaks;
+    SCOPED_TRACE(std::string(g.name));
+    ASSERT_GT(p.sm_count, 0);
+    const double fp32 = 2.0 * p.sm_count * p.fp32_lanes_per_sm * p.boost_mhz * 1e6 / 1e12;
+    EXPECT_NEAR(p.fp32_tflops / fp32, 1.0, 0.01) << fp32;
+    EXPECT_GE(p.fp16_tflops, p.fp32_tflops);
+    EXPECT_EQ(p.tf32_tflops > 0, g.sm >= 80);
+    if (p.tf32_tflops > 0) {
+      EXPECT_GE(p.tf32_tflops, p.fp32_tflops);
+      EXPECT_NEAR(p.tf32_tflops * 2 / p.fp16_tflops, 1.0, 0.01);  // TF32 runs at half the rate
+    }
+    EXPECT_GT(p.bandwidth_gbps, 0);
+    EXPECT_GE(p.l2_bytes, int64_t{3} << 20);
+  }
+  EXPECT_DOUBLE_EQ(find_gpu("rtx4090")->peaks.fp16_tflops, 165.2);
+}
+
 }  // namespace
 }  // namespace trainfit

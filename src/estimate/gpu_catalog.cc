@@ -13,21 +13,78 @@ constexpr int64_t kMiB = int64_t{1} << 20;
 
 }  // namespace
 
+// Peaks: {SMs, FP32 lanes per SM, boost MHz, FP32, TF32, FP16/BF16 with FP32 accumulate (TFLOP/s),
+// bandwidth GB/s, L2}. FP32 = 2 x SMs x lanes x clock, which the catalog test checks.
 const std::vector<GpuSpec>& gpu_catalog() {
   static const std::vector<GpuSpec> kGpus = {
-      {"rtx3060", "NVIDIA GeForce RTX 3060 12GB", 12288 * kMiB, 86},
-      {"rtx3090", "NVIDIA GeForce RTX 3090", 24576 * kMiB, 86},
-      {"rtx4090", "NVIDIA GeForce RTX 4090", 24564 * kMiB, 89},
-      {"rtx5090", "NVIDIA GeForce RTX 5090", 32607 * kMiB, 120},
-      {"t4", "Tesla T4", 15360 * kMiB, 75},
-      {"a10", "NVIDIA A10", 23028 * kMiB, 86},
-      {"l4", "NVIDIA L4", 23034 * kMiB, 89},
-      {"v100-16gb", "Tesla V100 16GB", 16384 * kMiB, 70},
-      {"v100-32gb", "Tesla V100 32GB", 32768 * kMiB, 70},
-      {"a100-40gb", "NVIDIA A100 40GB", 40960 * kMiB, 80},
-      {"a100-80gb", "NVIDIA A100 80GB", 81920 * kMiB, 80},
-      {"h100-80gb", "NVIDIA H100 80GB HBM3", 81559 * kMiB, 90},
-      {"h200", "NVIDIA H200 141GB", 143771 * kMiB, 90},
+      // GA106. NVIDIA's RTX 3060 specifications (12.7 FP32, 360 GB/s); tensor figures from the
+      // GA10x rate of the Ampere GA102 whitepaper (GeForce: FP32 accumulate at half rate).
+      {"rtx3060",
+       "NVIDIA GeForce RTX 3060 12GB",
+       12288 * kMiB,
+       86,
+       {28, 128, 1777, 12.7, 12.7, 25.5, 360, 3 * kMiB}},
+      // GA102. Ampere GA102 whitepaper, appendix table (RTX 3090).
+      {"rtx3090",
+       "NVIDIA GeForce RTX 3090",
+       24576 * kMiB,
+       86,
+       {82, 128, 1695, 35.6, 35.6, 71.0, 936, 6 * kMiB}},
+      // AD102. Ada Lovelace whitepaper, appendix A (RTX 4090).
+      {"rtx4090",
+       "NVIDIA GeForce RTX 4090",
+       24564 * kMiB,
+       89,
+       {128, 128, 2520, 82.6, 82.6, 165.2, 1008, 72 * kMiB}},
+      // GB202. NVIDIA's RTX 5090 specifications (104.8 FP32, 1792 GB/s); tensor figures from
+      // the GeForce Blackwell rate (838 sparse FP16-accumulate TFLOPS / 4).
+      {"rtx5090",
+       "NVIDIA GeForce RTX 5090",
+       32607 * kMiB,
+       120,
+       {170, 128, 2407, 104.8, 104.8, 209.5, 1792, 96 * kMiB}},
+      // TU104. Tesla T4 datasheet (8.1 FP32, 65 FP16 mixed precision, 320 GB/s); no TF32, no BF16.
+      {"t4", "Tesla T4", 15360 * kMiB, 75, {40, 64, 1590, 8.1, 0, 65.0, 320, 4 * kMiB}},
+      // GA102. NVIDIA A10 datasheet (31.2 FP32, 62.5 TF32, 125 BF16/FP16, 600 GB/s).
+      {"a10", "NVIDIA A10", 23028 * kMiB, 86, {72, 128, 1695, 31.2, 62.5, 125.0, 600, 6 * kMiB}},
+      // AD104. NVIDIA L4 datasheet (30.3 FP32, 60 TF32, 121 BF16/FP16, 300 GB/s).
+      {"l4", "NVIDIA L4", 23034 * kMiB, 89, {58, 128, 2040, 30.3, 60.0, 121.0, 300, 48 * kMiB}},
+      // GV100, SXM2. Volta whitepaper table (15.7 FP32, 125 tensor, 900 GB/s); no TF32, no BF16.
+      {"v100-16gb",
+       "Tesla V100 16GB",
+       16384 * kMiB,
+       70,
+       {80, 64, 1530, 15.7, 0, 125.0, 900, 6 * kMiB}},
+      {"v100-32gb",
+       "Tesla V100 32GB",
+       32768 * kMiB,
+       70,
+       {80, 64, 1530, 15.7, 0, 125.0, 900, 6 * kMiB}},
+      // GA100, SXM. A100 datasheet (19.5 FP32, 156 TF32, 312 BF16/FP16; 1555 GB/s for 40GB,
+      // 2039 GB/s for 80GB).
+      {"a100-40gb",
+       "NVIDIA A100 40GB",
+       40960 * kMiB,
+       80,
+       {108, 64, 1410, 19.5, 156.0, 312.0, 1555, 40 * kMiB}},
+      {"a100-80gb",
+       "NVIDIA A100 80GB",
+       81920 * kMiB,
+       80,
+       {108, 64, 1410, 19.5, 156.0, 312.0, 2039, 40 * kMiB}},
+      // GH100, SXM5. H100 datasheet (67 FP32, 494.7 TF32, 989.4 BF16/FP16, 3350 GB/s); the
+      // tensor figures are at 1830 MHz, FP32 at 1980 MHz.
+      {"h100-80gb",
+       "NVIDIA H100 80GB HBM3",
+       81559 * kMiB,
+       90,
+       {132, 128, 1980, 67.0, 494.7, 989.4, 3350, 50 * kMiB}},
+      // H200 datasheet: H100 SXM's compute with 4800 GB/s of HBM3e.
+      {"h200",
+       "NVIDIA H200 141GB",
+       143771 * kMiB,
+       90,
+       {132, 128, 1980, 67.0, 494.7, 989.4, 4800, 50 * kMiB}},
   };
   return kGpus;
 }

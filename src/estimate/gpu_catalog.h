@@ -1,8 +1,10 @@
 // GPUs trainfit knows: memory, architecture (which decides cuBLAS workspace sizes and the
-// attention kernels) and an estimate of the CUDA context.
+// attention kernels), the datasheet peaks a step-time model needs, and an estimate of the CUDA
+// context.
 //
-//   const GpuSpec* gpu = find_gpu("rtx4090");
+//   Result<GpuSpec> gpu = find_gpu("rtx4090");
 //   gpu->total_bytes, gpu->sm, cublas_workspace_bytes(gpu->sm)
+//   gpu->peaks.fp16_tflops   // 165.2: dense FP16/BF16 tensor math with FP32 accumulation
 #pragma once
 
 #include <cstdint>
@@ -15,11 +17,25 @@
 
 namespace trainfit {
 
+// Datasheet figures (dense, no 2:4 sparsity), at the boost clock the datasheet quotes.
+struct GpuPeaks {
+  int sm_count = 0;           // streaming multiprocessors
+  int fp32_lanes_per_sm = 0;  // FP32 FMA units per SM: 64 (V100, T4, A100) or 128
+  int boost_mhz = 0;          // the clock of the FP32 figure
+  double fp32_tflops = 0;     // FP32 on CUDA cores
+  double tf32_tflops = 0;     // TF32 tensor math; 0 where there is none (before sm80)
+  double fp16_tflops = 0;     // FP16 (and BF16 from sm80) tensor math, FP32 accumulate: what
+                              // autocast's GEMMs run; half the FP16-accumulate rate on GeForce
+  double bandwidth_gbps = 0;  // memory bandwidth, GB/s (10^9 bytes)
+  int64_t l2_bytes = 0;       // L2 cache
+};
+
 struct GpuSpec {
   std::string_view name;     // what --gpu takes
   std::string_view display;  // what nvidia-smi calls it
   int64_t total_bytes = 0;   // total memory as nvidia-smi reports it
   int sm = 80;               // compute capability, e.g. 89 for 8.9
+  GpuPeaks peaks;
 };
 
 const std::vector<GpuSpec>& gpu_catalog();
