@@ -1,5 +1,5 @@
-// Speed of the estimate pipeline: graph build, lowering, allocator model. Reported in the
-// README's performance section; never asserted in a test.
+// Speed of the estimate pipeline: graph build, lowering, allocator model, step time. Reported in
+// the README's performance section; never asserted in a test.
 //
 //   cmake --preset release && cmake --build --preset release
 //   build/release/trainfit_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only
@@ -35,6 +35,28 @@ void BM_Estimate(benchmark::State& state, const std::string& model, int64_t batc
 BENCHMARK_CAPTURE(BM_Estimate, resnet50_batch256, std::string("resnet50"), 256)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Estimate, vit_b_16_batch128, std::string("vit_b_16"), 128)
+    ->Unit(benchmark::kMillisecond);
+
+// What the step time adds to an estimate: the cost model and the timing, on a built graph.
+void BM_StepTimeOnly(benchmark::State& state, const std::string& model, int64_t batch,
+                     const std::vector<std::pair<std::string, std::string>>& sets) {
+  ModelRequest r;
+  r.name = model;
+  r.batch = batch;
+  r.sets = sets;
+  const Graph g = *build_model(r);
+  const GpuTiming gpu = catalog_timing(*find_gpu("a100-80gb"));
+  for (auto _ : state) {
+    const StepCost cost = *step_cost(g, TrainingConfig{}, {});
+    benchmark::DoNotOptimize(time_step(cost, gpu).step_s);
+  }
+}
+BENCHMARK_CAPTURE(BM_StepTimeOnly, resnet50_batch256, std::string("resnet50"), 256,
+                  std::vector<std::pair<std::string, std::string>>{})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_StepTimeOnly, act_3cams_batch8, std::string("act"), 8,
+                  std::vector<std::pair<std::string, std::string>>{
+                      {"cameras", "640x360,640x480,640x480"}})
     ->Unit(benchmark::kMillisecond);
 
 // LeRobot's policies: ACT with the README example's three cameras, Diffusion (v0.6).

@@ -82,12 +82,15 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
              optimizer: Optional[str] = None, optimizer_impl: str = "default",
              weight_decay: Optional[float] = None,
              checkpoint: Union[str, Sequence[str], None] = None, grad_accum: int = 1,
+             tf32: bool = False, memory_format: str = "channels_first",
+             dataset_size: Optional[int] = None,
              gpu: Optional[str] = None, gpu_memory: Optional[Size] = None,
              cuda_context: Optional[Size] = None, margin: Union[float, str, None] = None,
              expandable_segments: bool = False, max_split_size: Optional[Size] = None,
              explain: bool = False,
              timeline: Union[str, "os.PathLike[str]", None] = None) -> Report:
-    """Peak GPU memory of two training iterations: allocated, reserved, device used, breakdown.
+    """Peak GPU memory of two training iterations: allocated, reserved, device used, breakdown;
+    with a gpu, the predicted step time (step_time_s, samples_per_s, time_breakdown).
 
     model: a zoo name (`trainfit models`), or trace: a Trace, a trace file's path, or the dict
     trainfit.trace returned. set: the model's keys ({"num_classes": 10}). input: CxHxW of image
@@ -97,7 +100,8 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
     optimizer_impl: default, foreach, fused or loop. checkpoint: module patterns under
     activation checkpointing ("encoder.layers.*"). gpu: a name from `trainfit gpus`, or
     gpu_memory for another card. margin: the share of its memory kept free (0.05 or "5%").
-    explain: list the largest tensors alive at the peak. timeline: write allocated and reserved
+    tf32: fp32 matmuls in TF32 (convolutions use it by default). memory_format: channels_first
+    or channels_last. dataset_size: samples in an epoch, for epoch_time_s. explain: list the largest tensors alive at the peak. timeline: write allocated and reserved
     bytes after every event to this CSV file.
     """
     options = _request_options(locals(), ("explain", "timeline"))
@@ -114,7 +118,9 @@ def fit(model: Optional[str] = None, *, trace: Optional[TraceSource] = None,
         precision: str = "fp32", freeze: Union[str, Sequence[str], None] = None,
         optimizer: Optional[str] = None, optimizer_impl: str = "default",
         weight_decay: Optional[float] = None, checkpoint: Union[str, Sequence[str], None] = None,
-        grad_accum: int = 1, gpu: Optional[str] = None, gpu_memory: Optional[Size] = None,
+        grad_accum: int = 1, tf32: bool = False, memory_format: str = "channels_first",
+        dataset_size: Optional[int] = None, gpu: Optional[str] = None,
+        gpu_memory: Optional[Size] = None,
         cuda_context: Optional[Size] = None, margin: Union[float, str, None] = None,
         expandable_segments: bool = False, max_split_size: Optional[Size] = None,
         what_if: bool = False, target_batch: Optional[int] = None,

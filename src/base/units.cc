@@ -90,6 +90,28 @@ std::string format_count(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
+namespace {
+
+// Three significant digits of `value` (at least 0.001) followed by `unit`.
+std::string three_digits(double value, std::string_view unit) {
+  const int decimals = value >= 99.95 ? 0 : (value >= 9.995 ? 1 : (value >= 0.9995 ? 2 : 3));
+  return fmt::format("{:.{}f} {}", value, decimals, unit);
+}
+
+}  // namespace
+
+std::string format_duration(double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds)) return "-";
+  if (seconds < 0.9995) return three_digits(seconds * 1e3, "ms");
+  if (seconds < 59.95) return three_digits(seconds, "s");
+  const auto whole = static_cast<int64_t>(std::llround(seconds));
+  if (whole < 3600) return fmt::format("{}m {:02}s", whole / 60, whole % 60);
+  const int64_t minutes = (whole + 30) / 60;
+  if (minutes < int64_t{24} * 60) return fmt::format("{}h {:02}m", minutes / 60, minutes % 60);
+  const int64_t hours = (minutes + 30) / 60;
+  return fmt::format("{}d {:02}h", hours / 24, hours % 24);
+}
+
 std::string size_arg(int64_t bytes) {
   static constexpr std::array<std::string_view, 4> kBinary = {"", "KiB", "MiB", "GiB"};
   size_t unit = 0;

@@ -23,6 +23,19 @@ TEST(Units, FormatsCounts) {
   EXPECT_EQ(format_count(-1000), "-1,000");
 }
 
+TEST(Units, FormatsDurations) {
+  EXPECT_EQ(format_duration(0.000412), "0.412 ms");
+  EXPECT_EQ(format_duration(0.0123), "12.3 ms");
+  EXPECT_EQ(format_duration(0.1234), "123 ms");
+  EXPECT_EQ(format_duration(0.9999), "1.00 s");
+  EXPECT_EQ(format_duration(1.25), "1.25 s");
+  EXPECT_EQ(format_duration(59.99), "1m 00s");
+  EXPECT_EQ(format_duration(245), "4m 05s");
+  EXPECT_EQ(format_duration(4000), "1h 07m");
+  EXPECT_EQ(format_duration(3 * 86400 + 4 * 3600), "3d 04h");
+  EXPECT_EQ(format_duration(-1), "-");
+}
+
 TEST(Units, ParsesSizes) {
   EXPECT_EQ(*parse_bytes("24GiB"), int64_t{24} << 30);
   EXPECT_EQ(*parse_bytes("24GB"), 24'000'000'000);

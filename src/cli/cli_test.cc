@@ -69,6 +69,27 @@ TEST(Cli, EstimateJsonFollowsTheContract) {
   EXPECT_EQ(total, j["device_used_bytes"].get<int64_t>());
 }
 
+TEST(Cli, EstimateOnAGpuHasTheStepTime) {
+  const CliRun r = run({"estimate", "--model", "resnet18", "--batch", "8", "--gpu", "rtx4090",
+                        "--dataset-size", "1000", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const double step = j.at("step_time_s");
+  EXPECT_GT(step, 0);
+  EXPECT_NEAR(j.at("samples_per_s").get<double>(), 8 / step, 1e-9);
+  double parts = 0;
+  for (const char* key : {"forward_s", "backward_s", "recompute_s", "optimizer_s"}) {
+    parts += j.at("time_breakdown").at(key).get<double>();
+  }
+  EXPECT_NEAR(parts, step, 1e-12);
+  EXPECT_EQ(j.at("epoch_steps").get<int64_t>(), 125);
+  EXPECT_NEAR(j.at("epoch_time_s").get<double>(), 125 * step, 1e-9);
+  // Without a GPU there is nothing to time.
+  const CliRun none = run({"estimate", "--model", "resnet18", "--json"});
+  ASSERT_EQ(none.code, 0) << none.err;
+  EXPECT_FALSE(nlohmann::json::parse(none.out).contains("step_time_s"));
+}
+
 TEST(Cli, EstimateTextAndTimeline) {
   const std::string csv = testing::TempDir() + "timeline.csv";
   const CliRun r =
@@ -182,6 +203,10 @@ TEST(Cli, BadInputIsOneLineWithAHintAndExitCode2) {
       {"estimate", "--model", "resnet50", "--optimizer-impl", "vectorized"},
       {"estimate", "--model", "resnet50", "--checkpoint", "encoder.*"},
       {"estimate", "--model", "resnet50", "--grad-accum", "0"},
+      {"estimate", "--model", "resnet50", "--gpu", "a100-80gb", "--memory-format", "nhwc"},
+      {"estimate", "--model", "resnet50", "--gpu", "a100-80gb", "--dataset-size", "0"},
+      {"estimate", "--model", "resnet50", "--gpu", "a100-80gb", "--dataset-size", "-5"},
+      {"estimate", "--model", "resnet50", "--gpu", "a100-80gb", "--dataset-size", "many"},
       {"compare", "--model", "resnet50"},
       {"compare", "--batch", "2"},
       {"compare", "--model", "resnet50", "--model", "resnt50"},

@@ -41,6 +41,14 @@ void add_training_flags(CLI::App& app, RequestFlags& f) {
                  "'*' matches one path component, e.g. 'layer3' or 'encoder.layers.*'");
   app.add_option("--grad-accum", f.grad_accum, "micro-batches of --batch per optimizer step")
       ->capture_default_str();
+  app.add_flag("--tf32", f.tf32,
+               "fp32 matmuls in TF32 (torch.backends.cuda.matmul.allow_tf32, off by default); "
+               "convolutions use TF32 by default (cudnn.allow_tf32)");
+  app.add_option("--memory-format", f.memory_format,
+                 "channels_first | channels_last (model and inputs .to(memory_format="
+                 "torch.channels_last)): the step time of convolutions under AMP")
+      ->capture_default_str();
+  app.add_option("--dataset-size", f.dataset_size, "samples in one epoch: adds the epoch time");
 }
 
 void add_device_flags(CLI::App& app, RequestFlags& f) {
@@ -136,6 +144,10 @@ Status to_training(const RequestFlags& f, TrainingRequest& r) {
   if (f.weight_decay != -1) r.weight_decay = f.weight_decay;
   r.checkpoint = f.checkpoint;
   r.grad_accum = f.grad_accum;
+  r.tf32 = f.tf32;
+  TF_ASSIGN_OR_RETURN(r.memory_format,
+                      parse_enum(kMemoryFormatNames, "--memory-format", f.memory_format));
+  r.dataset_size = f.dataset_size;
   return {};
 }
 

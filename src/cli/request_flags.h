@@ -32,6 +32,9 @@ struct RequestFlags {
   double weight_decay = -1;  // -1: not given
   std::vector<std::string> checkpoint;
   int grad_accum = 1;
+  bool tf32 = false;
+  std::string memory_format = "channels_first";
+  std::optional<int64_t> dataset_size;
   // The device.
   std::string gpu;
   std::string gpu_memory;

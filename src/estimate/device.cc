@@ -17,6 +17,7 @@ DeviceProfile cuda_profile(const std::optional<GpuSpec>& gpu) {
     d.gpu_display = std::string(gpu->display);
     d.total_bytes = gpu->total_bytes;
     d.sm = gpu->sm;
+    d.timing = catalog_timing(*gpu);
   }
   d.context_bytes = kDefaultCudaContextBytes;
   d.cublas_workspace_bytes = cublas_workspace_bytes(d.sm);

@@ -24,6 +24,9 @@ struct DeviceProfile {
   int64_t context_bytes = 0;
   int64_t cublas_workspace_bytes = 0;
   bool caching_allocator = true;
+  // The GPU's step-time constants: the catalog's, or a calibration profile's. nullopt when no
+  // GPU was named, so that there is no step time.
+  std::optional<GpuTiming> timing;
 };
 
 DeviceProfile cpu_profile();

@@ -144,7 +144,13 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
     if (p.trainable) facts.trainable_parameters += n;
   }
   facts.activation_bytes = activation_bytes(g);
-  return estimate_events(list, names_of(g), std::move(facts), options);
+  TF_ASSIGN_OR_RETURN(Estimate e, estimate_events(list, names_of(g), std::move(facts), options));
+  if (device.timing && device.target.device == Device::kCuda) {
+    TF_ASSIGN_OR_RETURN(const StepCost cost, step_cost(g, options.training, options.cost));
+    e.time = time_step(cost, *device.timing);
+    if (options.dataset_size) e.epoch = epoch_time(*e.time, *options.dataset_size);
+  }
+  return e;
 }
 
 Result<Estimate> estimate_events(const EventList& list, const EventNames& names, Estimate facts,

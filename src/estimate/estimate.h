@@ -18,6 +18,8 @@
 
 #include "alloc/allocator.h"
 #include "estimate/device.h"
+#include "estimate/step_time.h"
+#include "lower/cost.h"
 #include "lower/events.h"
 #include "lower/training.h"
 
@@ -33,6 +35,8 @@ struct EstimateOptions {
   // On out of memory, also replay on an unbounded device to report what the run would need
   // (the peak figures); a search that only asks whether it fits turns this off.
   bool peak_after_oom = true;
+  CostOptions cost;                     // how the kernels run: TF32, memory format (the step time)
+  std::optional<int64_t> dataset_size;  // samples in an epoch: the epoch time
 };
 
 // One tensor (or workspace) alive at the peak.
@@ -87,6 +91,10 @@ struct Estimate {
   size_t events = 0;
   std::vector<TimelinePoint> timeline;
   std::vector<LiveTensor> live_at_peak;  // with EstimateOptions::explain, largest first
+  // One optimizer step on the GPU: with a GPU's timing constants and a model graph (a trace
+  // has no shapes to cost).
+  std::optional<StepTime> time;
+  std::optional<EpochTime> epoch;  // with a dataset size
 };
 
 Result<Estimate> estimate(const Graph& graph, const EstimateOptions& options);

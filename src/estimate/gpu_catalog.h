@@ -30,13 +30,38 @@ struct GpuPeaks {
   int64_t l2_bytes = 0;       // L2 cache
 };
 
+// What a card achieves of its peaks, where public measurements say; the defaults elsewhere.
+struct GpuEfficiency {
+  double fp32_gemm = 0.85;    // of the FP32 peak, large FP32 GEMMs
+  double tensor_gemm = 0.80;  // of the tensor peaks (TF32, FP16/BF16), large GEMMs
+  double bandwidth = 0.80;    // of the datasheet bandwidth, large elementwise kernels
+};
+
+// The step-time constants of a card: the catalog's peaks and efficiencies, the GPU-side cost
+// of each kernel, and the host's eager overhead (a calibration run replaces them).
+struct GpuTiming {
+  GpuPeaks peaks;
+  GpuEfficiency efficiency;
+  double kernel_overhead_s = 2e-6;  // per kernel on the GPU: launch latency, ramp and tail
+  // Host side, per eager op: Python and the dispatcher with autograd recording (about 7 us an
+  // op with its launch, pytorch/pytorch#41383), the autograd engine per backward node, and
+  // cudaLaunchKernel per kernel.
+  double python_op_s = 5e-6;
+  double autograd_node_s = 2e-6;
+  double launch_s = 2e-6;
+};
+
 struct GpuSpec {
   std::string_view name;     // what --gpu takes
   std::string_view display;  // what nvidia-smi calls it
   int64_t total_bytes = 0;   // total memory as nvidia-smi reports it
   int sm = 80;               // compute capability, e.g. 89 for 8.9
   GpuPeaks peaks;
+  GpuEfficiency efficiency;
 };
+
+// The catalog's timing constants for a card.
+GpuTiming catalog_timing(const GpuSpec& gpu);
 
 const std::vector<GpuSpec>& gpu_catalog();
 Result<GpuSpec> find_gpu(std::string_view name);

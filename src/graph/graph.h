@@ -15,6 +15,7 @@
 
 #include "base/enum_names.h"
 #include "base/id_vector.h"
+#include "base/size_math.h"
 #include "graph/attrs.h"
 #include "graph/dtype.h"
 #include "graph/shape.h"
@@ -145,6 +146,11 @@ struct Graph {
   const Storage& storage_of(ValueId id) const { return storages[value(id).storage]; }
   int64_t batch_size() const;  // first dim of the first input
 };
+
+// Bytes of a value's elements (a view counts the elements it shows).
+inline int64_t value_bytes(const Value& v) {
+  return checked_numel(v.shape).value_or(0) * dtype_bytes(v.dtype);
+}
 
 // Does a module path match a pattern where `*` stands for one path component?
 bool module_matches(std::string_view path, std::string_view pattern);

@@ -35,6 +35,11 @@ OutputSpec OutputSpec::aux(Dims shape, DType dtype) {
   return s;
 }
 
+double GemmShape::flops() const {
+  return 2.0 * count * static_cast<double>(batch) * static_cast<double>(m) *
+         static_cast<double>(n) * static_cast<double>(k);
+}
+
 BackwardSpec backward_of(const OpSchema& schema, const OpCall& call) {
   if (schema.backward) return schema.backward(call);
   BackwardSpec spec;

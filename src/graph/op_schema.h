@@ -112,9 +112,26 @@ using BackwardFn = std::function<BackwardSpec(const OpCall&)>;
 using ParamsFn = std::function<Result<std::vector<ParamSpec>>(const OpCall&)>;
 using SavedFn = std::function<SavedList(const OpCall&)>;
 using WorkspaceFn = std::function<int64_t(const OpCall&)>;
-// Floating-point operations of the forward kernel, given output 0's shape (a multiply-add is
-// two). Without one, an op costs one operation per element of each output that is not a view.
-using FlopsFn = std::function<double(const OpCall&, const Dims& output)>;
+// A product as GEMM kernels run it: `count` x `batch` products of an M x K by a K x N matrix
+// (convolutions as implicit GEMMs: M = output positions, N = output channels, K = input
+// channels x kernel taps, batch = groups). The gradient of each input in `operands` (a bitmask
+// of input indices) is a product of the same size with the dimensions exchanged.
+struct GemmShape {
+  int64_t batch = 1;
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  int count = 1;
+  uint32_t operands = 0b11;
+
+  double flops() const;  // a multiply-add is two
+  bool operand(size_t input) const { return input < 32 && ((operands >> input) & 1U) != 0; }
+};
+// The product an op's forward kernel computes, given output 0's shape.
+using GemmFn = std::function<GemmShape(const OpCall&, const Dims& output)>;
+// Bytes the forward kernels read from the inputs, where that is not each input once (a gather
+// reads some rows, a normalisation reads its input twice).
+using ReadBytesFn = std::function<int64_t(const OpCall&, const Dims& output)>;
 // Composite ops expand into registry ops through the builder and return their outputs.
 using DecomposeFn =
     std::function<std::vector<ValueId>(GraphBuilder&, std::span<const ValueId>, const Attrs&)>;
@@ -136,7 +153,11 @@ struct OpSchema {
   // Optional: without it, every input that needs a gradient gets a new tensor.
   BackwardFn backward;
   bool uses_cublas = false;  // its forward and backward run cuBLAS GEMMs (CUDA workspace)
-  FlopsFn flops;             // optional: products and convolutions
+  bool uses_cudnn = false;   // a cuDNN convolution (TF32 by default, NHWC tensor-core kernels)
+  // Optional: products and convolutions. Their FLOPs come from it; other ops cost one
+  // operation per element of each output that is not a view.
+  GemmFn gemm;
+  ReadBytesFn read_bytes;  // optional: without it the forward reads each input once
   // Views, copies and fills (reshape, cat, pad, full, ...): no arithmetic, so no FLOPs.
   bool data_movement = false;
   // With Autocast::kFp32Output: the string attribute naming the dtype it computes in.

@@ -152,11 +152,19 @@ OpSchema fused_schema(std::string_view name, std::string_view doc, bool flash) {
   s.infer = [flash](const OpCall& c, std::vector<OutputSpec>& out) {
     return fused_infer(c, out, flash);
   };
-  // Q K^T and the product with V: 2 x (B, H, L, S, E) multiply-adds.
-  s.flops = [](const OpCall& c, const Dims&) {
-    const double q = static_cast<double>(checked_numel(c.in(0).shape).value_or(0));
+  // Q K^T and the product with V: two (B x H) batches of L x E by E x S products; q, k and v
+  // each get their gradient from products of that size.
+  s.gemm = [](const OpCall& c, const Dims&) {
+    const Dims& q = c.in(0).shape;
     const Dims& k = c.in(1).shape;
-    return 4.0 * q * static_cast<double>(k[k.size() - 2]);
+    GemmShape g;
+    g.batch = q[0] * q[1];
+    g.m = q[2];
+    g.n = k[k.size() - 2];
+    g.k = q[3];
+    g.count = 2;
+    g.operands = 0b111;
+    return g;
   };
   s.saved = [](const OpCall& call) {
     SavedList saved{saved_input(0), saved_input(1), saved_input(2)};

@@ -113,15 +113,23 @@ OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial
     return conv_infer(c, out, spatial, transposed);
   };
   s.saved = [](const OpCall&) { return SavedList{saved_input(0), saved_input(1)}; };
-  // A convolution multiplies each output element by Cin/groups x kernel taps; a transposed one
-  // scatters each input element to Cout/groups x kernel taps.
-  s.flops = [transposed](const OpCall& c, const Dims& out) {
+  // Implicit GEMM. A convolution: M = N x output positions, N = Cout/groups, K = Cin/groups x
+  // kernel taps, one product per group. A transposed one is the input gradient of a
+  // convolution: M = N x input positions, N = Cout/groups x taps, K = Cin/groups.
+  s.gemm = [transposed](const OpCall& c, const Dims& out) {
+    const Dims& x = c.in(0).shape;
     const Dims& w = c.in(1).shape;
-    const double taps =
-        static_cast<double>(checked_numel(w).value_or(0)) / static_cast<double>(w[0]);
-    const Dims& elements = transposed ? c.in(0).shape : out;
-    return 2.0 * static_cast<double>(checked_numel(elements).value_or(0)) * taps;
+    const int64_t groups = c.attrs.get_int("groups");
+    const int64_t taps = checked_numel(Dims(w.begin() + 2, w.end())).value_or(0);
+    const Dims& positions = transposed ? x : out;
+    GemmShape g;
+    g.batch = groups;
+    g.m = positions[0] * checked_numel(Dims(positions.begin() + 2, positions.end())).value_or(0);
+    g.n = transposed ? w[1] * taps : w[0] / groups;
+    g.k = transposed ? w[0] / groups : w[1] * taps;
+    return g;
   };
+  s.uses_cudnn = true;
   // cuDNN's per-call workspace depends on its heuristics and is not predicted here.
   s.workspace = no_workspace;
   return s;

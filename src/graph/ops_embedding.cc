@@ -4,6 +4,7 @@
 // dense gradient of the whole table unless sparse=True.
 #include <fmt/format.h>
 
+#include "base/size_math.h"
 #include "graph/op_registry.h"
 
 namespace trainfit {
@@ -35,6 +36,12 @@ void add_embedding_ops(std::vector<OpSchema>& ops) {
     return Status();
   };
   s.saved = [](const OpCall&) { return SavedList{saved_input(0)}; };
+  // The indices and the rows they pick, not the whole table.
+  s.read_bytes = [](const OpCall& call, const Dims& out) {
+    const int64_t indices = checked_numel(call.in(0).shape).value_or(0);
+    return indices * dtype_bytes(call.in(0).dtype) +
+           checked_numel(out).value_or(0) * dtype_bytes(call.in(1).dtype);
+  };
   s.workspace = no_workspace;
   ops.push_back(std::move(s));
 }

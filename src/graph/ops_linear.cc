@@ -181,9 +181,17 @@ Status bmm_shapes(const Value& a, const Value& b, Dims& out) {
   return {};
 }
 
-// 2 x M x N x K for a product with output `out` and inner dimension `inner`.
-double product_flops(const Dims& out, int64_t inner) {
-  return 2.0 * static_cast<double>(checked_numel(out).value_or(0)) * static_cast<double>(inner);
+// A product with output `out` (..., M, N) and inner dimension `inner`, its leading dims batched;
+// `a` and `b` are the inputs whose gradients are products.
+GemmShape product(const Dims& out, int64_t inner, int a, int b) {
+  GemmShape g;
+  g.n = out.empty() ? 1 : out.back();
+  g.m = out.size() < 2 ? 1 : out[out.size() - 2];
+  const int64_t mn = g.m * g.n;
+  g.batch = mn == 0 ? 0 : checked_numel(out).value_or(0) / mn;
+  g.k = inner;
+  g.operands = (1U << a) | (1U << b);
+  return g;
 }
 
 OpSchema matrix_schema(std::string_view name, std::string_view doc, int inputs) {
@@ -209,8 +217,12 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
   linear.params = linear_params;
   linear.infer = linear_infer;
   linear.saved = linear_saved;
-  linear.flops = [](const OpCall& c, const Dims& out) {
-    return product_flops(out, c.in(0).shape.back());
+  // The rows of x (all leading dims) times W^T; W is input 1.
+  linear.gemm = [](const OpCall& c, const Dims& out) {
+    GemmShape g = product(out, c.in(0).shape.back(), 0, 1);
+    g.m *= g.batch;
+    g.batch = 1;
+    return g;
   };
   ops.push_back(std::move(linear));
 
@@ -218,8 +230,8 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
       "matmul", "torch.matmul with broadcasting; keeps each operand (or its copy) as mm/bmm do", 2);
   matmul.infer = matmul_infer;
   matmul.saved = matmul_saved;
-  matmul.flops = [](const OpCall& c, const Dims& out) {
-    return product_flops(out, c.in(0).shape.back());
+  matmul.gemm = [](const OpCall& c, const Dims& out) {
+    return product(out, c.in(0).shape.back(), 0, 1);
   };
   ops.push_back(std::move(matmul));
 
@@ -238,7 +250,7 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
     if (c.requires_grad(0)) saved.push_back(saved_input(1));
     return saved;
   };
-  bmm.flops = [](const OpCall& c, const Dims& out) { return product_flops(out, c.in(0).shape[2]); };
+  bmm.gemm = [](const OpCall& c, const Dims& out) { return product(out, c.in(0).shape[2], 0, 1); };
   ops.push_back(std::move(bmm));
 
   OpSchema baddbmm = matrix_schema(
@@ -263,8 +275,8 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
     if (c.requires_grad(1)) saved.push_back(saved_input(2));
     return saved;
   };
-  baddbmm.flops = [](const OpCall& c, const Dims& out) {
-    return product_flops(out, c.in(1).shape[2]);
+  baddbmm.gemm = [](const OpCall& c, const Dims& out) {
+    return product(out, c.in(1).shape[2], 1, 2);
   };
   ops.push_back(std::move(baddbmm));
 
@@ -291,6 +303,12 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
     shape.back() = call.in(1).shape[1];
     out.push_back(OutputSpec::fresh(std::move(shape), x.dtype));
     return Status();
+  };
+  lt.gemm = [](const OpCall& c, const Dims& out) {
+    GemmShape g = product(out, c.in(0).shape.back(), 0, 1);
+    g.m *= g.batch;
+    g.batch = 1;
+    return g;
   };
   lt.saved = [](const OpCall& c) {
     SavedList saved;

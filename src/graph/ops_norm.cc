@@ -167,6 +167,16 @@ SavedList group_norm_saved(const OpCall& call) {
   return saved;
 }
 
+// Batch and group norm kernels reduce the statistics in one pass over the input and normalise
+// it in another: the input is read twice, the parameters once.
+int64_t two_pass_read_bytes(const OpCall& call, const Dims&) {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    bytes += value_bytes(call.in(i)) * (i == 0 ? 2 : 1);
+  }
+  return bytes;
+}
+
 }  // namespace
 
 void add_norm_ops(std::vector<OpSchema>& ops) {
@@ -182,6 +192,7 @@ void add_norm_ops(std::vector<OpSchema>& ops) {
   bn.params = batch_norm_params;
   bn.infer = batch_norm_infer;
   bn.saved = batch_norm_saved;
+  bn.read_bytes = two_pass_read_bytes;
   bn.workspace = no_workspace;
   ops.push_back(std::move(bn));
 
@@ -240,6 +251,7 @@ void add_norm_ops(std::vector<OpSchema>& ops) {
   gn.params = group_norm_params;
   gn.infer = group_norm_infer;
   gn.saved = group_norm_saved;
+  gn.read_bytes = two_pass_read_bytes;
   gn.workspace = no_workspace;
   ops.push_back(std::move(gn));
 }

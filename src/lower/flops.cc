@@ -13,7 +13,7 @@ double node_flops(const Graph& graph, const Node& node) {
   inputs.reserve(node.inputs.size());
   for (ValueId v : node.inputs) inputs.push_back(&graph.value(v));
   const OpCall call{node.attrs, inputs, graph.target, graph.precision};
-  if (op.flops) return op.flops(call, graph.value(node.outputs[0]).shape);
+  if (op.gemm) return op.gemm(call, graph.value(node.outputs[0]).shape).flops();
   double elements = 0;
   for (ValueId v : node.outputs) {
     elements += static_cast<double>(checked_numel(graph.value(v).shape).value_or(0));

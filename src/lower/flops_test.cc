@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "graph/builder.h"
+#include "lower/two_layers_test_util.h"
 #include "sources/zoo/zoo.h"
 
 namespace trainfit {
@@ -11,19 +11,7 @@ namespace {
 // Two linear layers, batch 4: 2·4·8·16 and 2·4·16·2 multiply-add FLOPs forward, plus one per
 // element of the ReLU between them.
 TEST(Flops, ProductsCountTwoPerMultiplyAdd) {
-  GraphBuilder b("m", {});
-  ValueId x = b.input("x", {4, 8}, DType::kFloat32);
-  {
-    auto fc = b.module("fc1", "Linear");
-    x = b.call1("linear", {x}, {{"out_features", int64_t{16}}});
-  }
-  x = b.call1("relu", {x});
-  {
-    auto fc = b.module("fc2", "Linear");
-    x = b.call1("linear", {x}, {{"out_features", int64_t{2}}});
-  }
-  b.set_loss(b.call1("sum", {x}));
-  const Graph g = *std::move(b).finish();
+  const Graph g = two_linear_layers();
   const StepFlops f = *step_flops(g, {});
   const double fc1 = 2.0 * 4 * 8 * 16;
   const double fc2 = 2.0 * 4 * 16 * 2;

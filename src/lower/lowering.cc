@@ -17,10 +17,6 @@ constexpr BufferId kNoBuffer = -1;
 
 using Segment = CheckpointSegment;
 
-int64_t value_bytes(const Value& v) {
-  return checked_numel(v.shape).value_or(0) * dtype_bytes(v.dtype);
-}
-
 class Lowerer : public EventSink {
  public:
   Lowerer(const Graph& g, const TrainingConfig& c, const LoweringOptions& o)

@@ -188,6 +188,14 @@ Result<ResolvedRequest> resolve(const TrainingRequest& r) {
   }
   TF_ASSIGN_OR_RETURN(out.options, device_options(r));
   out.options.training = std::move(training);
+  out.options.cost.tf32_matmul = r.tf32;
+  out.options.cost.memory_format = r.memory_format;
+  if (r.dataset_size && *r.dataset_size < 1) {
+    return invalid_argument(
+        fmt::format("--dataset-size {} is not a number of samples", *r.dataset_size),
+        "give the samples in one epoch, e.g. --dataset-size 50000");
+  }
+  out.options.dataset_size = r.dataset_size;
   return out;
 }
 
@@ -242,6 +250,11 @@ std::vector<std::string> request_args(const TrainingRequest& r) {
   if (r.weight_decay) add("--weight-decay", fmt::format("{}", *r.weight_decay));
   for (const std::string& p : r.checkpoint) add("--checkpoint", p);
   if (r.grad_accum != 1) add("--grad-accum", std::to_string(r.grad_accum));
+  if (r.tf32) args.emplace_back("--tf32");
+  if (r.memory_format != MemoryFormat::kChannelsFirst) {
+    add("--memory-format", std::string(kMemoryFormatNames.name(r.memory_format)));
+  }
+  if (r.dataset_size) add("--dataset-size", std::to_string(*r.dataset_size));
   const DeviceProfile& d = r.device;
   if (!d.gpu.empty()) {
     add("--gpu", d.gpu);

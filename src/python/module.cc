@@ -47,6 +47,9 @@ const std::vector<std::string> kRequestKeys = {"model",
                                                "weight_decay",
                                                "checkpoint",
                                                "grad_accum",
+                                               "tf32",
+                                               "memory_format",
+                                               "dataset_size",
                                                "gpu",
                                                "gpu_memory",
                                                "cuda_context",
@@ -181,6 +184,14 @@ Result<TrainingRequest> request_of(const py::dict& options) {
         return invalid_argument("grad_accum must be at least 1", "use grad_accum=1 or more");
       }
       r.grad_accum = static_cast<int>(n);
+    } else if (key == "tf32") {
+      if (!py::isinstance<py::bool_>(v)) return wrong_type(key, v, "True or False");
+      r.tf32 = v.cast<bool>();
+    } else if (key == "memory_format") {
+      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
+      TF_ASSIGN_OR_RETURN(r.memory_format, parse_enum(kMemoryFormatNames, key, s));
+    } else if (key == "dataset_size") {
+      TF_ASSIGN_OR_RETURN(r.dataset_size, int_of(key, v));
     } else if (key == "gpu") {
       TF_ASSIGN_OR_RETURN(device.gpu, text_of(key, v));
     } else if (key == "gpu_memory") {

@@ -51,6 +51,25 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
     j["live_at_peak"] = live;
   }
   j["events"] = e.events;
+  if (e.time) {
+    const StepTime& t = *e.time;
+    j["tf32"] = h.cost.tf32_matmul;
+    j["memory_format"] = kMemoryFormatNames.name(h.cost.memory_format);
+    j["step_time_s"] = t.step_s;
+    j["samples_per_s"] = t.samples_per_s;
+    j["time_breakdown"] = {{"forward_s", t.part(StepPart::kForward)},
+                           {"backward_s", t.part(StepPart::kBackward)},
+                           {"recompute_s", t.part(StepPart::kRecompute)},
+                           {"optimizer_s", t.part(StepPart::kOptimizer)},
+                           {"cpu_bound_share", t.cpu_bound_share()},
+                           {"flops", t.flops},
+                           {"achieved_flops_per_s", t.achieved_flops_per_s}};
+    if (e.epoch) {
+      j["dataset_size"] = *h.dataset_size;
+      j["epoch_steps"] = e.epoch->steps;
+      j["epoch_time_s"] = e.epoch->seconds;
+    }
+  }
   if (e.total_bytes >= 0) {
     j["gpu"] = {{"name", h.device.gpu},
                 {"display", h.device.gpu_display},

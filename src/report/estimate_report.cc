@@ -15,7 +15,16 @@ EstimateHeader header_of(const ResolvedRequest& r) {
   h.resolved_impl = resolve_optimizer_impl(h.optimizer.impl, r.model.options.target);
   h.device = r.options.device;
   h.training = r.options.training;
-  if (r.trace) h.notes = trace_notes(*r.trace, h.device.target);
+  h.cost = r.options.cost;
+  h.dataset_size = r.options.dataset_size;
+  if (r.trace) {
+    h.notes = trace_notes(*r.trace, h.device.target);
+    if (h.device.timing) {
+      h.notes.emplace_back(
+          "a trace records allocations, not op shapes, so there is no step time for it; give "
+          "--model for a zoo model's");
+    }
+  }
   return h;
 }
 

@@ -22,6 +22,8 @@ struct EstimateHeader {
   OptimizerImpl resolved_impl = OptimizerImpl::kLoop;
   DeviceProfile device;
   TrainingConfig training;
+  CostOptions cost;
+  std::optional<int64_t> dataset_size;
   std::vector<std::string> notes;  // caveats about this estimate, one sentence each
 };
 EstimateHeader header_of(const ResolvedRequest& resolved);

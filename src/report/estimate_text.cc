@@ -24,6 +24,45 @@ std::string where(const Moment& m) {
   return s;
 }
 
+std::string time_text(const EstimateHeader& h, const StepTime& t,
+                      const std::optional<EpochTime>& epoch) {
+  std::string math = precision_name(h.precision) == "fp32"
+                         ? (h.cost.tf32_matmul ? "TF32 matmuls and convolutions"
+                                               : "fp32 matmuls, TF32 convolutions")
+                         : std::string(precision_name(h.precision));
+  if (h.cost.memory_format == MemoryFormat::kChannelsLast) math += ", channels_last";
+  std::string out = fmt::format("\nStep time on {} ({}; predicted)\n", h.device.gpu_display, math);
+  auto line = [&](std::string_view label, std::string_view value, std::string_view note) {
+    std::string l = fmt::format("  {:<20}{:>10}  {}", label, value, note);
+    while (l.back() == ' ') l.pop_back();
+    out += l + '\n';
+  };
+  line("step", format_duration(t.step_s),
+       fmt::format("{} samples: {:.1f} samples/s", t.samples, t.samples_per_s));
+  const std::pair<StepPart, const char*> parts[] = {{StepPart::kForward, "forward"},
+                                                    {StepPart::kBackward, "backward"},
+                                                    {StepPart::kRecompute, "recompute"},
+                                                    {StepPart::kOptimizer, "optimizer"}};
+  for (const auto& [part, label] : parts) {
+    const size_t p = static_cast<size_t>(part);
+    if (part == StepPart::kRecompute && t.part_s[p] == 0) continue;
+    line(label, format_duration(t.part_s[p]),
+         t.cpu_s[p] > t.gpu_s[p]
+             ? fmt::format("CPU-bound: the GPU works {}", format_duration(t.gpu_s[p]))
+             : "");
+  }
+  line("CPU-bound", fmt::format("{:.0f}%", 100 * t.cpu_bound_share()),
+       "of the step, eager dispatch outpacing the GPU");
+  line("GPU throughput", fmt::format("{:.1f}", t.achieved_flops_per_s / 1e12),
+       "TFLOP/s achieved over the step");
+  if (epoch) {
+    line("epoch", format_duration(epoch->seconds),
+         fmt::format("{} samples in {} steps", format_count(*h.dataset_size),
+                     format_count(epoch->steps)));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string estimate_text(const EstimateReport& report) {
@@ -70,6 +109,7 @@ std::string estimate_text(const EstimateReport& report) {
                                   format_bytes(-e.headroom_bytes), of);
     }
   }
+  if (e.time) out += time_text(h, *e.time, e.epoch);
   out += "\nAt the peak\n";
   const std::pair<Category, const char*> rows[] = {{Category::kParameter, "parameters"},
                                                    {Category::kGradient, "gradients"},

@@ -1,0 +1,112 @@
+#include "estimate/step_time.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/size_math.h"
+
+namespace trainfit {
+namespace {
+
+constexpr int64_t kTile = 128;
+// A product with fewer tiles than SMs splits K into pieces of at least this many.
+constexpr int64_t kMinSplitK = 512;
+
+// The peak (FLOP/s) a product's math runs at, and the achieved fraction of it.
+struct Rate {
+  double peak = 0;
+  double efficiency = 0;
+};
+
+Rate rate_of(MathPath math, const GpuTiming& gpu) {
+  const GpuPeaks& p = gpu.peaks;
+  const GpuEfficiency& e = gpu.efficiency;
+  const Rate fp32{p.fp32_tflops * 1e12, e.fp32_gemm};
+  // Cards without TF32 (before sm80) have no BF16 tensor math either.
+  const bool ampere = p.tf32_tflops > 0;
+  switch (math) {
+    case MathPath::kTf32:
+      return ampere ? Rate{p.tf32_tflops * 1e12, e.tensor_gemm} : fp32;
+    case MathPath::kFp16:
+      return p.fp16_tflops > 0 ? Rate{p.fp16_tflops * 1e12, e.tensor_gemm} : fp32;
+    case MathPath::kBf16:
+      return ampere ? Rate{p.fp16_tflops * 1e12, e.tensor_gemm} : fp32;
+    case MathPath::kFp32:
+      break;
+  }
+  return fp32;
+}
+
+bool on_tensor_cores(MathPath math, const GpuTiming& gpu) {
+  switch (math) {
+    case MathPath::kFp16:
+      return gpu.peaks.fp16_tflops > 0;
+    case MathPath::kTf32:
+    case MathPath::kBf16:
+      return gpu.peaks.tf32_tflops > 0;
+    case MathPath::kFp32:
+      break;
+  }
+  return false;
+}
+
+}  // namespace
+
+double wave_efficiency(const GemmShape& g, int sm_count) {
+  if (sm_count <= 0) return 1;
+  const int64_t tiles = g.count * g.batch * ceil_div(g.m, kTile) * ceil_div(g.n, kTile);
+  if (tiles <= 0) return 1;
+  int64_t work = tiles;
+  if (tiles < sm_count) {
+    const int64_t split = std::clamp<int64_t>(g.k / kMinSplitK, 1, sm_count / tiles);
+    work = tiles * split;
+  }
+  const int64_t waves = ceil_div(work, int64_t{sm_count});
+  return static_cast<double>(work) / static_cast<double>(waves * sm_count);
+}
+
+double kernel_seconds(const KernelCost& k, const GpuTiming& gpu) {
+  if (k.tensor_core_layout && !on_tensor_cores(k.math, gpu)) return 0;
+  const double launches = static_cast<double>(std::max<int64_t>(1, k.launches));
+  double compute = 0;
+  if (k.flops > 0) {
+    Rate r = rate_of(k.is_gemm ? k.math : MathPath::kFp32, gpu);
+    if (k.is_gemm) r.efficiency *= wave_efficiency(k.gemm, gpu.peaks.sm_count);
+    compute = k.flops / (r.peak * r.efficiency);
+  }
+  const double memory = k.bytes / (gpu.peaks.bandwidth_gbps * 1e9 * gpu.efficiency.bandwidth);
+  return std::max(compute, memory) + launches * gpu.kernel_overhead_s;
+}
+
+StepTime time_step(const StepCost& cost, const GpuTiming& gpu) {
+  StepTime t;
+  for (const KernelCost& k : cost.kernels) {
+    t.gpu_s[static_cast<size_t>(k.part)] += static_cast<double>(k.repeat) * kernel_seconds(k, gpu);
+    t.flops += static_cast<double>(k.repeat) * k.flops;
+  }
+  for (size_t p = 0; p < kStepPartCount; ++p) {
+    const CpuWork& w = cost.cpu[p];
+    const double per_dispatch =
+        static_cast<StepPart>(p) == StepPart::kBackward ? gpu.autograd_node_s : gpu.python_op_s;
+    t.cpu_s[p] = w.dispatches * per_dispatch + w.launches * gpu.launch_s;
+    t.part_s[p] = std::max(t.gpu_s[p], t.cpu_s[p]);
+    if (t.cpu_s[p] > t.gpu_s[p]) t.cpu_bound_s += t.part_s[p];
+    t.step_s += t.part_s[p];
+  }
+  t.samples = cost.samples;
+  if (t.step_s > 0) {
+    t.samples_per_s = static_cast<double>(t.samples) / t.step_s;
+    t.achieved_flops_per_s = t.flops / t.step_s;
+  }
+  return t;
+}
+
+EpochTime epoch_time(const StepTime& step, int64_t dataset_size) {
+  EpochTime e;
+  if (step.samples <= 0 || dataset_size <= 0) return e;
+  e.steps = ceil_div(dataset_size, step.samples);
+  e.seconds = static_cast<double>(e.steps) * step.step_s;
+  return e;
+}
+
+}  // namespace trainfit

@@ -1,0 +1,84 @@
+#include "estimate/step_time.h"
+
+#include <gtest/gtest.h>
+
+#include "graph/builder.h"
+
+namespace trainfit {
+namespace {
+
+GpuTiming a100() {
+  return catalog_timing(*find_gpu("a100-80gb"));
+}
+
+TEST(StepTime, AKernelTakesTheLongerOfComputeAndMemoryPlusItsOverhead) {
+  const GpuTiming gpu = a100();
+  KernelCost copy;
+  copy.bytes = 1e9;  // 1 GB through 2039 GB/s x 0.86
+  EXPECT_NEAR(kernel_seconds(copy, gpu), 1e9 / (2039e9 * 0.86) + 2e-6, 1e-12);
+  KernelCost gemm;
+  gemm.is_gemm = true;
+  gemm.gemm = GemmShape{1, 8192, 8192, 8192};
+  gemm.flops = gemm.gemm.flops();
+  gemm.math = MathPath::kBf16;
+  // 64 x 64 tiles of 128 x 128 on 108 SMs: 38 waves, the last one partly idle.
+  const double waves = 4096.0 / (38 * 108);
+  EXPECT_NEAR(kernel_seconds(gemm, gpu), gemm.flops / (312e12 * 0.869 * waves) + 2e-6, 1e-9);
+  // TF32 runs at half the 16-bit rate; FP32 on CUDA cores far below.
+  gemm.math = MathPath::kTf32;
+  const double tf32 = kernel_seconds(gemm, gpu);
+  gemm.math = MathPath::kFp32;
+  EXPECT_GT(kernel_seconds(gemm, gpu), 5 * tf32);
+}
+
+TEST(StepTime, WaveQuantizationAndSplitK) {
+  // 108 tiles fill 108 SMs once; 109 need a second wave that is nearly empty.
+  EXPECT_DOUBLE_EQ(wave_efficiency(GemmShape{1, int64_t{128} * 108, 128, 64}, 108), 1.0);
+  EXPECT_NEAR(wave_efficiency(GemmShape{1, int64_t{128} * 109, 128, 64}, 108), 109.0 / 216, 1e-12);
+  // One tile with a long K splits K over the idle SMs.
+  EXPECT_DOUBLE_EQ(wave_efficiency(GemmShape{1, 64, 64, int64_t{512} * 108}, 108), 1.0);
+}
+
+TEST(StepTime, CardsWithoutTensorMathFallBackToFp32) {
+  const GpuTiming v100 = catalog_timing(*find_gpu("v100-16gb"));
+  KernelCost k;
+  k.is_gemm = true;
+  k.gemm = GemmShape{1, 4096, 4096, 4096};
+  k.flops = k.gemm.flops();
+  k.math = MathPath::kTf32;  // no TF32 before sm80
+  const double tf32 = kernel_seconds(k, v100);
+  k.math = MathPath::kFp32;
+  EXPECT_DOUBLE_EQ(tf32, kernel_seconds(k, v100));
+  // A layout transpose for tensor-core math costs nothing where that math is not used.
+  KernelCost t;
+  t.bytes = 1e9;
+  t.math = MathPath::kTf32;
+  t.tensor_core_layout = true;
+  EXPECT_EQ(kernel_seconds(t, v100), 0);
+  EXPECT_GT(kernel_seconds(t, a100()), 0);
+}
+
+TEST(StepTime, ATinyModelIsBoundByTheHostDispatchingIt) {
+  StepCost c;
+  c.samples = 8;
+  KernelCost k;
+  k.bytes = 1024;  // microseconds of GPU work each
+  for (int i = 0; i < 100; ++i) c.kernels.push_back(k);
+  c.cpu[static_cast<size_t>(StepPart::kForward)] = {100, 100};
+  const StepTime t = time_step(c, a100());
+  EXPECT_NEAR(t.step_s, 100 * (5e-6 + 2e-6), 1e-12);
+  EXPECT_DOUBLE_EQ(t.cpu_bound_share(), 1.0);
+  EXPECT_NEAR(t.samples_per_s, 8 / t.step_s, 1e-9);
+}
+
+TEST(StepTime, AnEpochIsWholeSteps) {
+  StepTime t;
+  t.samples = 32;
+  t.step_s = 0.5;
+  const EpochTime e = epoch_time(t, 1000);
+  EXPECT_EQ(e.steps, 32);  // 31.25 rounded up
+  EXPECT_DOUBLE_EQ(e.seconds, 16);
+}
+
+}  // namespace
+}  // namespace trainfit

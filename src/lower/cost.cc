@@ -1,0 +1,400 @@
+#include "lower/cost.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+
+#include "base/size_math.h"
+#include "graph/device_rules.h"
+#include "lower/flops.h"
+#include "lower/lowering.h"
+#include "lower/optimizer_step.h"
+
+namespace trainfit {
+namespace {
+
+// multi_tensor_apply's limits (MultiTensorApply.cuh, the 4 KB kernel-argument path).
+constexpr int64_t kChunkElements = 65536;
+constexpr int64_t kMaxChunksPerLaunch = 320;
+constexpr std::array<int64_t, 5> kMaxTensorsPerLaunch = {110, 64, 48, 36, 30};
+
+// The arithmetic of a product whose operands arrive as `dtype`.
+MathPath math_of(DType dtype, bool tf32) {
+  switch (dtype) {
+    case DType::kFloat16:
+      return MathPath::kFp16;
+    case DType::kBFloat16:
+      return MathPath::kBf16;
+    default:
+      return tf32 ? MathPath::kTf32 : MathPath::kFp32;
+  }
+}
+
+// The bytes a kernel moves for a value: its elements, or its storage if that is smaller (an
+// expanded view reads each stored element once).
+double moved_bytes(const Graph& g, ValueId v) {
+  const Value& value = g.value(v);
+  const int64_t elements = value_bytes(value);
+  if (value.storage == kNone) return static_cast<double>(elements);
+  return static_cast<double>(std::min(elements, g.storages[value.storage].bytes));
+}
+
+// The input whose dtype a product computes in: its first operand.
+size_t first_operand(const GemmShape& g) {
+  return static_cast<size_t>(std::countr_zero(g.operands));
+}
+
+bool is_parameter(const Graph& g, ValueId v) {
+  const Value& value = g.value(v);
+  if (value.storage == kNone) return false;
+  const StorageKind kind = g.storages[value.storage].kind;
+  return kind == StorageKind::kParameter || kind == StorageKind::kBuffer;
+}
+
+// A value the node wrote into memory it allocated itself (not a view of an input).
+bool is_fresh(const Graph& g, NodeId n, ValueId v) {
+  const Value& value = g.value(v);
+  return value.storage != kNone && g.storages[value.storage].producer == n;
+}
+
+class CostBuilder {
+ public:
+  CostBuilder(const Graph& g, const TrainingConfig& t, const CostOptions& o)
+      : g_(g), training_(t), options_(o) {}
+
+  Result<StepCost> run();
+
+ private:
+  // The node's forward kernels (none for a view), counted under `part`.
+  void forward(NodeId n, StepPart part);
+  void backward(NodeId n);
+  void optimizer();
+  void add_optimizer_op(const std::vector<int64_t>& numels, int itemsize, int depth, int accesses,
+                        bool per_tensor);
+  void add(KernelCost k) {
+    k.repeat = k.part == StepPart::kOptimizer ? 1 : training_.grad_accum;
+    cpu(k.part).launches += static_cast<double>(k.launches * k.repeat);
+    out_.kernels.push_back(k);
+  }
+  CpuWork& cpu(StepPart part) { return out_.cpu[static_cast<size_t>(part)]; }
+  OpCall call_of(const Node& node, std::vector<const Value*>& inputs) const;
+  // A convolution on NCHW tensors: cuDNN's tensor-core kernels transpose to NHWC and back.
+  bool channels_first_conv(const Node& node) const {
+    return node.op->uses_cudnn && options_.memory_format == MemoryFormat::kChannelsFirst;
+  }
+  void add_transpose(StepPart part, double bytes, MathPath math, int64_t launches);
+
+  const Graph& g_;
+  const TrainingConfig& training_;
+  const CostOptions& options_;
+  StepCost out_;
+  std::vector<bool> param_has_grad_;
+};
+
+OpCall CostBuilder::call_of(const Node& node, std::vector<const Value*>& inputs) const {
+  inputs.clear();
+  for (ValueId v : node.inputs) inputs.push_back(&g_.value(v));
+  return OpCall{node.attrs, inputs, g_.target, g_.precision};
+}
+
+void CostBuilder::add_transpose(StepPart part, double bytes, MathPath math, int64_t launches) {
+  KernelCost t;
+  t.part = part;
+  t.bytes = bytes;
+  t.math = math;
+  t.launches = launches;
+  t.tensor_core_layout = true;
+  add(t);
+}
+
+void CostBuilder::forward(NodeId n, StepPart part) {
+  const Node& node = g_.nodes[n];
+  const OpSchema& op = *node.op;
+  cpu(part).dispatches += static_cast<double>(training_.grad_accum);
+  double written = 0;
+  bool any_fresh = false;
+  for (ValueId v : node.outputs) {
+    const bool fresh = is_fresh(g_, n, v);
+    any_fresh = any_fresh || fresh;
+    if (fresh || !op.data_movement) written += static_cast<double>(value_bytes(g_.value(v)));
+  }
+  if (op.data_movement && !any_fresh) return;  // a view: no kernel
+  std::vector<const Value*> inputs;
+  const OpCall call = call_of(node, inputs);
+  double read = 0;
+  if (op.read_bytes && !node.outputs.empty()) {
+    read = static_cast<double>(op.read_bytes(call, g_.value(node.outputs[0]).shape));
+  } else {
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const bool repeated =
+          std::find(node.inputs.begin(), node.inputs.begin() + static_cast<ptrdiff_t>(i),
+                    node.inputs[i]) != node.inputs.begin() + static_cast<ptrdiff_t>(i);
+      if (!repeated) read += moved_bytes(g_, node.inputs[i]);
+    }
+  }
+  KernelCost k;
+  k.part = part;
+  k.flops = node_flops(g_, node);
+  k.bytes = read + written;
+  if (op.gemm && !node.outputs.empty()) {
+    k.is_gemm = true;
+    k.gemm = op.gemm(call, g_.value(node.outputs[0]).shape);
+    const bool tf32 = op.uses_cublas ? options_.tf32_matmul : options_.tf32_conv && op.uses_cudnn;
+    k.math = math_of(g_.value(node.inputs[first_operand(k.gemm)]).dtype, tf32);
+  }
+  add(k);
+  if (k.is_gemm && channels_first_conv(node)) {
+    // NCHW -> NHWC of the input, NHWC -> NCHW of the output: each read once and written once.
+    add_transpose(part, 2 * (moved_bytes(g_, node.inputs[0]) + written), k.math, 2);
+  }
+}
+
+void CostBuilder::backward(NodeId n) {
+  const Node& node = g_.nodes[n];
+  const OpSchema& op = *node.op;
+  cpu(StepPart::kBackward).dispatches += static_cast<double>(training_.grad_accum);
+  std::vector<const Value*> inputs;
+  const OpCall call = call_of(node, inputs);
+  const BackwardSpec spec = backward_of(op, call);
+  double incoming = 0;
+  for (ValueId v : node.outputs) {
+    if (g_.value(v).requires_grad) incoming += static_cast<double>(value_bytes(g_.value(v)));
+  }
+  double saved = 0;
+  for (ValueId v : node.saved) saved += moved_bytes(g_, v);
+  const bool has_gemm = op.gemm && !node.outputs.empty();
+  const GemmShape forward_gemm =
+      has_gemm ? op.gemm(call, g_.value(node.outputs[0]).shape) : GemmShape{};
+  const bool tf32 = op.uses_cublas ? options_.tf32_matmul : options_.tf32_conv && op.uses_cudnn;
+  KernelCost params;  // the parameter gradients of an op that are not products: one pass
+  params.part = StepPart::kBackward;
+  params.bytes = incoming + saved;
+  bool any_param = false;
+  for (const GradRule& rule : spec.grads) {
+    if (rule.alias_output >= 0) continue;  // a view of (or the very) incoming gradient
+    const ValueId input = node.inputs[static_cast<size_t>(rule.input)];
+    const double grad = static_cast<double>(value_bytes(g_.value(input)));
+    if (has_gemm && forward_gemm.operand(static_cast<size_t>(rule.input))) {
+      KernelCost k;
+      k.part = StepPart::kBackward;
+      k.is_gemm = true;
+      k.gemm = forward_gemm;
+      // dA = dY B^T is M x K over N; dB = A^T dY is K x N over M.
+      const bool first = (forward_gemm.operands & ((1U << rule.input) - 1)) == 0;
+      k.gemm.n = first ? forward_gemm.k : forward_gemm.n;
+      k.gemm.m = first ? forward_gemm.m : forward_gemm.k;
+      k.gemm.k = first ? forward_gemm.n : forward_gemm.m;
+      k.flops = k.gemm.flops();
+      k.bytes = incoming + saved + grad;
+      k.math = math_of(g_.value(node.inputs[first_operand(forward_gemm)]).dtype, tf32);
+      add(k);
+      if (channels_first_conv(node))
+        add_transpose(StepPart::kBackward, 2 * (incoming + grad), k.math, 2);
+      continue;
+    }
+    if (is_parameter(g_, input)) {
+      any_param = true;
+      params.bytes += grad;
+      params.flops += static_cast<double>(checked_numel(g_.value(input).shape).value_or(0));
+      continue;
+    }
+    KernelCost k;
+    k.part = StepPart::kBackward;
+    k.bytes = incoming + saved + grad;
+    k.flops = static_cast<double>(checked_numel(g_.value(input).shape).value_or(0));
+    add(k);
+  }
+  if (any_param) add(params);
+}
+
+int64_t chunks_of(int64_t numel) {
+  return std::max<int64_t>(1, ceil_div(numel, kChunkElements));
+}
+
+void CostBuilder::add_optimizer_op(const std::vector<int64_t>& numels, int itemsize, int depth,
+                                   int accesses, bool per_tensor) {
+  KernelCost k;
+  k.part = StepPart::kOptimizer;
+  double elements = 0;
+  for (int64_t n : numels) elements += static_cast<double>(n);
+  k.bytes = elements * itemsize * accesses;
+  k.flops = elements;
+  k.launches =
+      per_tensor ? static_cast<int64_t>(numels.size()) : multi_tensor_launches(numels, depth);
+  cpu(StepPart::kOptimizer).dispatches += per_tensor ? static_cast<double>(numels.size()) : 1;
+  add(k);
+}
+
+// torch/optim: _single_tensor_* (for-loop), _multi_tensor_* (foreach), _fused_*; bitsandbytes'
+// 8-bit optimizers update each parameter in one kernel.
+void CostBuilder::optimizer() {
+  std::vector<int64_t> numels;
+  int itemsize = 4;
+  for (size_t p = 0; p < g_.params.size(); ++p) {
+    if (!param_has_grad_[p]) continue;
+    const Value& v = g_.value(g_.params[p].value);
+    numels.push_back(checked_numel(v.shape).value_or(0));
+    itemsize = static_cast<int>(dtype_bytes(v.dtype));
+  }
+  if (numels.empty()) return;
+  const OptimizerConfig& opt = training_.optimizer;
+  if (uses_grad_scaler(g_.target, g_.precision)) {
+    // GradScaler.unscale_: _amp_foreach_non_finite_check_and_unscale_ over the gradients.
+    add_optimizer_op(numels, itemsize, 1, 2, false);
+  }
+  if (is_8bit(opt.kind)) {
+    // One kernel per parameter: fp32 parameter and gradient, 8-bit state (read and written).
+    KernelCost k;
+    k.part = StepPart::kOptimizer;
+    for (int64_t n : numels) k.bytes += static_cast<double>(n) * (3.0 * itemsize + 4);
+    k.launches = static_cast<int64_t>(numels.size());
+    cpu(StepPart::kOptimizer).dispatches += 3.0 * static_cast<double>(numels.size());
+    add(k);
+    return;
+  }
+  const OptimizerImpl impl = resolve_optimizer_impl(opt.impl, g_.target);
+  const bool adam = opt.kind == OptimizerKind::kAdam || opt.kind == OptimizerKind::kAdamW;
+  const bool momentum = opt.kind == OptimizerKind::kMomentum;
+  const double wd =
+      opt.weight_decay >= 0 ? opt.weight_decay : (opt.kind == OptimizerKind::kAdamW ? 0.01 : 0.0);
+  if (impl == OptimizerImpl::kFused) {
+    // One pass: reads parameter, gradient and state, writes parameter and state.
+    const int state = adam ? 2 : (momentum ? 1 : 0);
+    add_optimizer_op(numels, itemsize, 2 + state, 3 + 2 * state, false);
+    return;
+  }
+  const bool loop = impl == OptimizerImpl::kLoop;
+  // Each entry: tensor lists (depth) and element accesses (reads + writes) of one op.
+  struct Op {
+    int depth;
+    int accesses;
+  };
+  std::vector<Op> ops;
+  if (wd != 0 && opt.kind == OptimizerKind::kAdamW) ops.push_back({1, 2});  // param.mul_
+  if (wd != 0 && opt.kind != OptimizerKind::kAdamW) ops.push_back({3, 3});  // grad + wd * param
+  if (adam) {
+    ops.push_back({2, 3});  // exp_avg.lerp_(grad)
+    ops.push_back({1, 2});  // exp_avg_sq.mul_(beta2)
+    ops.push_back({3, 3});  // exp_avg_sq.addcmul_(grad, grad)
+    ops.push_back({2, 2});  // exp_avg_sq.sqrt()
+    ops.push_back({1, 2});  // .div_(bias_correction2_sqrt)
+    ops.push_back({1, 2});  // .add_(eps)
+    ops.push_back({3, 4});  // param.addcdiv_(exp_avg, denom)
+  } else if (momentum) {
+    ops.push_back({1, 2});  // buf.mul_(momentum)
+    ops.push_back({2, 3});  // buf.add_(grad)
+    ops.push_back({2, 3});  // param.add_(buf, alpha=-lr)
+  } else {
+    ops.push_back({2, 3});  // param.add_(grad, alpha=-lr)
+  }
+  for (const Op& op : ops) add_optimizer_op(numels, itemsize, op.depth, op.accesses, loop);
+  if (adam) {
+    // The step counters (host tensors) and, without foreach, the bias corrections in Python.
+    cpu(StepPart::kOptimizer).dispatches += loop ? 3.0 * static_cast<double>(numels.size()) : 1;
+  }
+}
+
+Result<StepCost> CostBuilder::run() {
+  out_.grad_accum = std::max(1, training_.grad_accum);
+  out_.micro_batch = g_.batch_size();
+  out_.samples = out_.micro_batch * out_.grad_accum;
+  param_has_grad_.assign(g_.params.size(), false);
+  std::vector<int> param_of_value(g_.values.size(), -1);
+  for (size_t p = 0; p < g_.params.size(); ++p) {
+    const Param& param = g_.params[p];
+    if (!param.buffer && param.trainable)
+      param_of_value[static_cast<size_t>(param.value)] = static_cast<int>(p);
+  }
+  for (size_t n = 0; n < g_.nodes.size(); ++n) {
+    forward(static_cast<NodeId>(n), StepPart::kForward);
+    const Node& node = g_.nodes[n];
+    if (!node.recorded || !g_.on_loss_path[n]) continue;
+    for (ValueId v : node.inputs) {
+      const int p = param_of_value[static_cast<size_t>(v)];
+      if (p >= 0 && g_.value(v).requires_grad) param_has_grad_[static_cast<size_t>(p)] = true;
+    }
+  }
+  TF_ASSIGN_OR_RETURN(std::vector<CheckpointSegment> segments,
+                      checkpoint_segments(g_, training_.checkpoint));
+  for (const CheckpointSegment& s : segments) {
+    if (s.recompute_stop == kNone) continue;
+    for (NodeId n = s.first; n <= s.recompute_stop; ++n) forward(n, StepPart::kRecompute);
+  }
+  std::vector<int> consumers(g_.values.size(), 0);  // backward nodes a gradient comes from
+  for (size_t n = g_.nodes.size(); n-- > 0;) {
+    const Node& node = g_.nodes[n];
+    if (!node.recorded || !g_.on_loss_path[n]) continue;
+    backward(static_cast<NodeId>(n));
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const ValueId v = node.inputs[i];
+      const auto begin = node.inputs.begin();
+      const bool repeated = std::find(begin, begin + static_cast<ptrdiff_t>(i), v) !=
+                            begin + static_cast<ptrdiff_t>(i);
+      if (g_.value(v).requires_grad && !repeated) ++consumers[static_cast<size_t>(v)];
+    }
+  }
+  // A tensor used by several ops gets its gradient summed by the autograd engine: one add per
+  // extra use (reads two, writes one).
+  for (size_t v = 0; v < consumers.size(); ++v) {
+    if (consumers[v] < 2) continue;
+    KernelCost k;
+    k.part = StepPart::kBackward;
+    k.launches = consumers[v] - 1;
+    const Value& value = g_.values[static_cast<ValueId>(v)];
+    const double elements =
+        static_cast<double>(checked_numel(value.shape).value_or(0) * k.launches);
+    k.bytes = 3.0 * elements * static_cast<double>(dtype_bytes(value.dtype));
+    k.flops = elements;
+    add(k);
+  }
+  if (out_.grad_accum > 1) {
+    // Each later micro-batch's gradient is added into .grad: read both, write one.
+    KernelCost k;
+    k.part = StepPart::kBackward;
+    for (size_t p = 0; p < g_.params.size(); ++p) {
+      if (!param_has_grad_[p]) continue;
+      k.bytes += 3.0 * static_cast<double>(value_bytes(g_.value(g_.params[p].value)));
+      ++k.launches;
+    }
+    if (k.launches > 0) {
+      out_.kernels.push_back(k);
+      out_.kernels.back().repeat = out_.grad_accum - 1;
+      cpu(StepPart::kBackward).launches += static_cast<double>(k.launches * (out_.grad_accum - 1));
+    }
+  }
+  optimizer();
+  return std::move(out_);
+}
+
+}  // namespace
+
+int64_t multi_tensor_launches(const std::vector<int64_t>& numels, int depth) {
+  const int64_t max_tensors =
+      kMaxTensorsPerLaunch[static_cast<size_t>(std::clamp(depth, 1, 5) - 1)];
+  int64_t launches = 0;
+  int64_t tensors = 0;
+  int64_t chunks = 0;
+  for (size_t t = 0; t < numels.size(); ++t) {
+    ++tensors;
+    int64_t left = chunks_of(numels[t]);
+    while (left > 0) {
+      const int64_t take = std::min(left, kMaxChunksPerLaunch - chunks);
+      chunks += take;
+      left -= take;
+      const bool last = t + 1 == numels.size() && left == 0;
+      if (chunks == kMaxChunksPerLaunch || (tensors == max_tensors && left == 0) || last) {
+        ++launches;
+        chunks = 0;
+        tensors = left > 0 ? 1 : 0;  // a tensor cut at the chunk limit carries on
+      }
+    }
+  }
+  return launches;
+}
+
+Result<StepCost> step_cost(const Graph& graph, const TrainingConfig& training,
+                           const CostOptions& options) {
+  return CostBuilder(graph, training, options).run();
+}
+
+}  // namespace trainfit

@@ -1,0 +1,103 @@
+// The cost model: the work of one training step, kernel by kernel, before any GPU is named.
+// Each kernel has its FLOPs, the bytes it moves through device memory and, for products, its
+// GEMM shape; the eager CPU side has its op dispatches and kernel launches. The estimate
+// stage turns this into seconds with a GPU's peaks (estimate/step_time.h).
+//
+//   Result<StepCost> c = step_cost(graph, training, {.channels_last = true});
+//   for (const KernelCost& k : c->kernels) ... k.part, k.flops, k.bytes, k.gemm
+//
+// What it counts:
+// - forward: one kernel per op that is not a view: reads its inputs (a gather only the rows it
+//   returns), writes its outputs; products carry their GEMM shape and math (fp32, TF32 as
+//   PyTorch's defaults or --tf32 say, fp16 or bf16 under autocast).
+// - backward: per recorded op on the loss path, one kernel per input gradient it makes (none
+//   for a gradient that is a view of the incoming one); the gradients of a product's operands
+//   are products of the same size; an op's parameter gradients that are not products share
+//   one pass. Each reads the incoming gradients and the saved tensors and writes its gradient.
+// - recompute: checkpointed modules' forward ops again, as far as PyTorch re-runs them.
+// - optimizer: the kernels of the implementation PyTorch runs (torch/optim adam.py, sgd.py:
+//   the for-loop per parameter, foreach over lists in multi_tensor_apply launches, fused in
+//   one), and GradScaler's unscale under fp16 autocast.
+// - gradient accumulation: forward, backward and recompute once per micro-batch, and each
+//   micro-batch after the first adds its gradients into .grad.
+// - channels_first convolutions on tensor cores (TF32, fp16, bf16): cuDNN's kernels take NHWC,
+//   so their activations are transposed on the way in and out (channels_last avoids it).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "base/enum_names.h"
+#include "base/status.h"
+#include "graph/graph.h"
+#include "graph/op_schema.h"
+#include "lower/training.h"
+
+namespace trainfit {
+
+enum class StepPart : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
+inline constexpr size_t kStepPartCount = 4;
+inline constexpr auto kStepPartNames = enum_names<StepPart>({
+    {StepPart::kForward, "forward"},
+    {StepPart::kBackward, "backward"},
+    {StepPart::kRecompute, "recompute"},
+    {StepPart::kOptimizer, "optimizer"},
+});
+
+// The arithmetic a product runs in.
+enum class MathPath : uint8_t { kFp32, kTf32, kFp16, kBf16 };
+
+// --memory-format: how image tensors are laid out.
+enum class MemoryFormat : uint8_t { kChannelsFirst, kChannelsLast };
+inline constexpr auto kMemoryFormatNames = enum_names<MemoryFormat>({
+    {MemoryFormat::kChannelsFirst, "channels_first"},
+    {MemoryFormat::kChannelsLast, "channels_last"},
+});
+
+struct CostOptions {
+  // torch.backends.cuda.matmul.allow_tf32: off by default since PyTorch 1.12 (--tf32 sets it,
+  // as torch.set_float32_matmul_precision("high") does).
+  bool tf32_matmul = false;
+  // torch.backends.cudnn.allow_tf32: on by default, so fp32 convolutions run in TF32.
+  bool tf32_conv = true;
+  MemoryFormat memory_format = MemoryFormat::kChannelsFirst;
+};
+
+struct KernelCost {
+  StepPart part = StepPart::kForward;
+  double flops = 0;
+  double bytes = 0;  // read and written in device memory
+  bool is_gemm = false;
+  GemmShape gemm;  // with is_gemm
+  MathPath math = MathPath::kFp32;
+  int64_t launches = 1;  // kernels of this shape launched back to back (multi_tensor_apply)
+  int64_t repeat = 1;    // times per optimizer step (micro-batches)
+  // A layout change cuDNN makes only where `math` runs on tensor cores (NCHW to NHWC).
+  bool tensor_core_layout = false;
+};
+
+// The eager CPU side of one part: ATen ops dispatched (from Python in forward and in the
+// optimizer, by the autograd engine in backward) and kernels launched.
+struct CpuWork {
+  double dispatches = 0;
+  double launches = 0;
+};
+
+struct StepCost {
+  std::vector<KernelCost> kernels;
+  std::array<CpuWork, kStepPartCount> cpu{};  // per step (micro-batches included)
+  int64_t samples = 0;                        // per optimizer step: batch x micro-batches
+  int64_t micro_batch = 0;
+  int grad_accum = 1;
+};
+
+Result<StepCost> step_cost(const Graph& graph, const TrainingConfig& training,
+                           const CostOptions& options);
+
+// Launches of one foreach op over tensors of `numels` elements with `depth` tensor lists, as
+// multi_tensor_apply (aten/src/ATen/native/cuda/MultiTensorApply.cuh) groups them: 65,536
+// elements a chunk, at most 320 chunks and {110, 64, 48, 36, 30} tensors (depth 1-5) a launch.
+int64_t multi_tensor_launches(const std::vector<int64_t>& numels, int depth);
+
+}  // namespace trainfit
