@@ -145,7 +145,7 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   }
   facts.activation_bytes = activation_bytes(g);
   TF_ASSIGN_OR_RETURN(Estimate e, estimate_events(list, names_of(g), std::move(facts), options));
-  if (device.timing && device.target.device == Device::kCuda) {
+  if (options.step_time && device.timing && device.target.device == Device::kCuda) {
     TF_ASSIGN_OR_RETURN(const StepCost cost, step_cost(g, options.training, options.cost));
     e.time = time_step(cost, *device.timing);
     if (options.dataset_size) e.epoch = epoch_time(*e.time, *options.dataset_size);

@@ -35,6 +35,7 @@ struct EstimateOptions {
   // On out of memory, also replay on an unbounded device to report what the run would need
   // (the peak figures); a search that only asks whether it fits turns this off.
   bool peak_after_oom = true;
+  bool step_time = true;                // with the device's timing constants: Estimate::time
   CostOptions cost;                     // how the kernels run: TF32, memory format (the step time)
   std::optional<int64_t> dataset_size;  // samples in an epoch: the epoch time
 };

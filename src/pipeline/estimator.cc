@@ -2,6 +2,18 @@
 
 namespace trainfit {
 
+Result<std::optional<StepTime>> predict_step_time(const TrainingRequest& request) {
+  TF_ASSIGN_OR_RETURN(const ResolvedRequest resolved, resolve(request));
+  const DeviceProfile& device = resolved.options.device;
+  if (resolved.trace || !device.timing || device.target.device != Device::kCuda) {
+    return std::optional<StepTime>();
+  }
+  TF_ASSIGN_OR_RETURN(const Graph graph, build_model(resolved.model));
+  TF_ASSIGN_OR_RETURN(const StepCost cost,
+                      step_cost(graph, resolved.options.training, resolved.options.cost));
+  return std::optional<StepTime>(time_step(cost, *device.timing));
+}
+
 EventNames names_of(const EstimateRun& run) {
   return run.resolved.trace ? trace_names(*run.resolved.trace) : names_of(run.graph);
 }
@@ -21,6 +33,7 @@ Result<Estimate> PipelineEstimator::estimate_resolved(ResolvedRequest& resolved,
   options.timeline = detail.timeline;
   options.explain = detail.explain;
   options.peak_after_oom = detail.peak_after_oom;
+  options.step_time = detail.step_time;
   if (resolved.trace) return estimate_trace(*resolved.trace, resolved.model.batch, options);
   TF_ASSIGN_OR_RETURN(const Graph* graph, graph_of(resolved.model));
   return trainfit::estimate(*graph, options);

@@ -21,6 +21,7 @@ struct EstimateDetail {
   // On out of memory, replay again without a limit to say what the run would need; a search
   // that only asks whether it fits turns this off.
   bool peak_after_oom = true;
+  bool step_time = true;  // on a GPU with timing constants; a memory-only search turns it off
 };
 
 class Estimator {
@@ -31,6 +32,10 @@ class Estimator {
   virtual Result<Estimate> estimate(const TrainingRequest& request,
                                     const EstimateDetail& detail = {}) = 0;
 };
+
+// The step time of a request without its memory estimate: the graph and the cost model on the
+// request's GPU. nullopt where there is none to give (no GPU named, the cpu profile, a trace).
+Result<std::optional<StepTime>> predict_step_time(const TrainingRequest& request);
 
 // One estimate with what it ran on: the resolved request and the zoo graph (empty for a trace).
 struct EstimateRun {

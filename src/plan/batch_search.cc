@@ -14,8 +14,9 @@ Result<BatchSearch::Probe> BatchSearch::run(const DeviceProfile& device, double 
   r.margin.reset();
   if (device.total_bytes >= 0) r.margin = margin;
   ++estimates_;
-  // A probe that runs out only needs to say so.
-  TF_ASSIGN_OR_RETURN(const Estimate e, estimator_.estimate(r, {.peak_after_oom = false}));
+  // A probe that runs out only needs to say so, and none needs the step time.
+  TF_ASSIGN_OR_RETURN(const Estimate e,
+                      estimator_.estimate(r, {.peak_after_oom = false, .step_time = false}));
   return Probe{e.peak_allocated_bytes, e.peak_reserved_bytes, e.device_used_bytes,
                e.num_alloc_retries, e.fits};
 }

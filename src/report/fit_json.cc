@@ -33,6 +33,10 @@ nlohmann::json every_gpu_json(const FitReport& r) {
     j["gpu"] = g.gpu.name;
     j["display"] = g.gpu.display;
     j["total_bytes"] = g.gpu.total_bytes;
+    if (g.time) {
+      j["step_time_s"] = g.time->step_s;
+      j["samples_per_s"] = g.time->samples_per_s;
+    }
     rows.push_back(j);
     by_name[std::string(g.gpu.name)] = g.fit.max_batch;
   }

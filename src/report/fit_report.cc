@@ -33,7 +33,14 @@ Status fit_every_gpu(FitReport& report, const TrainingRequest& request, Estimato
     DeviceProfile device = cuda_profile(gpu);
     device.context_bytes = request.device.context_bytes;
     TF_ASSIGN_OR_RETURN(BatchFit fit, search.fit(device, report.margin));
-    report.gpus.push_back({gpu, fit});
+    std::optional<StepTime> time;
+    if (fit.max_batch > 0) {
+      TrainingRequest at = request;
+      at.batch = fit.max_batch;
+      at.device = device;
+      TF_ASSIGN_OR_RETURN(time, predict_step_time(at));
+    }
+    report.gpus.push_back({gpu, fit, time});
   }
   report.estimates = search.estimates();
   return {};

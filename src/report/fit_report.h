@@ -32,6 +32,7 @@ struct FitRequest {
 struct GpuFit {
   GpuSpec gpu;
   BatchFit fit;
+  std::optional<StepTime> time;  // at the largest batch
 };
 
 struct WhatIfReport {

@@ -44,18 +44,22 @@ std::string every_gpu_text(const FitReport& r) {
                {"budget", Align::kRight, false},
                {"max batch", Align::kRight, false},
                {"device used", Align::kRight, false},
-               {"next batch needs", Align::kRight, false}});
+               {"next batch needs", Align::kRight, false},
+               {"step", Align::kRight, false},
+               {"samples/s", Align::kRight, false}});
   for (const GpuFit& g : r.gpus) {
     const BatchFit& fit = g.fit;
     t.add_row({fmt::format("{} ({})", g.gpu.name, g.gpu.display), format_bytes(g.gpu.total_bytes),
                format_bytes(fit.budget_bytes), max_batch_text(fit),
                fit.max_batch > 0 ? format_bytes(fit.device_used_bytes) : "-",
-               fit.at_search_limit ? "-" : format_bytes(fit.next_device_used_bytes)});
+               fit.at_search_limit ? "-" : format_bytes(fit.next_device_used_bytes),
+               g.time ? format_duration(g.time->step_s) : "-",
+               g.time ? fmt::format("{:.0f}", g.time->samples_per_s) : "-"});
   }
   return describe(r) + '\n' +
          fmt::format(
              "largest batch per GPU, {:g}% of each GPU's memory kept free ({} "
-             "estimates)\n\n",
+             "estimates); step time and samples/s predicted at that batch\n\n",
              100 * r.margin, r.estimates) +
          t.render(kWidth);
 }
