@@ -11,6 +11,7 @@
 #include <string>
 
 #include "estimate/gpu_catalog.h"
+#include "estimate/step_time.h"
 #include "graph/graph.h"
 
 namespace trainfit {

@@ -145,12 +145,18 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   }
   facts.activation_bytes = activation_bytes(g);
   TF_ASSIGN_OR_RETURN(Estimate e, estimate_events(list, names_of(g), std::move(facts), options));
-  if (options.step_time && device.timing && device.target.device == Device::kCuda) {
-    TF_ASSIGN_OR_RETURN(const StepCost cost, step_cost(g, options.training, options.cost));
-    e.time = time_step(cost, *device.timing);
-    if (options.dataset_size) e.epoch = epoch_time(*e.time, *options.dataset_size);
+  if (options.step_time) {
+    TF_ASSIGN_OR_RETURN(e.time, graph_step_time(g, options));
+    if (e.time && options.dataset_size) e.epoch = epoch_time(*e.time, *options.dataset_size);
   }
   return e;
+}
+
+Result<std::optional<StepTime>> graph_step_time(const Graph& g, const EstimateOptions& options) {
+  const DeviceProfile& device = options.device;
+  if (!device.timing || device.target.device != Device::kCuda) return std::optional<StepTime>();
+  TF_ASSIGN_OR_RETURN(const StepCost cost, step_cost(g, options.training, options.cost));
+  return std::optional<StepTime>(time_step(cost, *device.timing));
 }
 
 Result<Estimate> estimate_events(const EventList& list, const EventNames& names, Estimate facts,

@@ -100,6 +100,10 @@ struct Estimate {
 
 Result<Estimate> estimate(const Graph& graph, const EstimateOptions& options);
 
+// The step time of a graph on the options' device: nullopt without timing constants (no GPU
+// named) or on the cpu profile.
+Result<std::optional<StepTime>> graph_step_time(const Graph& graph, const EstimateOptions& options);
+
 // What the nodes, modules and parameters an event list refers to are called, for reports.
 struct EventNames {
   std::function<std::string(NodeId)> op;

@@ -115,13 +115,6 @@ const std::vector<GpuSpec>& gpu_catalog() {
   return kGpus;
 }
 
-GpuTiming catalog_timing(const GpuSpec& gpu) {
-  GpuTiming t;
-  t.peaks = gpu.peaks;
-  t.efficiency = gpu.efficiency;
-  return t;
-}
-
 Result<GpuSpec> find_gpu(std::string_view name) {
   std::string names;
   for (const GpuSpec& g : gpu_catalog()) {

@@ -37,20 +37,6 @@ struct GpuEfficiency {
   double bandwidth = 0.80;    // of the datasheet bandwidth, large elementwise kernels
 };
 
-// The step-time constants of a card: the catalog's peaks and efficiencies, the GPU-side cost
-// of each kernel, and the host's eager overhead (a calibration run replaces them).
-struct GpuTiming {
-  GpuPeaks peaks;
-  GpuEfficiency efficiency;
-  double kernel_overhead_s = 2e-6;  // per kernel on the GPU: launch latency, ramp and tail
-  // Host side, per eager op: Python and the dispatcher with autograd recording (about 7 us an
-  // op with its launch, pytorch/pytorch#41383), the autograd engine per backward node, and
-  // cudaLaunchKernel per kernel.
-  double python_op_s = 5e-6;
-  double autograd_node_s = 2e-6;
-  double launch_s = 2e-6;
-};
-
 struct GpuSpec {
   std::string_view name;     // what --gpu takes
   std::string_view display;  // what nvidia-smi calls it
@@ -59,9 +45,6 @@ struct GpuSpec {
   GpuPeaks peaks;
   GpuEfficiency efficiency;
 };
-
-// The catalog's timing constants for a card.
-GpuTiming catalog_timing(const GpuSpec& gpu);
 
 const std::vector<GpuSpec>& gpu_catalog();
 Result<GpuSpec> find_gpu(std::string_view name);

@@ -52,6 +52,13 @@ bool on_tensor_cores(MathPath math, const GpuTiming& gpu) {
 
 }  // namespace
 
+GpuTiming catalog_timing(const GpuSpec& gpu) {
+  GpuTiming t;
+  t.peaks = gpu.peaks;
+  t.efficiency = gpu.efficiency;
+  return t;
+}
+
 double wave_efficiency(const GemmShape& g, int sm_count) {
   if (sm_count <= 0) return 1;
   const int64_t tiles = g.count * g.batch * ceil_div(g.m, kTile) * ceil_div(g.n, kTile);

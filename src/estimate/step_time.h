@@ -26,6 +26,23 @@
 
 namespace trainfit {
 
+// The step-time constants of a card: the catalog's peaks and efficiencies, the GPU-side cost
+// of each kernel, and the host's eager overhead (a calibration run replaces them).
+struct GpuTiming {
+  GpuPeaks peaks;
+  GpuEfficiency efficiency;
+  double kernel_overhead_s = 2e-6;  // per kernel on the GPU: launch latency, ramp and tail
+  // Host side, per eager op: Python and the dispatcher with autograd recording (about 7 us an
+  // op with its launch, pytorch/pytorch#41383), the autograd engine per backward node, and
+  // cudaLaunchKernel per kernel.
+  double python_op_s = 5e-6;
+  double autograd_node_s = 2e-6;
+  double launch_s = 2e-6;
+};
+
+// The catalog's constants for a card.
+GpuTiming catalog_timing(const GpuSpec& gpu);
+
 struct StepTime {
   double step_s = 0;                            // one optimizer step (all its micro-batches)
   std::array<double, kStepPartCount> part_s{};  // the longer of GPU and CPU, per part

@@ -51,6 +51,14 @@ bool is_parameter(const Graph& g, ValueId v) {
   return kind == StorageKind::kParameter || kind == StorageKind::kBuffer;
 }
 
+// Whether input `i` of the node is the first time that value appears among its inputs (x * x
+// reads x once).
+bool first_use(const Node& node, size_t i) {
+  const auto begin = node.inputs.begin();
+  const auto end = begin + static_cast<ptrdiff_t>(i);
+  return std::find(begin, end, node.inputs[i]) == end;
+}
+
 // A value the node wrote into memory it allocated itself (not a view of an input).
 bool is_fresh(const Graph& g, NodeId n, ValueId v) {
   const Value& value = g.value(v);
@@ -83,6 +91,13 @@ class CostBuilder {
     return node.op->uses_cudnn && options_.memory_format == MemoryFormat::kChannelsFirst;
   }
   void add_transpose(StepPart part, double bytes, MathPath math, int64_t launches);
+  // The math a node's product runs in: its first operand's dtype, and TF32 for fp32 as the
+  // library's setting says (cuBLAS matmuls, cuDNN convolutions; neither for attention).
+  MathPath gemm_math(const Node& node, const GemmShape& gemm) const {
+    const OpSchema& op = *node.op;
+    const bool tf32 = op.uses_cublas ? options_.tf32_matmul : options_.tf32_conv && op.uses_cudnn;
+    return math_of(g_.value(node.inputs[first_operand(gemm)]).dtype, tf32);
+  }
 
   const Graph& g_;
   const TrainingConfig& training_;
@@ -126,10 +141,7 @@ void CostBuilder::forward(NodeId n, StepPart part) {
     read = static_cast<double>(op.read_bytes(call, g_.value(node.outputs[0]).shape));
   } else {
     for (size_t i = 0; i < node.inputs.size(); ++i) {
-      const bool repeated =
-          std::find(node.inputs.begin(), node.inputs.begin() + static_cast<ptrdiff_t>(i),
-                    node.inputs[i]) != node.inputs.begin() + static_cast<ptrdiff_t>(i);
-      if (!repeated) read += moved_bytes(g_, node.inputs[i]);
+      if (first_use(node, i)) read += moved_bytes(g_, node.inputs[i]);
     }
   }
   KernelCost k;
@@ -139,8 +151,7 @@ void CostBuilder::forward(NodeId n, StepPart part) {
   if (op.gemm && !node.outputs.empty()) {
     k.is_gemm = true;
     k.gemm = op.gemm(call, g_.value(node.outputs[0]).shape);
-    const bool tf32 = op.uses_cublas ? options_.tf32_matmul : options_.tf32_conv && op.uses_cudnn;
-    k.math = math_of(g_.value(node.inputs[first_operand(k.gemm)]).dtype, tf32);
+    k.math = gemm_math(node, k.gemm);
   }
   add(k);
   if (k.is_gemm && channels_first_conv(node)) {
@@ -165,7 +176,6 @@ void CostBuilder::backward(NodeId n) {
   const bool has_gemm = op.gemm && !node.outputs.empty();
   const GemmShape forward_gemm =
       has_gemm ? op.gemm(call, g_.value(node.outputs[0]).shape) : GemmShape{};
-  const bool tf32 = op.uses_cublas ? options_.tf32_matmul : options_.tf32_conv && op.uses_cudnn;
   KernelCost params;  // the parameter gradients of an op that are not products: one pass
   params.part = StepPart::kBackward;
   params.bytes = incoming + saved;
@@ -186,7 +196,7 @@ void CostBuilder::backward(NodeId n) {
       k.gemm.k = first ? forward_gemm.n : forward_gemm.m;
       k.flops = k.gemm.flops();
       k.bytes = incoming + saved + grad;
-      k.math = math_of(g_.value(node.inputs[first_operand(forward_gemm)]).dtype, tf32);
+      k.math = gemm_math(node, forward_gemm);
       add(k);
       if (channels_first_conv(node))
         add_transpose(StepPart::kBackward, 2 * (incoming + grad), k.math, 2);
@@ -255,8 +265,7 @@ void CostBuilder::optimizer() {
   const OptimizerImpl impl = resolve_optimizer_impl(opt.impl, g_.target);
   const bool adam = opt.kind == OptimizerKind::kAdam || opt.kind == OptimizerKind::kAdamW;
   const bool momentum = opt.kind == OptimizerKind::kMomentum;
-  const double wd =
-      opt.weight_decay >= 0 ? opt.weight_decay : (opt.kind == OptimizerKind::kAdamW ? 0.01 : 0.0);
+  const double wd = opt.effective_weight_decay();
   if (impl == OptimizerImpl::kFused) {
     // One pass: reads parameter, gradient and state, writes parameter and state.
     const int state = adam ? 2 : (momentum ? 1 : 0);
@@ -295,9 +304,8 @@ void CostBuilder::optimizer() {
 }
 
 Result<StepCost> CostBuilder::run() {
-  out_.grad_accum = std::max(1, training_.grad_accum);
-  out_.micro_batch = g_.batch_size();
-  out_.samples = out_.micro_batch * out_.grad_accum;
+  const int grad_accum = std::max(1, training_.grad_accum);
+  out_.samples = g_.batch_size() * grad_accum;
   param_has_grad_.assign(g_.params.size(), false);
   std::vector<int> param_of_value(g_.values.size(), -1);
   for (size_t p = 0; p < g_.params.size(); ++p) {
@@ -327,10 +335,7 @@ Result<StepCost> CostBuilder::run() {
     backward(static_cast<NodeId>(n));
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const ValueId v = node.inputs[i];
-      const auto begin = node.inputs.begin();
-      const bool repeated = std::find(begin, begin + static_cast<ptrdiff_t>(i), v) !=
-                            begin + static_cast<ptrdiff_t>(i);
-      if (g_.value(v).requires_grad && !repeated) ++consumers[static_cast<size_t>(v)];
+      if (g_.value(v).requires_grad && first_use(node, i)) ++consumers[static_cast<size_t>(v)];
     }
   }
   // A tensor used by several ops gets its gradient summed by the autograd engine: one add per
@@ -347,7 +352,7 @@ Result<StepCost> CostBuilder::run() {
     k.flops = elements;
     add(k);
   }
-  if (out_.grad_accum > 1) {
+  if (grad_accum > 1) {
     // Each later micro-batch's gradient is added into .grad: read both, write one.
     KernelCost k;
     k.part = StepPart::kBackward;
@@ -358,8 +363,8 @@ Result<StepCost> CostBuilder::run() {
     }
     if (k.launches > 0) {
       out_.kernels.push_back(k);
-      out_.kernels.back().repeat = out_.grad_accum - 1;
-      cpu(StepPart::kBackward).launches += static_cast<double>(k.launches * (out_.grad_accum - 1));
+      out_.kernels.back().repeat = grad_accum - 1;
+      cpu(StepPart::kBackward).launches += static_cast<double>(k.launches * (grad_accum - 1));
     }
   }
   optimizer();

@@ -88,8 +88,6 @@ struct StepCost {
   std::vector<KernelCost> kernels;
   std::array<CpuWork, kStepPartCount> cpu{};  // per step (micro-batches included)
   int64_t samples = 0;                        // per optimizer step: batch x micro-batches
-  int64_t micro_batch = 0;
-  int grad_accum = 1;
 };
 
 Result<StepCost> step_cost(const Graph& graph, const TrainingConfig& training,

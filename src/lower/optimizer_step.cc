@@ -56,8 +56,7 @@ void step_group(const OptimizerStep& step, std::span<const StepParam> params, Ev
   const bool cuda = step.target.device == Device::kCuda;
   const bool adam = opt.kind == OptimizerKind::kAdam || opt.kind == OptimizerKind::kAdamW;
   const bool momentum = opt.kind == OptimizerKind::kMomentum;
-  const double wd =
-      opt.weight_decay >= 0 ? opt.weight_decay : (opt.kind == OptimizerKind::kAdamW ? 0.01 : 0.0);
+  const double wd = opt.effective_weight_decay();
   // Weight decay as a gradient copy (grad.add(param, alpha=wd)): Adam and SGD, not AdamW.
   const bool decay_copies = wd != 0 && opt.kind != OptimizerKind::kAdamW;
   auto temporary = [&](int64_t bytes) {

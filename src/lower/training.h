@@ -48,6 +48,12 @@ struct OptimizerConfig {
   // Negative: the torch default (0 for SGD and Adam, 0.01 for AdamW).
   double weight_decay = -1;
   std::string preset;  // the model's own recipe this follows ("LeRobot's ACT preset: ..."), if any
+
+  // The weight decay the optimizer applies: the given one, or torch's default.
+  double effective_weight_decay() const {
+    if (weight_decay >= 0) return weight_decay;
+    return kind == OptimizerKind::kAdamW ? 0.01 : 0.0;
+  }
 };
 
 struct TrainingConfig {

@@ -4,14 +4,9 @@ namespace trainfit {
 
 Result<std::optional<StepTime>> predict_step_time(const TrainingRequest& request) {
   TF_ASSIGN_OR_RETURN(const ResolvedRequest resolved, resolve(request));
-  const DeviceProfile& device = resolved.options.device;
-  if (resolved.trace || !device.timing || device.target.device != Device::kCuda) {
-    return std::optional<StepTime>();
-  }
+  if (resolved.trace || !resolved.options.device.timing) return std::optional<StepTime>();
   TF_ASSIGN_OR_RETURN(const Graph graph, build_model(resolved.model));
-  TF_ASSIGN_OR_RETURN(const StepCost cost,
-                      step_cost(graph, resolved.options.training, resolved.options.cost));
-  return std::optional<StepTime>(time_step(cost, *device.timing));
+  return graph_step_time(graph, resolved.options);
 }
 
 EventNames names_of(const EstimateRun& run) {

@@ -26,7 +26,7 @@ std::string where(const Moment& m) {
 
 std::string time_text(const EstimateHeader& h, const StepTime& t,
                       const std::optional<EpochTime>& epoch) {
-  std::string math = precision_name(h.precision) == "fp32"
+  std::string math = h.precision == Precision::kFp32
                          ? (h.cost.tf32_matmul ? "TF32 matmuls and convolutions"
                                                : "fp32 matmuls, TF32 convolutions")
                          : std::string(precision_name(h.precision));
@@ -39,14 +39,10 @@ std::string time_text(const EstimateHeader& h, const StepTime& t,
   };
   line("step", format_duration(t.step_s),
        fmt::format("{} samples: {:.1f} samples/s", t.samples, t.samples_per_s));
-  const std::pair<StepPart, const char*> parts[] = {{StepPart::kForward, "forward"},
-                                                    {StepPart::kBackward, "backward"},
-                                                    {StepPart::kRecompute, "recompute"},
-                                                    {StepPart::kOptimizer, "optimizer"}};
-  for (const auto& [part, label] : parts) {
-    const size_t p = static_cast<size_t>(part);
+  for (size_t p = 0; p < kStepPartCount; ++p) {
+    const auto part = static_cast<StepPart>(p);
     if (part == StepPart::kRecompute && t.part_s[p] == 0) continue;
-    line(label, format_duration(t.part_s[p]),
+    line(kStepPartNames.name(part), format_duration(t.part_s[p]),
          t.cpu_s[p] > t.gpu_s[p]
              ? fmt::format("CPU-bound: the GPU works {}", format_duration(t.gpu_s[p]))
              : "");
