@@ -124,16 +124,20 @@ def fit(model: Optional[str] = None, *, trace: Optional[TraceSource] = None,
         cuda_context: Optional[Size] = None, margin: Union[float, str, None] = None,
         expandable_segments: bool = False, max_split_size: Optional[Size] = None,
         what_if: bool = False, target_batch: Optional[int] = None,
-        allow_model_changes: bool = False) -> Report:
+        allow_model_changes: bool = False, rank: str = "memory") -> Report:
     """The largest batch that fits a GPU (gpu="all": every catalog GPU), keeping `margin`
     (default 5%) of its memory free.
 
     what_if=True ranks the memory knobs at `batch` (default: the largest batch that fits);
     target_batch=N gives the cheapest knobs that make N fit, or a gradient-accumulation plan;
-    allow_model_changes lets it change the model. Other keywords as for trainfit.estimate.
+    allow_model_changes lets it change the model. rank="time" puts the fastest first (what-if
+    rows by step time, the target's knobs by step time, gpu="all"'s cards by samples/s).
+    Other keywords as for trainfit.estimate.
     """
-    options = _request_options(locals(), ("what_if", "target_batch", "allow_model_changes"))
-    return _report(_binding().fit(options, what_if, target_batch or 0, allow_model_changes))
+    options = _request_options(locals(),
+                               ("what_if", "target_batch", "allow_model_changes", "rank"))
+    return _report(_binding().fit(options, what_if, target_batch or 0, allow_model_changes,
+                                  rank))
 
 
 def compare(models: Sequence[Mapping[str, Any]], **shared: Any) -> Report:

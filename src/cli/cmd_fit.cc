@@ -15,6 +15,7 @@ struct FitFlags {
   bool what_if = false;
   int64_t target_batch = 0;
   bool allow_model_changes = false;
+  std::string rank = "memory";
   bool json = false;
 };
 
@@ -35,6 +36,7 @@ Result<FitRequest> to_fit_request(FitFlags o, bool batch_given) {
   f.what_if = o.what_if;
   f.target_batch = o.target_batch;
   f.allow_model_changes = o.allow_model_changes;
+  TF_ASSIGN_OR_RETURN(f.rank, parse_enum(kRankNames, "--rank", o.rank));
   TF_ASSIGN_OR_RETURN(f.request, to_request(flags));
   return f;
 }
@@ -66,11 +68,14 @@ CommandRun setup_fit(CLI::App& app) {
       "--target-batch tries knobs from the least intrusive (allocator, fused optimizer) through\n"
       "precision (AMP, 8-bit state), checkpointing (least recompute first) and recipe changes\n"
       "(SGD, frozen backbone) to, with --allow-model-changes, smaller models; when none fits it\n"
-      "plans gradient accumulation.\n\n"
+      "plans gradient accumulation. Each plan shows the predicted step time and its change;\n"
+      "--rank time puts the fastest first: what-if rows by step time, the target batch's\n"
+      "knobs by their step time, and --gpu all's cards by samples/s.\n\n"
       "Examples:\n"
       "  trainfit fit --model resnet50 --gpu rtx4090\n"
       "  trainfit fit --model act --set cameras=640x360,640x480,640x480 --gpu all\n"
       "  trainfit fit --model act --set chunk_size=100 --batch 48 --gpu rtx4090 --what-if\n"
+      "  trainfit fit --model resnet50 --gpu all --rank time\n"
       "  trainfit fit --model vit_b_16 --gpu a100-80gb --target-batch 512 --json");
   add_request_flags(app, o->request);
   app.get_option("--gpu")->description(
@@ -82,6 +87,8 @@ CommandRun setup_fit(CLI::App& app) {
                  "the cheapest knobs that make this batch fit, or a gradient-accumulation plan");
   app.add_flag("--allow-model-changes", o->allow_model_changes,
                "let --target-batch change the model (chunk_size, layers, image size, ...)");
+  app.add_option("--rank", o->rank,
+                 "memory (default: largest batch first) or time (fastest step first)");
   app.add_flag("--json", o->json, "print one JSON object");
   return [o, &app](std::ostream& out, std::ostream& err) {
     return run_fit(*o, app.get_option("--batch")->count() > 0, out, err);

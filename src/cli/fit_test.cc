@@ -2,6 +2,7 @@
 // what-if row is the estimate of its own command line, and --target-batch's answer fits.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -96,6 +97,11 @@ void expect_rows_are_estimates(const std::vector<std::string>& model, const std:
     EXPECT_EQ(row["peak_reserved_bytes"], e["peak_reserved_bytes"]);
     EXPECT_EQ(row["device_used_bytes"], e["device_used_bytes"]);
     EXPECT_EQ(row["fits"], e["fits"]);
+    // The step time too, and its change is against the request as given.
+    EXPECT_EQ(row["step_time_s"], e["step_time_s"]);
+    EXPECT_NEAR(row["step_time_change"].get<double>(),
+                e["step_time_s"].get<double>() / f["what_if"]["step_time_s"].get<double>() - 1,
+                1e-12);
     // The change is the knob's arguments on top of the user's.
     const std::vector<std::string> knob = row["args"].get<std::vector<std::string>>();
     Result<RequestFlags> user = parse_layered_flags(
@@ -151,6 +157,43 @@ TEST(FitWhatIf, CheckpointCostIsTheRecomputedShareOfTheStep) {
   // The four stages re-run nearly the whole forward pass: close to a third of the step.
   EXPECT_GT(all_stages, 0.25);
   EXPECT_LT(all_stages, 1.0 / 3.0);
+}
+
+TEST(FitWhatIf, RankTimePutsTheFastestFirst) {
+  const std::vector<std::string> args = {"fit",     "--model", "resnet50", "--gpu",
+                                         "rtx4090", "--batch", "32",       "--what-if"};
+  const nlohmann::json by_memory = run_json(args);
+  const nlohmann::json by_time = run_json(concat(args, {"--rank", "time"}));
+  EXPECT_EQ(by_time["rank"], "time");
+  const nlohmann::json& rows = by_time["what_if"]["rows"];
+  ASSERT_EQ(rows.size(), by_memory["what_if"]["rows"].size());
+  double previous = -1;
+  for (const nlohmann::json& row : rows) {
+    SCOPED_TRACE(row["name"].get<std::string>());
+    const double change = row["step_time_change"].get<double>();
+    EXPECT_GE(change, previous);
+    previous = change;
+    // What the model must get right in sign: AMP speeds the step up, recompute slows it.
+    if (row["kind"] == "recompute") {
+      EXPECT_GT(change, 0);
+    }
+    if (row["name"] == "AMP bf16") {
+      EXPECT_LT(change, -0.1);
+    }
+  }
+}
+
+TEST(Fit, AllGpusRankTimeOrdersTheCardsBySamplesPerSecond) {
+  const nlohmann::json all =
+      run_json({"fit", "--model", "resnet50", "--gpu", "all", "--rank", "time"});
+  ASSERT_EQ(all["gpus"].size(), gpu_catalog().size());
+  double previous = std::numeric_limits<double>::infinity();
+  for (const nlohmann::json& g : all["gpus"]) {
+    const double rate = g["samples_per_s"].get<double>();
+    EXPECT_LE(rate, previous) << g["gpu"];
+    previous = rate;
+  }
+  EXPECT_EQ(all["gpus"][0]["gpu"].get<std::string>().substr(0, 1), "h") << "an H100 or H200";
 }
 
 TEST(FitTarget, CheapestCombinationFits) {
@@ -218,6 +261,8 @@ TEST(Fit, BadInputIsOneLine) {
            {"fit", "--model", "resnet50", "--gpu", "all", "--what-if"},
            {"fit", "--model", "resnet50", "--gpu", "rtx4090", "--target-batch", "-3"},
            {"fit", "--model", "resnet50", "--gpu", "rtx4090", "--device-profile", "cpu"},
+           {"fit", "--model", "resnet50", "--gpu", "rtx4090", "--what-if", "--rank", "fast"},
+           {"fit", "--model", "resnet50", "--gpu", "rtx4090", "--rank", "time"},
            {"estimate", "--model", "resnet50", "--margin", "5%"},
        }) {
     const CliRun r = run(args);

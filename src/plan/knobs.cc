@@ -213,6 +213,11 @@ Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request,
   return knobs;
 }
 
+std::optional<double> step_change(const Estimate& with, const Estimate& without) {
+  if (!with.time || !without.time || with.time->samples_per_s <= 0) return std::nullopt;
+  return without.time->samples_per_s / with.time->samples_per_s - 1;
+}
+
 TrainingRequest with_knobs(TrainingRequest request, const std::vector<const Knob*>& on) {
   for (const Knob* k : on) k->change.apply(request);
   return request;

@@ -8,11 +8,13 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "estimate/estimate.h"
 #include "pipeline/request.h"
 
 namespace trainfit {
@@ -61,6 +63,20 @@ struct Knob {
   double recompute = 0;  // checkpointing: recomputed share of the step's FLOPs
   std::string cost;      // "none", "+9.1% FLOPs" (of the step), "changes the model"
 };
+
+// How a plan orders what it offers: by memory (the largest batch, then the least device use;
+// a target batch: the least recompute) or by time (the fastest step first).
+enum class Rank : uint8_t { kMemory, kTime };
+inline constexpr auto kRankNames =
+    enum_names<Rank>({{Rank::kMemory, "memory"}, {Rank::kTime, "time"}});
+inline std::string_view rank_name(Rank rank) {
+  return kRankNames.name(rank);
+}
+
+// The predicted time per sample with a change over the time without it, less 1 (-0.25: a
+// quarter faster); at one batch, the step time's change. nullopt where either estimate has no
+// step time (no timing constants for the device, a trace).
+std::optional<double> step_change(const Estimate& with, const Estimate& without);
 
 // The memory knobs that apply to a request on a device (bf16 needs sm80 or later).
 Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request, const DeviceProfile& device);

@@ -1,7 +1,8 @@
 // What-if rows and target-batch plans against a fake estimator whose answers are known: each
-// row is the estimate of the request with its knob, ranked by the largest batch; a rejected
-// knob is skipped with the reason; a target plan picks the least intrusive kind of knob that
-// fits, never returns a combination the estimator rejects, and falls back to accumulation.
+// row is the estimate of the request with its knob, ranked by the largest batch or by step
+// time; a rejected knob is skipped with the reason; a target plan picks the least intrusive
+// kind of knob that fits (within it the least recompute or step time), never returns a
+// combination the estimator rejects, and falls back to accumulation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -67,6 +68,42 @@ TEST(WhatIf, RowsAreTheKnobsEstimatesRankedByLargestBatch) {
   EXPECT_EQ(w->estimates, fake.calls);
 }
 
+TEST(WhatIf, RankByTimePutsTheFastestStepFirstWithItsChange) {
+  FakeEstimator fake;
+  TrainingRequest r = fake.request(12 * kGiB);
+  r.batch = 64;
+  const Result<WhatIf> w = what_if(fake, r, fake_knobs(), Rank::kTime);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  ASSERT_EQ(w->rows.size(), fake_knobs().size());
+  for (const WhatIfRow& row : w->rows) {
+    SCOPED_TRACE(row.knob.name);
+    ASSERT_TRUE(row.step_change.has_value());
+    EXPECT_NEAR(*row.step_change, fake.step_s(row.request) / fake.step_s(r) - 1, 1e-12);
+  }
+  EXPECT_TRUE(std::is_sorted(
+      w->rows.begin(), w->rows.end(),
+      [](const WhatIfRow& a, const WhatIfRow& b) { return *a.step_change < *b.step_change; }));
+  EXPECT_EQ(w->rows.front().knob.name, "smaller model");     // x0.4
+  EXPECT_EQ(w->rows[1].knob.name, "AMP bf16");               // x0.5
+  EXPECT_EQ(w->rows.back().knob.name, "checkpoint blocks");  // x1.3
+  EXPECT_NEAR(*w->rows.back().step_change, 0.3, 1e-12);
+}
+
+TEST(WhatIf, WithoutAStepTimeRankByTimeKeepsTheMemoryOrder) {
+  FakeEstimator fake;
+  fake.timed = false;
+  TrainingRequest r = fake.request(12 * kGiB);
+  r.batch = 64;
+  const Result<WhatIf> by_time = what_if(fake, r, fake_knobs(), Rank::kTime);
+  const Result<WhatIf> by_memory = what_if(fake, r, fake_knobs(), Rank::kMemory);
+  ASSERT_TRUE(by_time.ok() && by_memory.ok());
+  ASSERT_EQ(by_time->rows.size(), by_memory->rows.size());
+  for (size_t i = 0; i < by_time->rows.size(); ++i) {
+    EXPECT_FALSE(by_time->rows[i].step_change.has_value());
+    EXPECT_EQ(by_time->rows[i].knob.name, by_memory->rows[i].knob.name);
+  }
+}
+
 TEST(WhatIf, AKnobTheEstimatorRejectsIsSkippedWithTheReason) {
   FakeEstimator fake;
   fake.reject_amp_with_expandable = true;
@@ -85,8 +122,9 @@ class Target : public ::testing::Test {
   // The smallest batch the request does not fit, plus `more`.
   int64_t beyond(const TrainingRequest& r, int64_t more) { return largest(fake, r) + 1 + more; }
 
-  Result<TargetPlan> plan(int64_t target, bool allow_model_changes = false) {
-    return plan_target(fake, base, fake_knobs(), target, allow_model_changes);
+  Result<TargetPlan> plan(int64_t target, bool allow_model_changes = false,
+                          Rank rank = Rank::kMemory) {
+    return plan_target(fake, base, fake_knobs(), target, allow_model_changes, rank);
   }
 
   void expect_fits(const TargetPlan& p) {
@@ -137,6 +175,23 @@ TEST_F(Target, PrecisionBeforeRecomputeBeforeRecipe) {
   for (const Knob& k : q->knobs) EXPECT_LE(k.kind, KnobKind::kRecompute) << k.name;
 }
 
+TEST_F(Target, RankByTimePicksTheFastestCombinationOfTheCheapestKind) {
+  // A batch AMP alone reaches: by memory, AMP bf16 alone (the fewest knobs); by time, AMP bf16
+  // with the fused optimizer, whose step is 5% shorter still. Both stay within precision.
+  TrainingRequest amp = with_knobs(base, {&fake_knobs()[0]});
+  const int64_t target = largest(fake, amp);
+  const Result<TargetPlan> by_memory = plan(target);
+  const Result<TargetPlan> by_time = plan(target, false, Rank::kTime);
+  ASSERT_TRUE(by_memory.ok() && by_time.ok());
+  expect_fits(*by_memory);
+  expect_fits(*by_time);
+  EXPECT_EQ(names(by_memory->knobs), std::vector<std::string>{"AMP bf16"});
+  EXPECT_EQ(names(by_time->knobs), (std::vector<std::string>{"AMP bf16", "fused optimizer"}));
+  ASSERT_TRUE(by_memory->step_change && by_time->step_change);
+  EXPECT_NEAR(*by_memory->step_change, 0.5 - 1, 1e-12);
+  EXPECT_NEAR(*by_time->step_change, 0.5 * 0.95 - 1, 1e-12);
+}
+
 TEST_F(Target, AccumulationWhenNoAllowedKnobReachesIt) {
   const int64_t target = 4096;
   const Result<TargetPlan> p = plan(target);
@@ -151,6 +206,9 @@ TEST_F(Target, AccumulationWhenNoAllowedKnobReachesIt) {
   TrainingRequest accumulating = base;
   accumulating.grad_accum = 2;
   EXPECT_LE(p->micro_batch, largest(fake, accumulating));
+  // The fake's time is linear in the samples: the same time per sample, whatever the split.
+  ASSERT_TRUE(p->step_change.has_value());
+  EXPECT_NEAR(*p->step_change, 0, 1e-12);
 }
 
 TEST_F(Target, ModelChangesOnlyWhenAllowed) {

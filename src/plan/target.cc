@@ -13,13 +13,15 @@ namespace {
 struct Option {
   const Knob* knob = nullptr;
   int64_t device_used = 0;  // with this knob alone, at the target batch
+  double step_change = 0;   // with this knob alone, over the request at the target batch
 };
 using Combination = std::vector<int>;
 
 class TargetSearch {
  public:
-  TargetSearch(Estimator& estimator, TrainingRequest at, std::vector<std::vector<Option>> slots)
-      : estimator_(estimator), at_(std::move(at)), slots_(std::move(slots)) {}
+  TargetSearch(Estimator& estimator, TrainingRequest at, std::vector<std::vector<Option>> slots,
+               Rank rank)
+      : estimator_(estimator), at_(std::move(at)), slots_(std::move(slots)), rank_(rank) {}
 
   // The combination that turns on, per slot, the option saving the most among those no more
   // intrusive than `kind`.
@@ -36,8 +38,8 @@ class TargetSearch {
     return c;
   }
 
-  // Every combination whose most intrusive knob is `kind`, cheapest first: least recompute,
-  // then fewest knobs.
+  // Every combination whose most intrusive knob is `kind`, cheapest first: least recompute (or
+  // step time), then fewest knobs.
   std::vector<Combination> candidates(KnobKind kind) const {
     std::vector<Combination> all{Combination{}};
     for (const std::vector<Option>& slot : slots_) {
@@ -55,8 +57,8 @@ class TargetSearch {
     std::erase_if(all,
                   [&](const Combination& c) { return count(c) == 0 || most_intrusive(c) != kind; });
     std::stable_sort(all.begin(), all.end(), [&](const Combination& a, const Combination& b) {
-      const double ra = recompute(a);
-      const double rb = recompute(b);
+      const double ra = cost(a);
+      const double rb = cost(b);
       if (ra != rb) return ra < rb;
       return count(a) < count(b);
     });
@@ -77,7 +79,8 @@ class TargetSearch {
   // conflict (checkpointing the VAE encoder once there is no VAE): that is not a failure to fit.
   Outcome attempt(const Combination& c) {
     ++tried_;
-    Result<Estimate> e = estimator_.estimate(with_knobs(at_, knobs(c)));
+    Result<Estimate> e = estimator_.estimate(with_knobs(at_, knobs(c)),
+                                             {.peak_after_oom = false, .step_time = false});
     if (!e.ok()) return Outcome::kRejected;
     if (!e->fits) {
       failed_.push_back(c);
@@ -127,9 +130,14 @@ class TargetSearch {
     for (const Knob* knob : knobs(c)) k = std::max(k, knob->kind);
     return k;
   }
-  double recompute(const Combination& c) const {
+  // What the rank minimizes: the knobs' recompute, or their step-time changes alone added up.
+  double cost(const Combination& c) const {
     double r = 0;
-    for (const Knob* knob : knobs(c)) r += knob->recompute;
+    for (size_t s = 0; s < c.size(); ++s) {
+      if (c[s] < 0) continue;
+      const Option& o = slots_[s][static_cast<size_t>(c[s])];
+      r += rank_ == Rank::kTime ? o.step_change : o.knob->recompute;
+    }
     return r;
   }
   static int count(const Combination& c) {
@@ -139,6 +147,7 @@ class TargetSearch {
   Estimator& estimator_;
   TrainingRequest at_;
   std::vector<std::vector<Option>> slots_;
+  Rank rank_;
   std::vector<Combination> failed_;
   int tried_ = 0;
 };
@@ -180,7 +189,7 @@ Status accumulation_plan(Estimator& estimator, const TrainingRequest& request, T
 
 Result<TargetPlan> plan_target(Estimator& estimator, const TrainingRequest& request,
                                const std::vector<Knob>& knobs, int64_t target,
-                               bool allow_model_changes) {
+                               bool allow_model_changes, Rank rank) {
   TF_CHECK(request.margin.has_value()) << "plan_target needs the margin fit uses";
   if (target < 1) {
     return invalid_argument(fmt::format("--target-batch must be at least 1, got {}", target),
@@ -207,7 +216,7 @@ Result<TargetPlan> plan_target(Estimator& estimator, const TrainingRequest& requ
     Result<Estimate> alone = estimator.estimate(with_knobs(at, {&k}));
     ++plan.combinations_tried;
     if (!alone.ok()) continue;
-    const Option option{&k, alone->device_used_bytes};
+    const Option option{&k, alone->device_used_bytes, step_change(*alone, as_given).value_or(0)};
     const auto group = std::find(groups.begin(), groups.end(), k.group);
     if (!k.group.empty() && group != groups.end()) {
       std::vector<Option>& slot = slots[static_cast<size_t>(group - groups.begin())];
@@ -221,7 +230,7 @@ Result<TargetPlan> plan_target(Estimator& estimator, const TrainingRequest& requ
       groups.push_back(k.group);
     }
   }
-  TargetSearch search(estimator, at, std::move(slots));
+  TargetSearch search(estimator, at, std::move(slots), rank);
   std::optional<KnobKind> cheapest;
   Combination chosen;
   Combination previous;
@@ -239,6 +248,7 @@ Result<TargetPlan> plan_target(Estimator& estimator, const TrainingRequest& requ
   if (!cheapest) {
     plan.combinations_tried += search.tried();
     TF_RETURN_IF_ERROR(accumulation_plan(estimator, request, plan));
+    if (plan.micro_batch > 0) plan.step_change = step_change(plan.estimate, plan.as_given);
     return plan;
   }
   for (const Combination& c : search.candidates(*cheapest)) {
@@ -254,6 +264,7 @@ Result<TargetPlan> plan_target(Estimator& estimator, const TrainingRequest& requ
   for (const Knob* k : search.knobs(chosen)) plan.knobs.push_back(*k);
   plan.request = with_knobs(at, search.knobs(chosen));
   TF_ASSIGN_OR_RETURN(plan.estimate, estimator.estimate(plan.request));
+  plan.step_change = step_change(plan.estimate, plan.as_given);
   return plan;
 }
 

@@ -288,7 +288,8 @@ PYBIND11_MODULE(_trainfit, m) {
 
   m.def(
       "fit",
-      [m](py::dict options, bool what_if, int64_t target_batch, bool allow_model_changes) {
+      [m](py::dict options, bool what_if, int64_t target_batch, bool allow_model_changes,
+          const std::string& rank) {
         FitRequest f;
         if (options.contains("gpu") && py::str(options["gpu"]).cast<std::string>() == "all") {
           f.all_gpus = true;
@@ -298,12 +299,14 @@ PYBIND11_MODULE(_trainfit, m) {
         f.what_if = what_if;
         f.target_batch = target_batch;
         f.allow_model_changes = allow_model_changes;
+        f.rank = value_or_raise(m, parse_enum(kRankNames, "rank", rank));
         f.request = value_or_raise(m, request_of(options));
         const FitReport report = value_or_raise(m, without_gil([&] { return make_fit_report(f); }));
         return fit_json(report).dump(2);
       },
       py::arg("options"), py::arg("what_if") = false, py::arg("target_batch") = 0,
-      py::arg("allow_model_changes") = false, "The `fit --json` text for one request.");
+      py::arg("allow_model_changes") = false, py::arg("rank") = "memory",
+      "The `fit --json` text for one request.");
 
   m.def(
       "compare",

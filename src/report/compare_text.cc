@@ -159,11 +159,34 @@ std::string compare_text(const std::vector<CompareEntry>& entries) {
       return fmt::format("{}: {}", e.header.device.gpu, fits_text(e.estimate));
     });
   }
+  const bool any_time = std::any_of(entries.begin(), entries.end(),
+                                    [](const CompareEntry& e) { return e.estimate.time; });
+  if (any_time) {
+    add("step time", [](const CompareEntry& e) {
+      const std::optional<StepTime>& t = e.estimate.time;
+      if (!t) return std::string("-");
+      return fmt::format("{} ({:.0f} samples/s)", format_duration(t->step_s), t->samples_per_s);
+    });
+    add_list("  by part", [](const CompareEntry& e) {
+      std::vector<std::string> cells;
+      const std::optional<StepTime>& t = e.estimate.time;
+      if (!t) return cells;
+      for (size_t p = 0; p < kStepPartCount; ++p) {
+        const auto part = static_cast<StepPart>(p);
+        if (part == StepPart::kRecompute && t->part_s[p] == 0) continue;
+        cells.push_back(fmt::format("{} {} ({})", kStepPartNames.name(part),
+                                    format_duration(t->part_s[p]),
+                                    t->cpu_s[p] > t->gpu_s[p] ? "CPU-bound" : "GPU"));
+      }
+      return cells;
+    });
+  }
   const DeviceProfile& d = entries.front().header.device;
   return fmt::format("trainfit compare, profile {}\n\n", profile_description(d.target)) +
          table.render(kWidth) +
          "\nkept per sample: the bytes autograd keeps for backward that one more sample adds "
-         "(batch 2 minus batch 1),\nby block; the other figures are at each model's batch.\n";
+         "(batch 2 minus batch 1),\nby block; the other figures are at each model's batch" +
+         std::string(any_time ? ", the step time predicted on its GPU" : "") + ".\n";
 }
 
 }  // namespace trainfit

@@ -40,7 +40,10 @@ nlohmann::json every_gpu_json(const FitReport& r) {
     rows.push_back(j);
     by_name[std::string(g.gpu.name)] = g.fit.max_batch;
   }
-  return {{"max_batch", by_name}, {"gpus", rows}, {"estimates", r.estimates}};
+  return {{"max_batch", by_name},
+          {"gpus", rows},
+          {"rank", rank_name(r.rank)},
+          {"estimates", r.estimates}};
 }
 
 nlohmann::json what_if_json(const WhatIfReport& w) {
@@ -53,16 +56,20 @@ nlohmann::json what_if_json(const WhatIfReport& w) {
     r["fits"] = row.estimate.fits;
     r["fit"] = batch_fit_json(row.fit);
     r["estimate_args"] = request_args(row.request);
+    if (row.estimate.time) r["step_time_s"] = row.estimate.time->step_s;
+    if (row.step_change) r["step_time_change"] = *row.step_change;
     rows.push_back(r);
   }
   nlohmann::json skipped = nlohmann::json::array();
   for (const auto& [name, why] : w.what_if.skipped) {
     skipped.push_back({{"name", name}, {"why", why}});
   }
-  return {{"batch", w.batch},
-          {"device_used_bytes", w.base.device_used_bytes},
-          {"rows", rows},
-          {"skipped", skipped}};
+  nlohmann::json j{{"batch", w.batch},
+                   {"device_used_bytes", w.what_if.base.device_used_bytes},
+                   {"rows", rows},
+                   {"skipped", skipped}};
+  if (w.what_if.base.time) j["step_time_s"] = w.what_if.base.time->step_s;
+  return j;
 }
 
 nlohmann::json target_json(const TargetPlan& p) {
@@ -73,6 +80,11 @@ nlohmann::json target_json(const TargetPlan& p) {
   nlohmann::json names = nlohmann::json::array();
   for (const Knob& k : p.knobs) names.push_back(knob_json(k));
   t["knobs"] = names;
+  if (p.estimate.time) {
+    t["step_time_s"] = p.estimate.time->step_s;
+    t["samples_per_s"] = p.estimate.time->samples_per_s;
+  }
+  if (p.step_change) t["step_time_change"] = *p.step_change;
   if (!p.fits) {
     t["accumulation"] = {{"micro_batch", p.micro_batch},
                          {"steps", p.accumulation},
@@ -90,6 +102,7 @@ nlohmann::json fit_json(const FitReport& r) {
                    {"total_bytes", r.device.total_bytes},
                    {"margin_bytes", r.margin_bytes}};
   j.update(batch_fit_json(r.fit));
+  j["rank"] = rank_name(r.rank);
   if (r.what_if) j["what_if"] = what_if_json(*r.what_if);
   if (r.target) j["target"] = target_json(*r.target);
   j["estimates"] = r.estimates;

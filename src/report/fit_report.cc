@@ -13,6 +13,10 @@ Status check(const FitRequest& f) {
   if (d.target.device != Device::kCuda) {
     return unsupported("fit plans for CUDA GPUs", "drop --device-profile cpu");
   }
+  if (f.rank == Rank::kTime && !f.all_gpus && !f.what_if && f.target_batch == 0) {
+    return invalid_argument("--rank time orders --what-if rows, --target-batch knobs or --gpu all",
+                            "add --what-if, --target-batch N or --gpu all");
+  }
   if (f.all_gpus) {
     if (d.total_bytes >= 0) {
       return invalid_argument("give --gpu or --gpu-memory, not both",
@@ -43,6 +47,11 @@ Status fit_every_gpu(FitReport& report, const TrainingRequest& request, Estimato
     report.gpus.push_back({gpu, fit, time});
   }
   report.estimates = search.estimates();
+  if (report.rank == Rank::kTime) {
+    const auto rate = [](const GpuFit& g) { return g.time ? g.time->samples_per_s : -1.0; };
+    std::stable_sort(report.gpus.begin(), report.gpus.end(),
+                     [&](const GpuFit& a, const GpuFit& b) { return rate(a) > rate(b); });
+  }
   return {};
 }
 
@@ -51,6 +60,7 @@ Status fit_every_gpu(FitReport& report, const TrainingRequest& request, Estimato
 Result<FitReport> make_fit_report(const FitRequest& f) {
   TF_RETURN_IF_ERROR(check(f));
   FitReport report;
+  report.rank = f.rank;
   TrainingRequest request = f.request;
   report.margin = request.margin.value_or(kDefaultMargin);
   request.margin = report.margin;
@@ -79,14 +89,13 @@ Result<FitReport> make_fit_report(const FitRequest& f) {
   if (f.what_if) {
     WhatIfReport w;
     w.batch = request.batch;
-    TF_ASSIGN_OR_RETURN(w.base, estimator.estimate(request));
-    TF_ASSIGN_OR_RETURN(w.what_if, what_if(estimator, request, knobs));
-    report.estimates += 1 + w.what_if.estimates;
+    TF_ASSIGN_OR_RETURN(w.what_if, what_if(estimator, request, knobs, f.rank));
+    report.estimates += w.what_if.estimates;
     report.what_if = std::move(w);
   }
   if (f.target_batch != 0) {
     TF_ASSIGN_OR_RETURN(TargetPlan plan, plan_target(estimator, request, knobs, f.target_batch,
-                                                     f.allow_model_changes));
+                                                     f.allow_model_changes, f.rank));
     report.estimates += plan.combinations_tried;
     report.target = std::move(plan);
   }

@@ -27,6 +27,9 @@ struct FitRequest {
   bool what_if = false;
   int64_t target_batch = 0;  // 0: none
   bool allow_model_changes = false;
+  // Rank::kTime: what-if rows fastest first, the target batch's knobs by least step time, and
+  // with all_gpus the GPUs by samples/s (else catalog order).
+  Rank rank = Rank::kMemory;
 };
 
 struct GpuFit {
@@ -37,7 +40,6 @@ struct GpuFit {
 
 struct WhatIfReport {
   int64_t batch = 0;  // the rows' batch
-  Estimate base;      // the request as given at that batch
   WhatIf what_if;
 };
 
@@ -50,7 +52,8 @@ struct FitReport {
   DeviceProfile device;
   int64_t margin_bytes = 0;
 
-  std::vector<GpuFit> gpus;  // with FitRequest::all_gpus, in catalog order
+  Rank rank = Rank::kMemory;
+  std::vector<GpuFit> gpus;  // with FitRequest::all_gpus, in catalog order or by samples/s
   BatchFit fit;              // on the one GPU
   std::optional<WhatIfReport> what_if;
   std::optional<TargetPlan> target;

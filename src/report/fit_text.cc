@@ -15,6 +15,15 @@ std::string max_batch_text(const BatchFit& f) {
   return f.at_search_limit ? fmt::format(">= {}", f.max_batch) : std::to_string(f.max_batch);
 }
 
+// A change in step time: "+10.4%", "-31.0%"; "-" where there is none.
+std::string change_text(std::optional<double> change) {
+  return change ? fmt::format("{:+.1f}%", 100 * *change) : "-";
+}
+
+std::string step_text(const Estimate& e) {
+  return e.time ? format_duration(e.time->step_s) : "-";
+}
+
 std::string describe(const FitReport& r) {
   const EstimateHeader& h = r.header;
   std::string s = h.model;
@@ -59,8 +68,8 @@ std::string every_gpu_text(const FitReport& r) {
   return describe(r) + '\n' +
          fmt::format(
              "largest batch per GPU, {:g}% of each GPU's memory kept free ({} "
-             "estimates); step time and samples/s predicted at that batch\n\n",
-             100 * r.margin, r.estimates) +
+             "estimates); step time and samples/s predicted at that batch{}\n\n",
+             100 * r.margin, r.estimates, r.rank == Rank::kTime ? "; fastest first" : "") +
          t.render(kWidth);
 }
 
@@ -86,27 +95,46 @@ std::string largest_batch_text(const BatchFit& fit) {
   return s;
 }
 
-std::string what_if_text(const WhatIfReport& w, const BatchFit& base_fit) {
+std::string what_if_text(const WhatIfReport& w, const BatchFit& base_fit, Rank rank) {
+  const Estimate& base = w.what_if.base;
+  const bool timed = base.time.has_value();  // no step time for a trace or an unknown card
   std::string s = fmt::format(
-      "\nEach knob alone: peak allocated and device used at batch {}, saved device memory, and "
-      "the largest batch\nwith it (largest first). Cost: recompute as a share of the step's "
-      "FLOPs, or what else changes.\n\n",
-      w.batch);
-  TextTable t({{"knob", Align::kLeft, false},
-               {"allocated", Align::kRight, false},
-               {"device used", Align::kRight, false},
-               {"saves", Align::kRight, false},
-               {"max batch", Align::kRight, false},
-               {"cost", Align::kLeft, false},
-               {"change", Align::kLeft, true}});
-  t.add_row({"(as given)", format_bytes(w.base.peak_allocated_bytes),
-             format_bytes(w.base.device_used_bytes), "-", max_batch_text(base_fit), "-", "-"});
+      "\nEach knob alone at batch {}: peak allocated, device used, saved device memory and the "
+      "largest batch with it\n({}).{}\nCost: recompute as a share of the step's FLOPs, or what "
+      "else changes.\n\n",
+      w.batch, rank == Rank::kTime && timed ? "fastest first" : "largest batch first",
+      timed ? " Step and time: the predicted step time and its change." : "");
+  std::vector<Column> columns = {{"knob", Align::kLeft, false},
+                                 {"allocated", Align::kRight, false},
+                                 {"device used", Align::kRight, false},
+                                 {"saves", Align::kRight, false},
+                                 {"max batch", Align::kRight, false}};
+  if (timed) {
+    columns.push_back({"step", Align::kRight, false});
+    columns.push_back({"time", Align::kRight, false});
+  }
+  columns.push_back({"cost", Align::kLeft, false});
+  columns.push_back({"change", Align::kLeft, true});
+  TextTable t(std::move(columns));
+  const auto add = [&](std::vector<std::string> memory, const Estimate& e,
+                       std::optional<double> change, std::vector<std::string> rest) {
+    if (timed) {
+      memory.push_back(step_text(e));
+      memory.push_back(change_text(change));
+    }
+    memory.insert(memory.end(), rest.begin(), rest.end());
+    t.add_row(std::move(memory));
+  };
+  add({"(as given)", format_bytes(base.peak_allocated_bytes), format_bytes(base.device_used_bytes),
+       "-", max_batch_text(base_fit)},
+      base, std::nullopt, {"-", "-"});
   for (const WhatIfRow& row : w.what_if.rows) {
-    const int64_t saved = w.base.device_used_bytes - row.estimate.device_used_bytes;
-    t.add_row({row.knob.name, format_bytes(row.estimate.peak_allocated_bytes),
-               format_bytes(row.estimate.device_used_bytes),
-               saved >= 0 ? format_bytes(saved) : fmt::format("-{}", format_bytes(-saved)),
-               max_batch_text(row.fit), row.knob.cost, join_words(row.knob.change.args)});
+    const int64_t saved = base.device_used_bytes - row.estimate.device_used_bytes;
+    add({row.knob.name, format_bytes(row.estimate.peak_allocated_bytes),
+         format_bytes(row.estimate.device_used_bytes),
+         saved >= 0 ? format_bytes(saved) : fmt::format("-{}", format_bytes(-saved)),
+         max_batch_text(row.fit)},
+        row.estimate, row.step_change, {row.knob.cost, join_words(row.knob.change.args)});
   }
   s += t.render(kWidth);
   for (const auto& [name, why] : w.what_if.skipped) {
@@ -115,11 +143,22 @@ std::string what_if_text(const WhatIfReport& w, const BatchFit& base_fit) {
   return s;
 }
 
-std::string target_text(const TargetPlan& p) {
+// The plan's step time against the request as given at the target batch (which does not fit).
+std::string time_line(const TargetPlan& p) {
+  if (!p.estimate.time || !p.step_change) return "";
+  return fmt::format("  step {} ({:.0f} samples/s): {} time per sample against batch {} as given\n",
+                     format_duration(p.estimate.time->step_s), p.estimate.time->samples_per_s,
+                     change_text(p.step_change), p.target);
+}
+
+std::string target_text(const TargetPlan& p, Rank rank) {
   std::string s = fmt::format("\nBatch {}: ", p.target);
   if (p.fits && p.knobs.empty()) {
-    return s + fmt::format("fits as given ({} device used).\n",
-                           format_bytes(p.estimate.device_used_bytes));
+    return s + fmt::format("fits as given ({} device used{}).\n",
+                           format_bytes(p.estimate.device_used_bytes),
+                           p.estimate.time
+                               ? fmt::format(", step {}", format_duration(p.estimate.time->step_s))
+                               : "");
   }
   s += fmt::format("does not fit as given (needs {}).\n",
                    format_bytes(p.as_given.device_used_bytes));
@@ -130,10 +169,12 @@ std::string target_text(const TargetPlan& p) {
       names.push_back(k.name);
       recompute += k.recompute;
     }
-    s += fmt::format("  cheapest combination ({} estimates): {}\n", p.combinations_tried,
+    s += fmt::format("  {} combination ({} estimates): {}\n",
+                     rank == Rank::kTime ? "fastest" : "cheapest", p.combinations_tried,
                      fmt::join(names, " + "));
     s += fmt::format("  device used {}; recompute {:.1f}% of step FLOPs\n",
                      format_bytes(p.estimate.device_used_bytes), 100 * recompute);
+    s += time_line(p);
     s += fmt::format("  {}\n", command_line(request_args(p.request)));
     return s;
   }
@@ -143,6 +184,7 @@ std::string target_text(const TargetPlan& p) {
   s += fmt::format(
       "  gradient accumulation: micro-batch {} x {} steps = effective batch {}, device used {}\n",
       p.micro_batch, p.accumulation, p.effective_batch, format_bytes(p.estimate.device_used_bytes));
+  s += time_line(p);
   s += fmt::format("  {}\n", command_line(request_args(p.request)));
   return s;
 }
@@ -152,8 +194,8 @@ std::string target_text(const TargetPlan& p) {
 std::string fit_text(const FitReport& r) {
   if (!r.gpus.empty()) return every_gpu_text(r);
   std::string s = describe(r) + '\n' + budget_line(r) + "\n\n" + largest_batch_text(r.fit);
-  if (r.what_if) s += what_if_text(*r.what_if, r.fit);
-  if (r.target) s += target_text(*r.target);
+  if (r.what_if) s += what_if_text(*r.what_if, r.fit, r.rank);
+  if (r.target) s += target_text(*r.target, r.rank);
   return s;
 }
 

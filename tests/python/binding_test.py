@@ -102,9 +102,10 @@ class SameReport(unittest.TestCase):
         self.assertEqual(trainfit.fit("resnet50", gpu="rtx4090", target_batch=384),
                          cli_json("fit", "--model", "resnet50", "--gpu", "rtx4090",
                                   "--target-batch", "384"))
-        self.assertEqual(trainfit.fit("gpt2", seq_len=256, gpu="rtx4090", batch=4, what_if=True),
+        self.assertEqual(trainfit.fit("gpt2", seq_len=256, gpu="rtx4090", batch=4, what_if=True,
+                                      rank="time"),
                          cli_json("fit", "--model", "gpt2", "--seq-len", "256", "--gpu",
-                                  "rtx4090", "--batch", "4", "--what-if"))
+                                  "rtx4090", "--batch", "4", "--what-if", "--rank", "time"))
         self.assertEqual(trainfit.fit("resnet18", gpu="all", margin="10%"),
                          cli_json("fit", "--model", "resnet18", "--gpu", "all", "--margin",
                                   "10%"))
@@ -174,6 +175,8 @@ class Errors(unittest.TestCase):
     def test_bad_value(self):
         self.assert_refused(lambda: trainfit.estimate("resnet50", batch=0), "batch")
         self.assert_refused(lambda: trainfit.fit("resnet50", gpu="rtx9999"), "rtx9999")
+        self.assert_refused(lambda: trainfit.fit("resnet50", gpu="rtx4090", what_if=True,
+                                                 rank="fast"), "rank 'fast'")
 
     def test_malformed_trace(self):
         self.assert_refused(lambda: trainfit.estimate(trace={"format": "something else"}),
