@@ -85,6 +85,7 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
              tf32: bool = False, memory_format: str = "channels_first",
              dataset_size: Optional[int] = None,
              gpu: Optional[str] = None, gpu_memory: Optional[Size] = None,
+             gpu_profile: Union[str, "os.PathLike[str]", None] = None,
              cuda_context: Optional[Size] = None, margin: Union[float, str, None] = None,
              expandable_segments: bool = False, max_split_size: Optional[Size] = None,
              explain: bool = False,
@@ -99,10 +100,12 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
     momentum, adam, adamw, adam8bit or adamw8bit (default: the model's preset, else adamw);
     optimizer_impl: default, foreach, fused or loop. checkpoint: module patterns under
     activation checkpointing ("encoder.layers.*"). gpu: a name from `trainfit gpus`, or
-    gpu_memory for another card. margin: the share of its memory kept free (0.05 or "5%").
-    tf32: fp32 matmuls in TF32 (convolutions use it by default). memory_format: channels_first
-    or channels_last. dataset_size: samples in an epoch, for epoch_time_s. explain: list the largest tensors alive at the peak. timeline: write allocated and reserved
-    bytes after every event to this CSV file.
+    gpu_memory for another card. gpu_profile: the file `python3 -m trainfit.calibrate` wrote on
+    your GPU, whose timings replace the catalog's step-time constants. margin: the share of its
+    memory kept free (0.05 or "5%"). tf32: fp32 matmuls in TF32 (convolutions use it by
+    default). memory_format: channels_first or channels_last. dataset_size: samples in an epoch,
+    for epoch_time_s. explain: list the largest tensors alive at the peak. timeline: write
+    allocated and reserved bytes after every event to this CSV file.
     """
     options = _request_options(locals(), ("explain", "timeline"))
     text, csv = _binding().estimate(options, explain, timeline is not None)
@@ -121,6 +124,7 @@ def fit(model: Optional[str] = None, *, trace: Optional[TraceSource] = None,
         grad_accum: int = 1, tf32: bool = False, memory_format: str = "channels_first",
         dataset_size: Optional[int] = None, gpu: Optional[str] = None,
         gpu_memory: Optional[Size] = None,
+        gpu_profile: Union[str, "os.PathLike[str]", None] = None,
         cuda_context: Optional[Size] = None, margin: Union[float, str, None] = None,
         expandable_segments: bool = False, max_split_size: Optional[Size] = None,
         what_if: bool = False, target_batch: Optional[int] = None,
@@ -176,6 +180,8 @@ def _request_options(given: Mapping[str, Any], not_request: Sequence[str]) -> Di
             value = {str(k): _set_value(v) for k, v in value.items()}
         elif key == "input" and not isinstance(value, str):
             value = list(value)
+        elif key == "gpu_profile":
+            value = os.fspath(value)
         options[key] = value
     return options
 

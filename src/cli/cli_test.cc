@@ -9,6 +9,7 @@
 
 #include "cli/cli_test_util.h"
 #include "graph/op_registry.h"
+#include "sources/calibration/gpu_profile_test_util.h"
 #include "sources/zoo/zoo.h"
 
 namespace trainfit {
@@ -88,6 +89,67 @@ TEST(Cli, EstimateOnAGpuHasTheStepTime) {
   const CliRun none = run({"estimate", "--model", "resnet18", "--json"});
   ASSERT_EQ(none.code, 0) << none.err;
   EXPECT_FALSE(nlohmann::json::parse(none.out).contains("step_time_s"));
+}
+
+// A profile file made by the step-time model with chosen constants (gpu_profile_test_util.h).
+std::string write_profile(const std::string& name, const std::string& text) {
+  std::string path = testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Cli, GpuProfileReplacesTheCatalogsConstants) {
+  const std::string path = write_profile("a100.json", to_json(synthetic_a100_profile()).dump());
+  const std::vector<std::string> base = {"estimate", "--model", "resnet50", "--batch",
+                                         "64",       "--gpu",   "a100-80gb"};
+  const nlohmann::json catalog = run_json(base);
+  const nlohmann::json fitted = run_json(concat(base, {"--gpu-profile", path}));
+  // Memory does not depend on the profile; the step time does, and it is the chosen constants'.
+  EXPECT_EQ(fitted["peak_reserved_bytes"], catalog["peak_reserved_bytes"]);
+  EXPECT_NE(fitted["step_time_s"], catalog["step_time_s"]);
+  EXPECT_EQ(fitted["gpu_profile"]["file"], path);
+  EXPECT_LT(fitted["gpu_profile"]["median_error"].get<double>(), 0.01);
+  EXPECT_GT(fitted["gpu_profile"]["catalog_median_error"].get<double>(), 0.05);
+  const CliRun text = run(concat(base, {"--gpu-profile", path}));
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("constants fitted to " + path + " (NVIDIA A100-SXM4-80GB)"),
+            std::string::npos)
+      << text.out;
+  // Without --gpu the profile names the card: its memory, its constants.
+  const nlohmann::json alone =
+      run_json({"estimate", "--model", "resnet50", "--batch", "64", "--gpu-profile", path});
+  EXPECT_EQ(alone["gpu"]["total_bytes"], int64_t{80} << 30);
+  EXPECT_GT(alone["step_time_s"].get<double>(), 0);
+}
+
+TEST(Cli, ABadGpuProfileIsOneLine) {
+  const std::string good = to_json(synthetic_a100_profile()).dump();
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"missing", ""},
+      {"empty.json", ""},
+      {"cut.json", good.substr(0, good.size() / 2)},
+      {"trace.json", R"({"format": "trainfit-trace", "version": 1})"},
+      {"garbage.json", "\x7f\x45\x4c\x46 not json"},
+  };
+  for (const auto& [name, text] : files) {
+    const std::string path =
+        name == "missing" ? testing::TempDir() + "no-such-profile.json" : write_profile(name, text);
+    const CliRun r =
+        run({"estimate", "--model", "resnet50", "--gpu", "a100-80gb", "--gpu-profile", path});
+    EXPECT_EQ(r.code, kExitBadInput) << name;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("trainfit.calibrate"), std::string::npos) << r.err;
+  }
+  const std::string a100 = write_profile("a100.json", good);
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"estimate", "--model", "resnet50", "--gpu", "rtx4090", "--gpu-profile", a100},
+           {"estimate", "--model", "resnet50", "--device-profile", "cpu", "--gpu-profile", a100},
+           {"fit", "--model", "resnet50", "--gpu", "all", "--gpu-profile", a100},
+       }) {
+    const CliRun r = run(args);
+    EXPECT_EQ(r.code, kExitBadInput) << args[3];
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 TEST(Cli, EstimateTextAndTimeline) {

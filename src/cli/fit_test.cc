@@ -14,18 +14,6 @@
 namespace trainfit {
 namespace {
 
-nlohmann::json run_json(std::vector<std::string> args) {
-  args.emplace_back("--json");
-  const CliRun r = run(args);
-  EXPECT_EQ(r.code, 0) << r.err;
-  return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json{};
-}
-
-std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // Seed 000's ACT: three cameras, chunk_size 30, bf16 autocast.
 const std::vector<std::string> kAct = {
     "--model", "act",           "--set",       "cameras=640x360,640x480,640x480",

@@ -55,6 +55,9 @@ void add_device_flags(CLI::App& app, RequestFlags& f) {
   app.add_option("--gpu", f.gpu,
                  "GPU from the catalog (see `trainfit gpus`): decides fit and headroom");
   app.add_option("--gpu-memory", f.gpu_memory, "memory of a GPU not in the catalog, e.g. 24GiB");
+  app.add_option("--gpu-profile", f.gpu_profile,
+                 "step-time constants measured on your GPU (python3 -m trainfit.calibrate --out "
+                 "FILE); with --gpu the card it was measured on, without it that card's memory");
   app.add_option(
       "--cuda-context", f.cuda_context,
       "memory outside PyTorch's allocator (context, kernels, library handles); default 500MiB");
@@ -156,11 +159,13 @@ Status to_device(const RequestFlags& f, TrainingRequest& r) {
   choice.profile = r.device.target.device;
   if (choice.profile == Device::kCpu &&
       (!f.gpu.empty() || !f.gpu_memory.empty() || !f.cuda_context.empty() ||
-       f.expandable_segments || !f.max_split_size.empty() || !f.margin.empty())) {
+       !f.gpu_profile.empty() || f.expandable_segments || !f.max_split_size.empty() ||
+       !f.margin.empty())) {
     return invalid_argument("GPU and allocator flags apply to the cuda profile",
                             "drop --device-profile cpu, or the GPU flags");
   }
   choice.gpu = f.gpu;
+  choice.gpu_profile = f.gpu_profile;
   TF_ASSIGN_OR_RETURN(choice.gpu_memory_bytes, optional_size("--gpu-memory", f.gpu_memory));
   TF_ASSIGN_OR_RETURN(choice.cuda_context_bytes, optional_size("--cuda-context", f.cuda_context));
   TF_ASSIGN_OR_RETURN(r.device, choose_device(choice));

@@ -38,6 +38,7 @@ struct RequestFlags {
   // The device.
   std::string gpu;
   std::string gpu_memory;
+  std::string gpu_profile;
   std::string cuda_context;
   bool expandable_segments = false;
   std::string max_split_size;

@@ -16,6 +16,16 @@
 
 namespace trainfit {
 
+// Where the step-time constants came from when a calibration run on the card gave them
+// (--gpu-profile; sources/calibration fits them).
+struct TimingCalibration {
+  std::string file;         // the profile as given
+  std::string measured_on;  // the device it names
+  int kernels = 0;          // timings the constants were fitted to
+  double median_error = 0;  // |predicted / measured - 1| over them, with the fitted constants
+  std::optional<double> catalog_median_error;  // the same with the catalog's (a catalog card)
+};
+
 struct DeviceProfile {
   KernelTarget target;
   std::string gpu;  // catalog name; empty when no GPU was given
@@ -28,6 +38,7 @@ struct DeviceProfile {
   // The GPU's step-time constants: the catalog's, or a calibration profile's. nullopt when no
   // GPU was named, so that there is no step time.
   std::optional<GpuTiming> timing;
+  std::optional<TimingCalibration> calibration;  // with `timing` from a GPU profile
 };
 
 DeviceProfile cpu_profile();

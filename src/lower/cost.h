@@ -47,6 +47,10 @@ inline constexpr auto kStepPartNames = enum_names<StepPart>({
 
 // The arithmetic a product runs in.
 enum class MathPath : uint8_t { kFp32, kTf32, kFp16, kBf16 };
+inline constexpr auto kMathPathNames = enum_names<MathPath>({{MathPath::kFp32, "fp32"},
+                                                             {MathPath::kTf32, "tf32"},
+                                                             {MathPath::kFp16, "fp16"},
+                                                             {MathPath::kBf16, "bf16"}});
 
 // --memory-format: how image tensors are laid out.
 enum class MemoryFormat : uint8_t { kChannelsFirst, kChannelsLast };

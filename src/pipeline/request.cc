@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "lower/optimizer_step.h"
+#include "sources/calibration/gpu_profile.h"
 
 namespace trainfit {
 namespace {
@@ -138,7 +139,7 @@ Status check_model_source(bool model, bool trace) {
 
 Result<DeviceProfile> choose_device(const DeviceChoice& c) {
   if (c.profile == Device::kCpu) {
-    if (!c.gpu.empty() || c.gpu_memory_bytes || c.cuda_context_bytes) {
+    if (!c.gpu.empty() || c.gpu_memory_bytes || c.cuda_context_bytes || !c.gpu_profile.empty()) {
       return invalid_argument("GPU and allocator flags apply to the cuda profile",
                               "drop --device-profile cpu, or the GPU flags");
     }
@@ -156,6 +157,10 @@ Result<DeviceProfile> choose_device(const DeviceChoice& c) {
   DeviceProfile d = cuda_profile(gpu);
   if (c.gpu_memory_bytes) d.total_bytes = *c.gpu_memory_bytes;
   if (c.cuda_context_bytes) d.context_bytes = *c.cuda_context_bytes;
+  if (!c.gpu_profile.empty()) {
+    TF_ASSIGN_OR_RETURN(const GpuProfile profile, load_gpu_profile(c.gpu_profile));
+    TF_RETURN_IF_ERROR(apply_gpu_profile(profile, d));
+  }
   return d;
 }
 
@@ -261,6 +266,7 @@ std::vector<std::string> request_args(const TrainingRequest& r) {
   } else if (d.total_bytes >= 0) {
     add("--gpu-memory", size_arg(d.total_bytes));
   }
+  if (d.calibration) add("--gpu-profile", d.calibration->file);
   if (d.target.device == Device::kCuda && d.context_bytes != kDefaultCudaContextBytes) {
     add("--cuda-context", size_arg(d.context_bytes));
   }

@@ -63,6 +63,7 @@ struct DeviceChoice {
   std::string gpu;  // a name from `trainfit gpus`
   std::optional<int64_t> gpu_memory_bytes;
   std::optional<int64_t> cuda_context_bytes;
+  std::string gpu_profile;  // a calibration file (python3 -m trainfit.calibrate): its constants
 };
 Result<DeviceProfile> choose_device(const DeviceChoice& choice);
 

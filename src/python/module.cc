@@ -52,6 +52,7 @@ const std::vector<std::string> kRequestKeys = {"model",
                                                "dataset_size",
                                                "gpu",
                                                "gpu_memory",
+                                               "gpu_profile",
                                                "cuda_context",
                                                "margin",
                                                "expandable_segments",
@@ -196,6 +197,8 @@ Result<TrainingRequest> request_of(const py::dict& options) {
       TF_ASSIGN_OR_RETURN(device.gpu, text_of(key, v));
     } else if (key == "gpu_memory") {
       TF_ASSIGN_OR_RETURN(device.gpu_memory_bytes, size_of(key, v));
+    } else if (key == "gpu_profile") {
+      TF_ASSIGN_OR_RETURN(device.gpu_profile, text_of(key, v));
     } else if (key == "cuda_context") {
       TF_ASSIGN_OR_RETURN(device.cuda_context_bytes, size_of(key, v));
     } else if (key == "margin") {

@@ -64,6 +64,14 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
                            {"cpu_bound_share", t.cpu_bound_share()},
                            {"flops", t.flops},
                            {"achieved_flops_per_s", t.achieved_flops_per_s}};
+    if (const std::optional<TimingCalibration>& c = h.device.calibration) {
+      j["gpu_profile"] = {{"file", c->file},
+                          {"measured_on", c->measured_on},
+                          {"kernels", c->kernels},
+                          {"median_error", c->median_error}};
+      if (c->catalog_median_error)
+        j["gpu_profile"]["catalog_median_error"] = *c->catalog_median_error;
+    }
     if (e.epoch) {
       j["dataset_size"] = *h.dataset_size;
       j["epoch_steps"] = e.epoch->steps;

@@ -37,6 +37,14 @@ std::string time_text(const EstimateHeader& h, const StepTime& t,
     while (l.back() == ' ') l.pop_back();
     out += l + '\n';
   };
+  if (const std::optional<TimingCalibration>& c = h.device.calibration) {
+    out += fmt::format("  constants fitted to {} ({}): median error {:.1f}% over its {} timings",
+                       c->file, c->measured_on, 100 * c->median_error, c->kernels);
+    if (c->catalog_median_error) {
+      out += fmt::format(" ({:.1f}% with the catalog's)", 100 * *c->catalog_median_error);
+    }
+    out += '\n';
+  }
   line("step", format_duration(t.step_s),
        fmt::format("{} samples: {:.1f} samples/s", t.samples, t.samples_per_s));
   for (size_t p = 0; p < kStepPartCount; ++p) {

@@ -22,6 +22,10 @@ Status check(const FitRequest& f) {
       return invalid_argument("give --gpu or --gpu-memory, not both",
                               "--gpu-memory is for cards not in `trainfit gpus`");
     }
+    if (d.calibration) {
+      return invalid_argument("a GPU profile is one card's; --gpu all uses the catalog",
+                              "give --gpu NAME for the card it was measured on");
+    }
     if (f.what_if || f.target_batch > 0) {
       return invalid_argument("--what-if and --target-batch plan for one GPU",
                               "give --gpu NAME, e.g. --gpu rtx4090");

@@ -98,6 +98,16 @@ class SameReport(unittest.TestCase):
             self.assertEqual(trainfit.estimate(trace=handle, batch=16, device_profile="cpu"),
                              from_file)
 
+    def test_gpu_profile(self):
+        from trainfit import calibrate
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "cpu.json")
+            with open(path, "w") as f:
+                json.dump(calibrate.measure("cpu", quick=True), f)
+            self.assertEqual(trainfit.estimate("resnet18", batch=8, gpu_profile=path),
+                             cli_json("estimate", "--model", "resnet18", "--batch", "8",
+                                      "--gpu-profile", path))
+
     def test_fit_plans(self):
         self.assertEqual(trainfit.fit("resnet50", gpu="rtx4090", target_batch=384),
                          cli_json("fit", "--model", "resnet50", "--gpu", "rtx4090",

@@ -8,6 +8,7 @@
 
 #include "graph/dtype.h"
 #include "lower/optimizer_step.h"
+#include "sources/json_fields.h"
 
 namespace trainfit {
 namespace {
@@ -15,65 +16,6 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kHint = "trace the model again with `python3 -m trainfit.trace`";
-
-// Reads fields of one JSON object, naming the object in errors ("runs[0].events[12]").
-class Fields {
- public:
-  Fields(const json& object, std::string where) : j_(object), where_(std::move(where)) {}
-
-  const std::string& where() const { return where_; }
-  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
-
-  Status error(const std::string& what) const {
-    return parse_error(fmt::format("{}: {}", where_, what), std::string(kHint));
-  }
-
-  Result<int64_t> integer(const char* key, int64_t min) const {
-    if (!j_.contains(key)) return error(fmt::format("'{}' is missing", key));
-    const json& v = j_.at(key);
-    if (!v.is_number_integer()) return error(fmt::format("'{}' must be an integer", key));
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-      return error(fmt::format("'{}' is too large", key));
-    }
-    const auto n = v.get<int64_t>();
-    if (n < min) return error(fmt::format("'{}' must be at least {}, got {}", key, min, n));
-    return n;
-  }
-
-  Result<std::string> string(const char* key) const {
-    if (!j_.contains(key)) return error(fmt::format("'{}' is missing", key));
-    const json& v = j_.at(key);
-    if (!v.is_string()) return error(fmt::format("'{}' must be a string", key));
-    return v.get<std::string>();
-  }
-
-  std::string string_or(const char* key, const std::string& fallback) const {
-    return has(key) && j_.at(key).is_string() ? j_.at(key).get<std::string>() : fallback;
-  }
-
-  Result<bool> boolean_or(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    if (!j_.at(key).is_boolean()) return error(fmt::format("'{}' must be true or false", key));
-    return j_.at(key).get<bool>();
-  }
-
-  Result<const json*> array(const char* key) const {
-    if (!j_.contains(key)) return error(fmt::format("'{}' is missing", key));
-    if (!j_.at(key).is_array()) return error(fmt::format("'{}' must be a list", key));
-    return &j_.at(key);
-  }
-
- private:
-  const json& j_;
-  std::string where_;
-};
-
-// The i-th element of a list, which must be an object; "<list>[i]" names it in errors.
-Result<Fields> object_at(const json& list, size_t i, std::string_view name) {
-  std::string where = fmt::format("{}[{}]", name, i);
-  if (!list[i].is_object()) return parse_error(where + ": must be an object", std::string(kHint));
-  return Fields(list[i], std::move(where));
-}
 
 int32_t intern(IdVector<std::string>& table, std::map<std::string, int32_t>& index,
                const std::string& s) {
@@ -89,7 +31,7 @@ struct Tables {
 Result<TraceOptimizer> parse_optimizer(const json& j, size_t params) {
   if (!j.is_object())
     return parse_error("trace: 'optimizer' must be an object", std::string(kHint));
-  Fields f(j, "optimizer");
+  JsonFields f(j, "optimizer", kHint);
   TraceOptimizer o;
   TF_ASSIGN_OR_RETURN(o.type, f.string("type"));
   const std::string kind = f.string_or("kind", "");
@@ -104,7 +46,7 @@ Result<TraceOptimizer> parse_optimizer(const json& j, size_t params) {
   o.impl = *parsed;
   TF_ASSIGN_OR_RETURN(const json* groups, f.array("groups"));
   for (size_t g = 0; g < groups->size(); ++g) {
-    TF_ASSIGN_OR_RETURN(const Fields gf, object_at(*groups, g, "optimizer.groups"));
+    TF_ASSIGN_OR_RETURN(const JsonFields gf, object_at(*groups, g, "optimizer.groups", kHint));
     const json& gj = (*groups)[g];
     TraceGroup group;
     TF_ASSIGN_OR_RETURN(const json* indices, gf.array("params"));
@@ -128,7 +70,7 @@ Result<TraceOptimizer> parse_optimizer(const json& j, size_t params) {
   return o;
 }
 
-Result<TraceRun> parse_run(const Fields& f, Trace& trace, Tables& tables) {
+Result<TraceRun> parse_run(const JsonFields& f, Trace& trace, Tables& tables) {
   TraceRun run;
   TF_ASSIGN_OR_RETURN(run.batch, f.integer("batch", 1));
   TF_ASSIGN_OR_RETURN(const int64_t iterations, f.integer("iterations", 1));
@@ -140,7 +82,7 @@ Result<TraceRun> parse_run(const Fields& f, Trace& trace, Tables& tables) {
   uint8_t iteration = 0;
   run.events.reserve(events->size());
   for (size_t i = 0; i < events->size(); ++i) {
-    TF_ASSIGN_OR_RETURN(const Fields e, object_at(*events, i, f.where() + ".events"));
+    TF_ASSIGN_OR_RETURN(const JsonFields e, object_at(*events, i, f.where() + ".events", kHint));
     if (e.has("phase")) {
       TF_ASSIGN_OR_RETURN(const std::string p, e.string("phase"));
       // "end": the last iteration's frees belong to its step.
@@ -224,7 +166,7 @@ Result<Trace> parse_document(const json& doc) {
     return parse_error("not a trainfit trace (its 'format' is not \"trainfit-trace\")",
                        std::string(kHint));
   }
-  Fields f(doc, "trace");
+  JsonFields f(doc, "trace", kHint);
   TF_ASSIGN_OR_RETURN(const int64_t version, f.integer("version", 1));
   if (version != kTraceVersion) {
     return unsupported(
@@ -237,7 +179,7 @@ Result<Trace> parse_document(const json& doc) {
   trace.torch = f.string_or("torch", "");
   TF_ASSIGN_OR_RETURN(const json* params, f.array("parameters"));
   for (size_t i = 0; i < params->size(); ++i) {
-    TF_ASSIGN_OR_RETURN(const Fields p, object_at(*params, i, "parameters"));
+    TF_ASSIGN_OR_RETURN(const JsonFields p, object_at(*params, i, "parameters", kHint));
     TraceParam param;
     TF_ASSIGN_OR_RETURN(param.name, p.string("name"));
     TF_ASSIGN_OR_RETURN(param.bytes, p.integer("bytes", 0));
@@ -251,7 +193,7 @@ Result<Trace> parse_document(const json& doc) {
   TF_ASSIGN_OR_RETURN(const json* runs, f.array("runs"));
   Tables tables;
   for (size_t r = 0; r < runs->size(); ++r) {
-    TF_ASSIGN_OR_RETURN(const Fields run_fields, object_at(*runs, r, "runs"));
+    TF_ASSIGN_OR_RETURN(const JsonFields run_fields, object_at(*runs, r, "runs", kHint));
     TF_ASSIGN_OR_RETURN(TraceRun run, parse_run(run_fields, trace, tables));
     trace.runs.push_back(std::move(run));
   }
@@ -282,17 +224,11 @@ int64_t dtype_itemsize(std::string_view name) {
 }
 
 Result<Trace> parse_trace(std::string_view text, std::string_view source) {
-  json doc;
-  try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    std::string what = e.what();
-    const size_t at = what.find("parse error");
-    if (at != std::string::npos) what = what.substr(at);
-    return parse_error(fmt::format("{}: not valid JSON ({})", source, what),
-                       "a trace is the JSON file `python3 -m trainfit.trace --out FILE` writes; "
-                       "a cut-off file means the trace did not finish");
-  }
+  TF_ASSIGN_OR_RETURN(const json doc,
+                      parse_json_file(text, source,
+                                      "a trace is the JSON file `python3 -m trainfit.trace --out "
+                                      "FILE` writes; a cut-off file means the trace did not "
+                                      "finish"));
   Result<Trace> trace = parse_document(doc);
   if (!trace.ok()) return trace.status().with_context(std::string(source));
   return trace;

@@ -1,0 +1,318 @@
+#include "sources/calibration/gpu_profile.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "sources/json_fields.h"
+
+namespace trainfit {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kHint =
+    "write it with `python3 -m trainfit.calibrate --out FILE` on the machine that trains";
+// Bounds that keep every product of sizes well inside 64 bits.
+constexpr int64_t kMaxGemmDim = int64_t{1} << 20;
+constexpr int64_t kMaxConvDim = int64_t{1} << 16;
+constexpr double kMaxSeconds = 3600;
+
+Result<MathPath> math_of(const JsonFields& f) {
+  TF_ASSIGN_OR_RETURN(const std::string name, f.string("math"));
+  const std::optional<MathPath> math = kMathPathNames.parse(name);
+  if (!math) return f.error(fmt::format("unknown math '{}' (use {})", name, kMathPathNames.list()));
+  return *math;
+}
+
+Result<int64_t> bounded(const JsonFields& f, const char* key, int64_t min, int64_t max) {
+  TF_ASSIGN_OR_RETURN(const int64_t n, f.integer(key, min));
+  if (n > max) return f.error(fmt::format("'{}' must be at most {}, got {}", key, max, n));
+  return n;
+}
+
+// Sizes of a timing, each an integer in [min, max].
+template <typename T>
+struct Size {
+  const char* key;
+  int64_t T::*member;
+  int64_t min;
+  int64_t max;
+};
+
+template <typename T, size_t N>
+Status read_sizes(const JsonFields& f, const std::array<Size<T>, N>& sizes, T& out) {
+  for (const Size<T>& s : sizes) {
+    TF_ASSIGN_OR_RETURN(out.*s.member, bounded(f, s.key, s.min, s.max));
+  }
+  return {};
+}
+
+Result<GemmTiming> parse_gemm(const JsonFields& f) {
+  static constexpr std::array<Size<GemmTiming>, 3> kSizes = {{
+      {"m", &GemmTiming::m, 1, kMaxGemmDim},
+      {"n", &GemmTiming::n, 1, kMaxGemmDim},
+      {"k", &GemmTiming::k, 1, kMaxGemmDim},
+  }};
+  GemmTiming g;
+  TF_ASSIGN_OR_RETURN(g.math, math_of(f));
+  TF_RETURN_IF_ERROR(read_sizes(f, kSizes, g));
+  TF_ASSIGN_OR_RETURN(g.seconds, f.positive("seconds", kMaxSeconds));
+  return g;
+}
+
+Result<ConvTiming> parse_conv(const JsonFields& f) {
+  static constexpr std::array<Size<ConvTiming>, 8> kSizes = {{
+      {"n", &ConvTiming::n, 1, kMaxConvDim},
+      {"c", &ConvTiming::c, 1, kMaxConvDim},
+      {"h", &ConvTiming::h, 1, kMaxConvDim},
+      {"w", &ConvTiming::w, 1, kMaxConvDim},
+      {"out_channels", &ConvTiming::out_channels, 1, kMaxConvDim},
+      {"kernel", &ConvTiming::kernel, 1, kMaxConvDim},
+      {"stride", &ConvTiming::stride, 1, kMaxConvDim},
+      {"padding", &ConvTiming::padding, 0, kMaxConvDim},
+  }};
+  ConvTiming c;
+  TF_ASSIGN_OR_RETURN(c.math, math_of(f));
+  TF_RETURN_IF_ERROR(read_sizes(f, kSizes, c));
+  if (std::min(c.h, c.w) + 2 * c.padding < c.kernel) {
+    return f.error("the kernel is larger than the padded input");
+  }
+  TF_ASSIGN_OR_RETURN(c.seconds, f.positive("seconds", kMaxSeconds));
+  return c;
+}
+
+Result<CopyTiming> parse_copy(const JsonFields& f) {
+  CopyTiming c;
+  TF_ASSIGN_OR_RETURN(c.bytes, bounded(f, "bytes", 1, int64_t{1} << 44));
+  TF_ASSIGN_OR_RETURN(c.seconds, f.positive("seconds", kMaxSeconds));
+  return c;
+}
+
+// Every element of the list `key` parsed by `parse`; at least `min` of them.
+template <typename T, typename Parse>
+Result<std::vector<T>> parse_list(const JsonFields& f, const char* key, size_t min, Parse parse) {
+  TF_ASSIGN_OR_RETURN(const json* list, f.array(key));
+  if (list->size() < min) return f.error(fmt::format("'{}' must hold at least {}", key, min));
+  std::vector<T> out;
+  for (size_t i = 0; i < list->size(); ++i) {
+    TF_ASSIGN_OR_RETURN(const JsonFields item, object_at(*list, i, key, kHint));
+    TF_ASSIGN_OR_RETURN(T parsed, parse(item));
+    out.push_back(parsed);
+  }
+  return out;
+}
+
+Result<GpuProfile> parse_document(const json& doc) {
+  if (!doc.is_object()) return parse_error("profile: must be a JSON object", std::string(kHint));
+  const JsonFields f(doc, "profile", kHint);
+  TF_ASSIGN_OR_RETURN(const std::string format, f.string("format"));
+  if (format != kGpuProfileFormat) {
+    return f.error(fmt::format("'format' is '{}': not a trainfit GPU profile", format));
+  }
+  TF_ASSIGN_OR_RETURN(const int64_t version, f.integer("version", 1));
+  if (version != kGpuProfileVersion) {
+    return f.error(
+        fmt::format("version {}; this trainfit reads version {}", version, kGpuProfileVersion));
+  }
+  GpuProfile p;
+  if (!doc.contains("device") || !doc.at("device").is_object()) {
+    return f.error("'device' must be an object");
+  }
+  const JsonFields d(doc.at("device"), "device", kHint);
+  TF_ASSIGN_OR_RETURN(p.device_name, d.string("name"));
+  TF_ASSIGN_OR_RETURN(const int64_t sms, bounded(d, "sm_count", 1, 4096));
+  p.sm_count = static_cast<int>(sms);
+  TF_ASSIGN_OR_RETURN(const json* cc, d.array("compute_capability"));
+  if (cc->size() != 2 || !(*cc)[0].is_number_integer() || !(*cc)[1].is_number_integer() ||
+      (*cc)[0].get<int64_t>() < 0 || (*cc)[0].get<int64_t>() > 99 || (*cc)[1].get<int64_t>() < 0 ||
+      (*cc)[1].get<int64_t>() > 9) {
+    return d.error("'compute_capability' must be [major, minor], e.g. [8, 0]");
+  }
+  p.compute_capability = static_cast<int>((*cc)[0].get<int64_t>() * 10 + (*cc)[1].get<int64_t>());
+  TF_ASSIGN_OR_RETURN(p.total_bytes, bounded(d, "total_bytes", 1, int64_t{1} << 50));
+  TF_ASSIGN_OR_RETURN(p.gemms, parse_list<GemmTiming>(f, "gemm", 1, parse_gemm));
+  TF_ASSIGN_OR_RETURN(p.convs, parse_list<ConvTiming>(f, "conv", 0, parse_conv));
+  TF_ASSIGN_OR_RETURN(p.copies, parse_list<CopyTiming>(f, "copy", 1, parse_copy));
+  TF_ASSIGN_OR_RETURN(p.empty_kernel_s, f.positive("empty_kernel_s", 1));
+  TF_ASSIGN_OR_RETURN(p.host_op_s, f.positive("host_op_s", 1));
+  TF_ASSIGN_OR_RETURN(p.autograd_node_s, f.positive("autograd_node_s", 1));
+  return p;
+}
+
+double element_bytes(MathPath math) {
+  return math == MathPath::kFp16 || math == MathPath::kBf16 ? 2 : 4;
+}
+
+KernelCost product(MathPath math, int64_t m, int64_t n, int64_t k, double bytes) {
+  KernelCost kc;
+  kc.is_gemm = true;
+  kc.gemm.m = m;
+  kc.gemm.n = n;
+  kc.gemm.k = k;
+  kc.flops = kc.gemm.flops();
+  kc.bytes = bytes;
+  kc.math = math;
+  return kc;
+}
+
+// The timings' best rates, as peaks for a card the catalog does not have.
+GpuTiming measured_peaks(const GpuProfile& p) {
+  GpuTiming t;
+  t.peaks.sm_count = p.sm_count;
+  for (const TimedKernel& tk : profile_kernels(p)) {
+    const KernelCost& k = tk.kernel;
+    if (!k.is_gemm) {
+      t.peaks.bandwidth_gbps = std::max(t.peaks.bandwidth_gbps, k.bytes / tk.seconds / 1e9);
+      continue;
+    }
+    const double tflops = k.flops / tk.seconds / 1e12;
+    double& peak = k.math == MathPath::kFp32   ? t.peaks.fp32_tflops
+                   : k.math == MathPath::kTf32 ? t.peaks.tf32_tflops
+                                               : t.peaks.fp16_tflops;
+    peak = std::max(peak, tflops);
+  }
+  t.efficiency = {1, 1, 1};
+  return t;
+}
+
+// The value of `*knob` that minimizes the median error over the kernels it governs (those
+// whose predicted time moves with it), on a log-spaced grid.
+void fit_knob(const std::vector<TimedKernel>& kernels, GpuTiming& t, double* knob) {
+  const double was = *knob;
+  std::vector<TimedKernel> governed;
+  for (const TimedKernel& k : kernels) {
+    const double before = kernel_seconds(k.kernel, t);
+    *knob = was * 1.25;
+    const double after = kernel_seconds(k.kernel, t);
+    *knob = was;
+    if (after != before) governed.push_back(k);
+  }
+  if (governed.empty()) return;
+  constexpr int kSteps = 500;
+  constexpr double kLow = 0.02;
+  constexpr double kHigh = 1.5;
+  double best = was;
+  double best_error = median_error(governed, t);
+  for (int i = 0; i <= kSteps; ++i) {
+    *knob = kLow * std::pow(kHigh / kLow, static_cast<double>(i) / kSteps);
+    const double e = median_error(governed, t);
+    if (e < best_error) {
+      best_error = e;
+      best = *knob;
+    }
+  }
+  *knob = best;
+}
+
+}  // namespace
+
+Result<GpuProfile> parse_gpu_profile(std::string_view text, std::string_view source) {
+  TF_ASSIGN_OR_RETURN(const json doc, parse_json_file(text, source, kHint));
+  Result<GpuProfile> p = parse_document(doc);
+  if (!p.ok()) return p.status().with_context(std::string(source));
+  p->source = std::string(source);
+  return p;
+}
+
+Result<GpuProfile> load_gpu_profile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return not_found(fmt::format("cannot open GPU profile '{}'", path), std::string(kHint));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_gpu_profile(text.str(), path);
+}
+
+std::vector<TimedKernel> profile_kernels(const GpuProfile& p) {
+  std::vector<TimedKernel> out;
+  for (const GemmTiming& g : p.gemms) {
+    const double elem = element_bytes(g.math);
+    const double bytes = static_cast<double>(g.m * g.k + g.k * g.n + g.m * g.n) * elem;
+    out.push_back({product(g.math, g.m, g.n, g.k, bytes), g.seconds});
+  }
+  for (const ConvTiming& c : p.convs) {
+    // An implicit GEMM: one row per output pixel, one column per output channel.
+    const int64_t ho = (c.h + 2 * c.padding - c.kernel) / c.stride + 1;
+    const int64_t wo = (c.w + 2 * c.padding - c.kernel) / c.stride + 1;
+    const int64_t m = c.n * ho * wo;
+    const int64_t k = c.c * c.kernel * c.kernel;
+    const double elem = element_bytes(c.math);
+    const double bytes =
+        static_cast<double>(c.n * c.c * c.h * c.w + c.out_channels * k + m * c.out_channels) * elem;
+    out.push_back({product(c.math, m, c.out_channels, k, bytes), c.seconds});
+  }
+  for (const CopyTiming& c : p.copies) {
+    KernelCost kc;
+    kc.bytes = static_cast<double>(c.bytes);
+    out.push_back({kc, c.seconds});
+  }
+  return out;
+}
+
+double median_error(const std::vector<TimedKernel>& kernels, const GpuTiming& timing) {
+  if (kernels.empty()) return 0;
+  std::vector<double> errors;
+  errors.reserve(kernels.size());
+  for (const TimedKernel& k : kernels) {
+    errors.push_back(std::abs(kernel_seconds(k.kernel, timing) / k.seconds - 1));
+  }
+  std::sort(errors.begin(), errors.end());
+  const size_t mid = errors.size() / 2;
+  return errors.size() % 2 == 1 ? errors[mid] : (errors[mid - 1] + errors[mid]) / 2;
+}
+
+Result<CalibratedTiming> fit_gpu_profile(const GpuProfile& p, const std::optional<GpuSpec>& gpu) {
+  if (gpu && gpu->peaks.sm_count != p.sm_count) {
+    return invalid_argument(
+        fmt::format("{} was measured on {} ({} SMs), not on the {} ({} SMs)", p.source,
+                    p.device_name, p.sm_count, gpu->name, gpu->peaks.sm_count),
+        "give --gpu for the card it was measured on, or leave --gpu out");
+  }
+  const std::vector<TimedKernel> kernels = profile_kernels(p);
+  CalibratedTiming c;
+  c.timing = gpu ? catalog_timing(*gpu) : measured_peaks(p);
+  if (gpu) c.calibration.catalog_median_error = median_error(kernels, c.timing);
+  c.timing.kernel_overhead_s = p.empty_kernel_s;
+  // The eager chains time an op (or node) with its one launch; the launch keeps its default.
+  c.timing.python_op_s = std::max(0.0, p.host_op_s - c.timing.launch_s);
+  c.timing.autograd_node_s = std::max(0.0, p.autograd_node_s - c.timing.launch_s);
+  GpuEfficiency& e = c.timing.efficiency;
+  // Bandwidth first: products are bounded by it as well. Two rounds settle the coupling.
+  for (int round = 0; round < 2; ++round) {
+    for (double* knob : {&e.bandwidth, &e.fp32_gemm, &e.tensor_gemm}) {
+      fit_knob(kernels, c.timing, knob);
+    }
+  }
+  c.calibration.file = p.source;
+  c.calibration.measured_on = p.device_name;
+  c.calibration.kernels = static_cast<int>(kernels.size());
+  c.calibration.median_error = median_error(kernels, c.timing);
+  return c;
+}
+
+Status apply_gpu_profile(const GpuProfile& p, DeviceProfile& device) {
+  std::optional<GpuSpec> gpu;
+  if (!device.gpu.empty()) {
+    TF_ASSIGN_OR_RETURN(GpuSpec found, find_gpu(device.gpu));
+    gpu = found;
+  }
+  TF_ASSIGN_OR_RETURN(CalibratedTiming c, fit_gpu_profile(p, gpu));
+  if (!gpu) {
+    if (device.total_bytes < 0) device.total_bytes = p.total_bytes;
+    device.sm = p.compute_capability;
+    device.cublas_workspace_bytes = cublas_workspace_bytes(device.sm);
+    device.gpu_display = p.device_name;
+  }
+  device.timing = c.timing;
+  device.calibration = c.calibration;
+  return {};
+}
+
+}  // namespace trainfit
