@@ -181,9 +181,21 @@ def _request_options(given: Mapping[str, Any], not_request: Sequence[str]) -> Di
         elif key == "input" and not isinstance(value, str):
             value = list(value)
         elif key == "gpu_profile":
-            value = os.fspath(value)
+            value = _read_gpu_profile(value)
         options[key] = value
     return options
+
+
+def _read_gpu_profile(source: Union[str, "os.PathLike[str]"]) -> Tuple[str, str]:
+    """(path, text) of a GPU profile file; the library parses the text."""
+    path = os.fspath(source)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return path, f.read()
+    except OSError as e:
+        raise Error(f"cannot open GPU profile '{path}' ({e.strerror}) (hint: write it with "
+                    "`python3 -m trainfit.calibrate --out FILE` on the machine that trains)"
+                    ) from None
 
 
 def _set_value(value: Any) -> str:

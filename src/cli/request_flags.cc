@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "cli/trace_file.h"
+#include "cli/input_files.h"
 
 namespace trainfit {
 
@@ -165,7 +165,9 @@ Status to_device(const RequestFlags& f, TrainingRequest& r) {
                             "drop --device-profile cpu, or the GPU flags");
   }
   choice.gpu = f.gpu;
-  choice.gpu_profile = f.gpu_profile;
+  if (!f.gpu_profile.empty()) {
+    TF_ASSIGN_OR_RETURN(choice.gpu_profile, read_gpu_profile_file(f.gpu_profile));
+  }
   TF_ASSIGN_OR_RETURN(choice.gpu_memory_bytes, optional_size("--gpu-memory", f.gpu_memory));
   TF_ASSIGN_OR_RETURN(choice.cuda_context_bytes, optional_size("--cuda-context", f.cuda_context));
   TF_ASSIGN_OR_RETURN(r.device, choose_device(choice));

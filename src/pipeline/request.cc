@@ -139,7 +139,7 @@ Status check_model_source(bool model, bool trace) {
 
 Result<DeviceProfile> choose_device(const DeviceChoice& c) {
   if (c.profile == Device::kCpu) {
-    if (!c.gpu.empty() || c.gpu_memory_bytes || c.cuda_context_bytes || !c.gpu_profile.empty()) {
+    if (!c.gpu.empty() || c.gpu_memory_bytes || c.cuda_context_bytes || c.gpu_profile) {
       return invalid_argument("GPU and allocator flags apply to the cuda profile",
                               "drop --device-profile cpu, or the GPU flags");
     }
@@ -157,10 +157,7 @@ Result<DeviceProfile> choose_device(const DeviceChoice& c) {
   DeviceProfile d = cuda_profile(gpu);
   if (c.gpu_memory_bytes) d.total_bytes = *c.gpu_memory_bytes;
   if (c.cuda_context_bytes) d.context_bytes = *c.cuda_context_bytes;
-  if (!c.gpu_profile.empty()) {
-    TF_ASSIGN_OR_RETURN(const GpuProfile profile, load_gpu_profile(c.gpu_profile));
-    TF_RETURN_IF_ERROR(apply_gpu_profile(profile, d));
-  }
+  if (c.gpu_profile) TF_RETURN_IF_ERROR(apply_gpu_profile(*c.gpu_profile, d));
   return d;
 }
 

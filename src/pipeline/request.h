@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "estimate/estimate.h"
+#include "sources/calibration/gpu_profile.h"
 #include "sources/trace/trace_model.h"
 #include "sources/zoo/zoo.h"
 
@@ -63,7 +64,8 @@ struct DeviceChoice {
   std::string gpu;  // a name from `trainfit gpus`
   std::optional<int64_t> gpu_memory_bytes;
   std::optional<int64_t> cuda_context_bytes;
-  std::string gpu_profile;  // a calibration file (python3 -m trainfit.calibrate): its constants
+  // A calibration profile (python3 -m trainfit.calibrate): its constants replace the catalog's.
+  std::shared_ptr<const GpuProfile> gpu_profile;
 };
 Result<DeviceProfile> choose_device(const DeviceChoice& choice);
 

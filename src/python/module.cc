@@ -198,7 +198,15 @@ Result<TrainingRequest> request_of(const py::dict& options) {
     } else if (key == "gpu_memory") {
       TF_ASSIGN_OR_RETURN(device.gpu_memory_bytes, size_of(key, v));
     } else if (key == "gpu_profile") {
-      TF_ASSIGN_OR_RETURN(device.gpu_profile, text_of(key, v));
+      // api.py reads the file: (path, text).
+      if (!py::isinstance<py::tuple>(v) || py::len(v) != 2 ||
+          !py::isinstance<py::str>(v.cast<py::tuple>()[0]) ||
+          !py::isinstance<py::str>(v.cast<py::tuple>()[1])) {
+        return wrong_type(key, v, "a GPU profile's path");
+      }
+      const auto [source, text] = v.cast<std::pair<std::string, std::string>>();
+      TF_ASSIGN_OR_RETURN(GpuProfile profile, parse_gpu_profile(text, source));
+      device.gpu_profile = std::make_shared<const GpuProfile>(std::move(profile));
     } else if (key == "cuda_context") {
       TF_ASSIGN_OR_RETURN(device.cuda_context_bytes, size_of(key, v));
     } else if (key == "margin") {

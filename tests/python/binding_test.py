@@ -185,6 +185,8 @@ class Errors(unittest.TestCase):
     def test_bad_value(self):
         self.assert_refused(lambda: trainfit.estimate("resnet50", batch=0), "batch")
         self.assert_refused(lambda: trainfit.fit("resnet50", gpu="rtx9999"), "rtx9999")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", gpu_profile="/no/such.json"),
+                            "cannot open GPU profile")
         self.assert_refused(lambda: trainfit.fit("resnet50", gpu="rtx4090", what_if=True,
                                                  rank="fast"), "rank 'fast'")
 

@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "sources/json_fields.h"
 
@@ -137,6 +135,11 @@ Result<GpuProfile> parse_document(const json& doc) {
   p.compute_capability = static_cast<int>((*cc)[0].get<int64_t>() * 10 + (*cc)[1].get<int64_t>());
   TF_ASSIGN_OR_RETURN(p.total_bytes, bounded(d, "total_bytes", 1, int64_t{1} << 50));
   TF_ASSIGN_OR_RETURN(p.gemms, parse_list<GemmTiming>(f, "gemm", 1, parse_gemm));
+  // Every card has FP32 products; a card the catalog lacks takes its FP32 peak from them.
+  if (std::none_of(p.gemms.begin(), p.gemms.end(),
+                   [](const GemmTiming& g) { return g.math == MathPath::kFp32; })) {
+    return f.error("'gemm' has no fp32 product");
+  }
   TF_ASSIGN_OR_RETURN(p.convs, parse_list<ConvTiming>(f, "conv", 0, parse_conv));
   TF_ASSIGN_OR_RETURN(p.copies, parse_list<CopyTiming>(f, "copy", 1, parse_copy));
   TF_ASSIGN_OR_RETURN(p.empty_kernel_s, f.positive("empty_kernel_s", 1));
@@ -218,16 +221,6 @@ Result<GpuProfile> parse_gpu_profile(std::string_view text, std::string_view sou
   if (!p.ok()) return p.status().with_context(std::string(source));
   p->source = std::string(source);
   return p;
-}
-
-Result<GpuProfile> load_gpu_profile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return not_found(fmt::format("cannot open GPU profile '{}'", path), std::string(kHint));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_gpu_profile(text.str(), path);
 }
 
 std::vector<TimedKernel> profile_kernels(const GpuProfile& p) {

@@ -1,7 +1,7 @@
 // A GPU profile: what `python3 -m trainfit.calibrate` timed on one card (products, convolutions,
 // copies, an empty kernel, eager ops), and the step-time constants fitted to those timings.
 //
-//   Result<GpuProfile> p = load_gpu_profile("gpu.json");
+//   Result<GpuProfile> p = parse_gpu_profile(text, "gpu.json");   // the file's text
 //   Result<CalibratedTiming> c = fit_gpu_profile(*p, find_gpu("a100-80gb").value());
 //   c->timing (replaces catalog_timing), c->calibration.median_error
 //
@@ -60,8 +60,9 @@ struct GpuProfile {
   double autograd_node_s = 0;  // host time per backward node, launch included
 };
 
+// The profile in `text`; `source` (the file, as given) names it in errors and command lines.
+// The front ends read the file (cli/input_files.h, python/trainfit/api.py).
 Result<GpuProfile> parse_gpu_profile(std::string_view text, std::string_view source);
-Result<GpuProfile> load_gpu_profile(const std::string& path);
 
 // A timing as the cost model sees it: one kernel and the seconds it took.
 struct TimedKernel {

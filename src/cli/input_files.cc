@@ -1,0 +1,41 @@
+#include "cli/input_files.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace trainfit {
+namespace {
+
+// The whole file, or "cannot open WHAT 'PATH'" with `hint`.
+Result<std::string> read_text(const std::string& path, std::string_view what,
+                              std::string_view hint) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(fmt::format("cannot open {} '{}'", what, path), std::string(hint));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const TraceModel>> read_trace_file(const std::string& path) {
+  TF_ASSIGN_OR_RETURN(
+      const std::string text,
+      read_text(path, "trace",
+                "give the path of a file written by `python3 -m trainfit.trace --out`"));
+  return load_trace(text, path);
+}
+
+Result<std::shared_ptr<const GpuProfile>> read_gpu_profile_file(const std::string& path) {
+  TF_ASSIGN_OR_RETURN(
+      const std::string text,
+      read_text(path, "GPU profile",
+                "write it with `python3 -m trainfit.calibrate --out FILE` on the machine that "
+                "trains"));
+  TF_ASSIGN_OR_RETURN(GpuProfile profile, parse_gpu_profile(text, path));
+  return std::make_shared<const GpuProfile>(std::move(profile));
+}
+
+}  // namespace trainfit
