@@ -8,13 +8,12 @@ The model is built by calling FACTORY from PKG.MODULE (with --kwargs as keyword 
 trained on random inputs for two iterations at each batch size (default 1 and 2) on the CPU.
 """
 import argparse
-import importlib
-import json
 import sys
 import time
 
 import torch
 
+from ._specs import UsageError, load_callable, parse_kwargs
 from .tracer import trace
 
 OPTIMIZERS = {
@@ -23,10 +22,6 @@ OPTIMIZERS = {
     "adam": lambda p: torch.optim.Adam(p, lr=1e-3),
     "adamw": lambda p: torch.optim.AdamW(p, lr=1e-3),
 }
-
-
-class UsageError(Exception):
-    pass
 
 
 def parse_dims(text):
@@ -40,22 +35,7 @@ def parse_dims(text):
 
 
 def load_factory(spec):
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise UsageError(f"--model '{spec}' is not PKG.MODULE:FACTORY "
-                         "(for example torchvision.models:resnet50)")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise UsageError(f"--model: cannot import {module_name} ({e}); is it on PYTHONPATH?")
-    factory = module
-    for part in attr.split("."):
-        factory = getattr(factory, part, None)
-        if factory is None:
-            raise UsageError(f"--model: {module_name} has no '{attr}'")
-    if not callable(factory):
-        raise UsageError(f"--model: {spec} is not callable")
-    return factory
+    return load_callable(spec, "--model", "torchvision.models:resnet50")
 
 
 def scalar_loss(output):
@@ -82,12 +62,7 @@ def first_tensor(output):
 
 def build(args):
     factory = load_factory(args.model)
-    try:
-        kwargs = json.loads(args.kwargs) if args.kwargs else {}
-    except json.JSONDecodeError as e:
-        raise UsageError(f"--kwargs is not JSON ({e}); for example '{{\"num_classes\": 10}}'")
-    if not isinstance(kwargs, dict):
-        raise UsageError("--kwargs must be a JSON object, for example '{\"num_classes\": 10}'")
+    kwargs = parse_kwargs(args.kwargs, '{"num_classes": 10}')
     model = factory(**kwargs)
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"--model {args.model} returned {type(model).__name__}, not a torch.nn.Module")

@@ -52,6 +52,31 @@ Result<int64_t> parse_bytes(std::string_view text) {
   return static_cast<int64_t>(std::llround(bytes));
 }
 
+Result<double> parse_duration(std::string_view option, std::string_view text) {
+  static constexpr std::array<Unit, 4> kTimeUnits = {
+      {{"s", 1.0}, {"ms", 1e-3}, {"us", 1e-6}, {"min", 60.0}}};
+  size_t split = 0;
+  while (split < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[split])) || text[split] == '.')) {
+    ++split;
+  }
+  const std::string number(text.substr(0, split));
+  std::string_view unit = text.substr(split);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  double scale = 0;
+  for (const Unit& u : kTimeUnits) {
+    if (u.name == unit) scale = u.scale;
+  }
+  char* end = nullptr;
+  const double v = number.empty() ? -1 : std::strtod(number.c_str(), &end);
+  if (scale == 0 || number.empty() || end != number.c_str() + number.size() || !std::isfinite(v) ||
+      v <= 0 || v * scale > 86400) {
+    return parse_error(fmt::format("{}: '{}' is not a duration", option, text),
+                       "a number above 0 with a unit (s, ms, us, min) up to a day, e.g. 80ms");
+  }
+  return v * scale;
+}
+
 Result<int64_t> parse_size(std::string_view option, std::string_view text) {
   Result<int64_t> bytes = parse_bytes(text);
   if (!bytes.ok()) return bytes.status().with_context(std::string(option));

@@ -20,6 +20,10 @@ Result<int64_t> parse_bytes(std::string_view text);
 // An option's size, its name in the error ("--gpu-memory: unknown size unit in 'lots'").
 Result<int64_t> parse_size(std::string_view option, std::string_view text);
 
+// "80ms", "0.08s", "250us", "2min" (a unit is required), above 0 and at most a day; the option's
+// name in the error.
+Result<double> parse_duration(std::string_view option, std::string_view text);
+
 // Binary units with three significant digits: "512 B", "1.50 KiB", "98.0 MiB", "3.01 GiB".
 std::string format_bytes(int64_t bytes);
 // Thousands separators: "25,557,032".

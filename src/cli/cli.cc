@@ -31,6 +31,10 @@ constexpr Command kCommands[] = {
     {"models", "list the model zoo with each model's --set keys", setup_models},
     {"gpus", "list the GPU catalog", setup_gpus},
     {"ops", "list the op registry: what each op keeps for backward", setup_ops},
+    {"loader",
+     "DataLoader settings that feed the GPU, from a probe of your Dataset: workers, prefetch, "
+     "host RAM, /dev/shm",
+     setup_loader},
     {"doctor", "check this host for training and fixed-rate loops; says what to fix (read-only)",
      setup_doctor},
     {"latency", "a fixed-rate loop at several rates: wake-up lateness, work time, CPU clock",

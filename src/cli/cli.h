@@ -35,6 +35,7 @@ CommandRun setup_summary(CLI::App& app);
 CommandRun setup_gpus(CLI::App& app);
 CommandRun setup_models(CLI::App& app);
 CommandRun setup_ops(CLI::App& app);
+CommandRun setup_loader(CLI::App& app);
 CommandRun setup_doctor(CLI::App& app);
 CommandRun setup_latency(CLI::App& app);
 CommandRun setup_monitor(CLI::App& app);

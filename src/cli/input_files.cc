@@ -38,4 +38,14 @@ Result<std::shared_ptr<const GpuProfile>> read_gpu_profile_file(const std::strin
   return std::make_shared<const GpuProfile>(std::move(profile));
 }
 
+Result<std::shared_ptr<const LoaderProfile>> read_loader_profile_file(const std::string& path) {
+  TF_ASSIGN_OR_RETURN(
+      const std::string text,
+      read_text(path, "loader profile",
+                "write it with `python3 -m trainfit.loader --dataset MODULE:FACTORY --out FILE` "
+                "on the host that trains"));
+  TF_ASSIGN_OR_RETURN(LoaderProfile profile, parse_loader_profile(text, path));
+  return std::make_shared<const LoaderProfile>(std::move(profile));
+}
+
 }  // namespace trainfit

@@ -1,6 +1,8 @@
-// The files the command line reads from disk: traces (`python3 -m trainfit.trace --out FILE`)
-// and GPU profiles (`python3 -m trainfit.calibrate --out FILE`). The library parses the text
-// (sources/trace load_trace, sources/calibration parse_gpu_profile).
+// The files the command line reads from disk: traces (`python3 -m trainfit.trace --out FILE`),
+// GPU profiles (`python3 -m trainfit.calibrate --out FILE`) and loader profiles
+// (`python3 -m trainfit.loader --out FILE`). The library parses the text
+// (sources/trace load_trace, sources/calibration parse_gpu_profile, sources/loader
+// parse_loader_profile).
 //
 //   Result<std::shared_ptr<const TraceModel>> m = read_trace_file("mine.trace.json");
 //   Result<std::shared_ptr<const GpuProfile>> p = read_gpu_profile_file("gpu.json");
@@ -10,11 +12,13 @@
 #include <string>
 
 #include "sources/calibration/gpu_profile.h"
+#include "sources/loader/loader_profile.h"
 #include "sources/trace/trace_model.h"
 
 namespace trainfit {
 
 Result<std::shared_ptr<const TraceModel>> read_trace_file(const std::string& path);
 Result<std::shared_ptr<const GpuProfile>> read_gpu_profile_file(const std::string& path);
+Result<std::shared_ptr<const LoaderProfile>> read_loader_profile_file(const std::string& path);
 
 }  // namespace trainfit

@@ -270,6 +270,18 @@ void check_memory(const HostInfo& host, std::vector<Finding>& out) {
          fix});
   }
   const auto& m = host.memory;
+  if (m.overcommit_memory == 2) {
+    out.push_back(
+        {"mem.overcommit_strict", Severity::kWarning,
+         fmt::format("vm.overcommit_memory=2: committed memory may not exceed {}",
+                     m.commit_limit_bytes ? format_bytes(*m.commit_limit_bytes) : "the limit"),
+         "Under strict overcommit every fork is charged the parent's private memory, so "
+         "DataLoader workers of a training process that holds a large Dataset fail with "
+         "\"Cannot allocate memory\" although free RAM looks ample. `trainfit loader` predicts "
+         "the charge from a probe of the Dataset.",
+         "python3 -m trainfit.loader --dataset MODULE:FACTORY --out loader.json; trainfit loader "
+         "--profile loader.json ...; or sudo sysctl -w vm.overcommit_memory=0"});
+  }
   if (m.total_bytes && m.available_bytes && *m.available_bytes * 10 < *m.total_bytes) {
     out.push_back({"mem.available", Severity::kWarning,
                    fmt::format("only {} of {} RAM available", format_bytes(*m.available_bytes),

@@ -95,6 +95,29 @@ std::string turbo_row(const CpuInfo& cpu) {
   return kNotAvailable;
 }
 
+// What decides whether forking DataLoader workers can fail with "Cannot allocate memory".
+std::string commit_row(const MemoryInfo& m) {
+  if (!m.overcommit_memory) return kNotAvailable;
+  static constexpr const char* kModes[] = {"heuristic", "always", "strict: forks are charged"};
+  std::string row = fmt::format("vm.overcommit_memory={} ({})", *m.overcommit_memory,
+                                *m.overcommit_memory >= 0 && *m.overcommit_memory <= 2
+                                    ? kModes[*m.overcommit_memory]
+                                    : "unknown");
+  if (m.commit_limit_bytes && m.committed_as_bytes) {
+    row += fmt::format("; committed {} of a limit of {}", format_bytes(*m.committed_as_bytes),
+                       format_bytes(*m.commit_limit_bytes));
+  }
+  return row;
+}
+
+std::string cgroup_row(const MemoryInfo& m) {
+  if (!m.cgroup_readable) return kNotAvailable;
+  return fmt::format(
+      "memory {}, CPU {}",
+      m.cgroup_memory_max_bytes ? format_bytes(*m.cgroup_memory_max_bytes) : "no limit",
+      m.cgroup_cpu_quota ? fmt::format("{:.2g} cores", *m.cgroup_cpu_quota) : "no quota");
+}
+
 std::string gpu_text(const GpuStatus& g, const std::vector<std::string>& names) {
   std::string out = fmt::format("  {} {}\n", g.index, g.name.empty() ? "(unnamed)" : g.name);
   const auto na = [](bool known, const std::string& s) { return known ? s : kNotAvailable; };
@@ -237,6 +260,12 @@ std::string doctor_text(const HostInfo& host, const GpuReport& gpus,
       m.shm ? fmt::format("{}, {} free", format_bytes(m.shm->total_bytes),
                           format_bytes(m.shm->free_bytes))
             : kNotAvailable);
+  row(out, "commit", commit_row(m));
+  row(out, "cgroup", cgroup_row(m));
+  row(out, "map count",
+      m.max_map_count
+          ? fmt::format("vm.max_map_count {} per process", format_count(*m.max_map_count))
+          : kNotAvailable);
   const ProcessInfo& p = host.process;
   const auto limit = [](int64_t v) {
     return v < 0 ? std::string("unlimited") : fmt::format("{}", v);
@@ -350,7 +379,13 @@ nlohmann::json doctor_json(const HostInfo& host, const GpuReport& gpus,
       {"available_bytes", json_or_null(m.available_bytes)},
       {"swap_total_bytes", json_or_null(m.swap_total_bytes)},
       {"shm_total_bytes", m.shm ? nlohmann::json(m.shm->total_bytes) : nlohmann::json(nullptr)},
-      {"shm_free_bytes", m.shm ? nlohmann::json(m.shm->free_bytes) : nlohmann::json(nullptr)}};
+      {"shm_free_bytes", m.shm ? nlohmann::json(m.shm->free_bytes) : nlohmann::json(nullptr)},
+      {"commit_limit_bytes", json_or_null(m.commit_limit_bytes)},
+      {"committed_as_bytes", json_or_null(m.committed_as_bytes)},
+      {"overcommit_memory", json_or_null(m.overcommit_memory)},
+      {"max_map_count", json_or_null(m.max_map_count)},
+      {"cgroup_memory_max_bytes", json_or_null(m.cgroup_memory_max_bytes)},
+      {"cgroup_cpu_quota", json_or_null(m.cgroup_cpu_quota)}};
   const ProcessInfo& p = host.process;
   nlohmann::json process = {
       {"pid", p.pid == "self" ? nlohmann::json(nullptr) : json_or_null(parse_int(p.pid))},

@@ -90,6 +90,11 @@ TEST(DoctorFixture, AmdServerWithAmdPstate) {
   EXPECT_EQ(host.cpu.boost, false);
   EXPECT_TRUE(host.cpu.p_cores.empty());
   EXPECT_EQ(format_cpu_list(host.cpu.affinity), "0-7");
+  // cgroup v1 with no memory limit (2^63 rounded down to a page) and no CPU quota (-1).
+  EXPECT_TRUE(host.memory.cgroup_readable);
+  EXPECT_FALSE(host.memory.cgroup_memory_max_bytes);
+  EXPECT_FALSE(host.memory.cgroup_cpu_quota);
+  EXPECT_EQ(host.memory.max_map_count, 262144);
   EXPECT_EQ(host.cpu.dma_latency_us, 2000000000);
   EXPECT_EQ(host.cpu.tuned_profile, "throughput-performance");
   EXPECT_EQ(host.process.thread_env.at("OMP_NUM_THREADS"), "32");
@@ -121,9 +126,17 @@ TEST(DoctorFixture, CloudVmWithoutCpufreqOrGpu) {
   EXPECT_EQ(host.cpu.cur_mhz, std::vector<double>(8, 2899.970));  // from /proc/cpuinfo
   const GpuReport gpus = read_gpu_report(fs, "/nonexistent/libnvidia-ml.so.1");
   EXPECT_EQ(gpus.error, "cannot load /nonexistent/libnvidia-ml.so.1");
+  // The container's limits, as `trainfit loader` plans against them.
+  EXPECT_EQ(host.memory.overcommit_memory, 2);
+  EXPECT_EQ(host.memory.commit_limit_bytes, int64_t{32925286} * 1024);  // 31.4 GiB in kB
+  EXPECT_EQ(host.memory.max_map_count, 65530);
+  EXPECT_EQ(host.memory.cgroup_memory_max_bytes, int64_t{16} << 30);
+  EXPECT_DOUBLE_EQ(host.memory.cgroup_cpu_quota.value_or(0), 4.0);
   const std::vector<Finding> findings = diagnose(host, gpus);
-  EXPECT_EQ(ids(findings),
-            (Expected{{"mem.shm", "critical"}, {"cpu.cpufreq", "info"}, {"gpu.nvml", "info"}}));
+  EXPECT_EQ(ids(findings), (Expected{{"mem.shm", "critical"},
+                                     {"mem.overcommit_strict", "warning"},
+                                     {"cpu.cpufreq", "info"},
+                                     {"gpu.nvml", "info"}}));
   const std::string text = doctor_text(host, gpus, findings);
   EXPECT_NE(text.find("cpufreq     not available (no cpufreq)"), std::string::npos) << text;
   EXPECT_NE(text.find("GPU\n  not available (cannot load"), std::string::npos) << text;

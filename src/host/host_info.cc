@@ -195,14 +195,76 @@ ProcessInfo read_process(const HostFs& fs, const std::string& pid) {
   return p;
 }
 
-MemoryInfo read_memory(const HostFs& fs) {
+// A memory limit as cgroups write "none": v2's "max", v1's page-rounded 2^63.
+std::optional<int64_t> memory_limit(std::optional<std::string> text) {
+  if (!text || *text == "max") return std::nullopt;
+  std::optional<int64_t> bytes = parse_int(*text);
+  if (bytes && *bytes >= (int64_t{1} << 62)) return std::nullopt;
+  return bytes;
+}
+
+// The memory limit and CPU quota of `pid`'s cgroup: v2 (one "0::PATH" line), else v1's memory
+// and cpu hierarchies.
+void read_cgroup_limits(const HostFs& fs, const std::string& pid, MemoryInfo& m) {
+  const std::optional<std::string> lines = fs.read(fmt::format("/proc/{}/cgroup", pid));
+  if (!lines) return;
+  m.cgroup_readable = true;
+  std::istringstream in(*lines);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t first = line.find(':');
+    const size_t second = first == std::string::npos ? first : line.find(':', first + 1);
+    if (second == std::string::npos) continue;
+    const std::string hierarchy = line.substr(0, first);
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    std::string path = line.substr(second + 1);
+    if (path == "/") path.clear();
+    if (hierarchy == "0" && controllers.empty()) {
+      const std::string dir = fmt::format("/sys/fs/cgroup{}", path);
+      if (!fs.exists(dir + "/memory.max")) continue;
+      m.cgroup_memory_max_bytes = memory_limit(fs.read_line(dir + "/memory.max"));
+      if (std::optional<std::string> cpu = fs.read_line(dir + "/cpu.max")) {
+        std::istringstream fields(*cpu);
+        std::string quota, period;
+        fields >> quota >> period;
+        const std::optional<int64_t> q = parse_int(quota), t = parse_int(period);
+        if (q && t && *q > 0 && *t > 0) {
+          m.cgroup_cpu_quota = static_cast<double>(*q) / static_cast<double>(*t);
+        }
+      }
+      return;
+    }
+    std::istringstream names(controllers);
+    std::string name;
+    while (std::getline(names, name, ',')) {
+      if (name == "memory") {
+        m.cgroup_memory_max_bytes = memory_limit(
+            fs.read_line(fmt::format("/sys/fs/cgroup/memory{}/memory.limit_in_bytes", path)));
+      } else if (name == "cpu") {
+        const std::string dir = fmt::format("/sys/fs/cgroup/{}{}", controllers, path);
+        const std::optional<int64_t> q = fs.read_int(dir + "/cpu.cfs_quota_us");
+        const std::optional<int64_t> t = fs.read_int(dir + "/cpu.cfs_period_us");
+        if (q && t && *q > 0 && *t > 0) {
+          m.cgroup_cpu_quota = static_cast<double>(*q) / static_cast<double>(*t);
+        }
+      }
+    }
+  }
+}
+
+MemoryInfo read_memory(const HostFs& fs, const std::string& pid) {
   MemoryInfo m;
   if (std::optional<std::string> meminfo = fs.read("/proc/meminfo")) {
     m.total_bytes = meminfo_bytes(*meminfo, "MemTotal");
     m.available_bytes = meminfo_bytes(*meminfo, "MemAvailable");
     m.swap_total_bytes = meminfo_bytes(*meminfo, "SwapTotal");
+    m.commit_limit_bytes = meminfo_bytes(*meminfo, "CommitLimit");
+    m.committed_as_bytes = meminfo_bytes(*meminfo, "Committed_AS");
   }
   m.shm = fs.space("/dev/shm");
+  m.overcommit_memory = fs.read_int("/proc/sys/vm/overcommit_memory");
+  m.max_map_count = fs.read_int("/proc/sys/vm/max_map_count");
+  read_cgroup_limits(fs, pid, m);
   return m;
 }
 
@@ -282,7 +344,7 @@ HostInfo read_host_info(const HostFs& fs, const std::string& pid) {
   HostInfo info;
   info.cpu = read_cpu(fs, pid);
   info.process = read_process(fs, pid);
-  info.memory = read_memory(fs);
+  info.memory = read_memory(fs, pid);
   return info;
 }
 

@@ -73,11 +73,20 @@ struct ProcessInfo {
   std::optional<int64_t> nofile_hard;
 };
 
+// What a DataLoader's workers and batches meet (trainfit loader plans against the same limits).
 struct MemoryInfo {
   std::optional<int64_t> total_bytes;      // MemTotal
   std::optional<int64_t> available_bytes;  // MemAvailable
   std::optional<int64_t> swap_total_bytes;
-  std::optional<FsSpace> shm;  // /dev/shm
+  std::optional<FsSpace> shm;                 // /dev/shm
+  std::optional<int64_t> commit_limit_bytes;  // CommitLimit: enforced under overcommit mode 2
+  std::optional<int64_t> committed_as_bytes;  // Committed_AS
+  std::optional<int64_t>
+      overcommit_memory;                 // vm.overcommit_memory: 0 heuristic, 1 always, 2 strict
+  std::optional<int64_t> max_map_count;  // vm.max_map_count: mappings per process
+  bool cgroup_readable = false;          // /proc/PID/cgroup could be read
+  std::optional<int64_t> cgroup_memory_max_bytes;  // the process's cgroup; nullopt: no limit
+  std::optional<double> cgroup_cpu_quota;          // cores; nullopt: no quota
 };
 
 struct HostInfo {

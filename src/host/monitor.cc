@@ -165,8 +165,12 @@ std::vector<Finding> judge_monitor(const std::vector<MonitorSample>& samples, si
     }
     // One CPU stays with the training process itself.
     f.fix = fmt::format(
-        "DataLoader(..., num_workers={}, persistent_workers=True, pin_memory=True, "
-        "prefetch_factor=4) with OMP_NUM_THREADS=1; then `trainfit doctor`",
+        "measure the Dataset and plan the loader: python3 -m trainfit.loader --dataset "
+        "MODULE:FACTORY --batch N --out loader.json, then trainfit loader --profile loader.json "
+        "--step-time STEP --batch N (STEP: a training step without waiting for data, e.g. "
+        "80ms; or the model and --gpu) for the workers, prefetch and host RAM; as a first try "
+        "DataLoader(..., num_workers={}, persistent_workers=True, pin_memory=True) with "
+        "OMP_NUM_THREADS=1",
         cpus > 1 ? cpus - 1 : 1);
     out.push_back(std::move(f));
   }

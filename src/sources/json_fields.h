@@ -8,9 +8,11 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -73,6 +75,54 @@ class JsonFields {
     return j_.at(key).get<bool>();
   }
 
+  // An integer in [min, max].
+  Result<int64_t> integer_in(const char* key, int64_t min, int64_t max) const {
+    TF_ASSIGN_OR_RETURN(const int64_t n, integer(key, min));
+    if (n > max) return error(fmt::format("'{}' must be at most {}, got {}", key, max, n));
+    return n;
+  }
+
+  // An integer in [min, max], or nullopt where the key is missing or null.
+  Result<std::optional<int64_t>> integer_in_or_null(const char* key, int64_t min,
+                                                    int64_t max) const {
+    if (!has(key)) return std::optional<int64_t>();
+    TF_ASSIGN_OR_RETURN(const int64_t n, integer_in(key, min, max));
+    return std::optional<int64_t>(n);
+  }
+
+  // A finite number in [min, max].
+  Result<double> number(const char* key, double min, double max) const {
+    if (!j_.contains(key)) return error(fmt::format("'{}' is missing", key));
+    const nlohmann::json& v = j_.at(key);
+    if (!v.is_number()) return error(fmt::format("'{}' must be a number", key));
+    const auto x = v.get<double>();
+    if (!std::isfinite(x) || x < min || x > max) {
+      return error(fmt::format("'{}' must be between {:g} and {:g}, got {:g}", key, min, max, x));
+    }
+    return x;
+  }
+
+  Result<std::optional<double>> number_or_null(const char* key, double min, double max) const {
+    if (!has(key)) return std::optional<double>();
+    TF_ASSIGN_OR_RETURN(const double x, number(key, min, max));
+    return std::optional<double>(x);
+  }
+
+  // The object at `key`, named "<where>.<key>" in errors.
+  Result<JsonFields> object(const char* key) const {
+    if (!j_.contains(key)) return error(fmt::format("'{}' is missing", key));
+    if (!j_.at(key).is_object()) return error(fmt::format("'{}' must be an object", key));
+    return JsonFields(j_.at(key), fmt::format("{}.{}", where_, key), hint_);
+  }
+
+  Result<std::optional<JsonFields>> object_or_null(const char* key) const {
+    if (!has(key)) return std::optional<JsonFields>();
+    TF_ASSIGN_OR_RETURN(JsonFields f, object(key));
+    return std::optional<JsonFields>(std::move(f));
+  }
+
+  const nlohmann::json& json() const { return j_; }
+
   Result<const nlohmann::json*> array(const char* key) const {
     if (!j_.contains(key)) return error(fmt::format("'{}' is missing", key));
     if (!j_.at(key).is_array()) return error(fmt::format("'{}' must be a list", key));
@@ -84,6 +134,24 @@ class JsonFields {
   std::string where_;
   std::string_view hint_;
 };
+
+// An integer member of T and the key and range it is read from, for reading a struct's sizes
+// from a table: read_integers(f, kFields, out).
+template <typename T>
+struct IntegerField {
+  const char* key;
+  int64_t T::*member;
+  int64_t min;
+  int64_t max;
+};
+
+template <typename T, size_t N>
+Status read_integers(const JsonFields& f, const std::array<IntegerField<T>, N>& fields, T& out) {
+  for (const IntegerField<T>& field : fields) {
+    TF_ASSIGN_OR_RETURN(out.*field.member, f.integer_in(field.key, field.min, field.max));
+  }
+  return {};
+}
 
 // The i-th element of a list, which must be an object; "<list>[i]" names it in errors.
 inline Result<JsonFields> object_at(const nlohmann::json& list, size_t i, std::string_view name,

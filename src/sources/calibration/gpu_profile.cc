@@ -28,44 +28,21 @@ Result<MathPath> math_of(const JsonFields& f) {
   return *math;
 }
 
-Result<int64_t> bounded(const JsonFields& f, const char* key, int64_t min, int64_t max) {
-  TF_ASSIGN_OR_RETURN(const int64_t n, f.integer(key, min));
-  if (n > max) return f.error(fmt::format("'{}' must be at most {}, got {}", key, max, n));
-  return n;
-}
-
-// Sizes of a timing, each an integer in [min, max].
-template <typename T>
-struct Size {
-  const char* key;
-  int64_t T::*member;
-  int64_t min;
-  int64_t max;
-};
-
-template <typename T, size_t N>
-Status read_sizes(const JsonFields& f, const std::array<Size<T>, N>& sizes, T& out) {
-  for (const Size<T>& s : sizes) {
-    TF_ASSIGN_OR_RETURN(out.*s.member, bounded(f, s.key, s.min, s.max));
-  }
-  return {};
-}
-
 Result<GemmTiming> parse_gemm(const JsonFields& f) {
-  static constexpr std::array<Size<GemmTiming>, 3> kSizes = {{
+  static constexpr std::array<IntegerField<GemmTiming>, 3> kSizes = {{
       {"m", &GemmTiming::m, 1, kMaxGemmDim},
       {"n", &GemmTiming::n, 1, kMaxGemmDim},
       {"k", &GemmTiming::k, 1, kMaxGemmDim},
   }};
   GemmTiming g;
   TF_ASSIGN_OR_RETURN(g.math, math_of(f));
-  TF_RETURN_IF_ERROR(read_sizes(f, kSizes, g));
+  TF_RETURN_IF_ERROR(read_integers(f, kSizes, g));
   TF_ASSIGN_OR_RETURN(g.seconds, f.positive("seconds", kMaxSeconds));
   return g;
 }
 
 Result<ConvTiming> parse_conv(const JsonFields& f) {
-  static constexpr std::array<Size<ConvTiming>, 8> kSizes = {{
+  static constexpr std::array<IntegerField<ConvTiming>, 8> kSizes = {{
       {"n", &ConvTiming::n, 1, kMaxConvDim},
       {"c", &ConvTiming::c, 1, kMaxConvDim},
       {"h", &ConvTiming::h, 1, kMaxConvDim},
@@ -77,7 +54,7 @@ Result<ConvTiming> parse_conv(const JsonFields& f) {
   }};
   ConvTiming c;
   TF_ASSIGN_OR_RETURN(c.math, math_of(f));
-  TF_RETURN_IF_ERROR(read_sizes(f, kSizes, c));
+  TF_RETURN_IF_ERROR(read_integers(f, kSizes, c));
   if (std::min(c.h, c.w) + 2 * c.padding < c.kernel) {
     return f.error("the kernel is larger than the padded input");
   }
@@ -87,7 +64,7 @@ Result<ConvTiming> parse_conv(const JsonFields& f) {
 
 Result<CopyTiming> parse_copy(const JsonFields& f) {
   CopyTiming c;
-  TF_ASSIGN_OR_RETURN(c.bytes, bounded(f, "bytes", 1, int64_t{1} << 44));
+  TF_ASSIGN_OR_RETURN(c.bytes, f.integer_in("bytes", 1, int64_t{1} << 44));
   TF_ASSIGN_OR_RETURN(c.seconds, f.positive("seconds", kMaxSeconds));
   return c;
 }
@@ -124,7 +101,7 @@ Result<GpuProfile> parse_document(const json& doc) {
   }
   const JsonFields d(doc.at("device"), "device", kHint);
   TF_ASSIGN_OR_RETURN(p.device_name, d.string("name"));
-  TF_ASSIGN_OR_RETURN(const int64_t sms, bounded(d, "sm_count", 1, 4096));
+  TF_ASSIGN_OR_RETURN(const int64_t sms, d.integer_in("sm_count", 1, 4096));
   p.sm_count = static_cast<int>(sms);
   TF_ASSIGN_OR_RETURN(const json* cc, d.array("compute_capability"));
   if (cc->size() != 2 || !(*cc)[0].is_number_integer() || !(*cc)[1].is_number_integer() ||
@@ -133,7 +110,7 @@ Result<GpuProfile> parse_document(const json& doc) {
     return d.error("'compute_capability' must be [major, minor], e.g. [8, 0]");
   }
   p.compute_capability = static_cast<int>((*cc)[0].get<int64_t>() * 10 + (*cc)[1].get<int64_t>());
-  TF_ASSIGN_OR_RETURN(p.total_bytes, bounded(d, "total_bytes", 1, int64_t{1} << 50));
+  TF_ASSIGN_OR_RETURN(p.total_bytes, d.integer_in("total_bytes", 1, int64_t{1} << 50));
   TF_ASSIGN_OR_RETURN(p.gemms, parse_list<GemmTiming>(f, "gemm", 1, parse_gemm));
   // Every card has FP32 products; a card the catalog lacks takes its FP32 peak from them.
   if (std::none_of(p.gemms.begin(), p.gemms.end(),

@@ -7,10 +7,10 @@
 
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 
 #include "sources/calibration/gpu_profile_test_util.h"
+#include "sources/parser_fuzz_test_util.h"
 
 namespace trainfit {
 namespace {
@@ -115,24 +115,9 @@ TEST(GpuProfile, BadFieldsAreNamed) {
 
 TEST(GpuProfile, TruncatedAndMutatedFilesAreErrorsNotCrashes) {
   const std::string text = to_json(synthetic_a100_profile()).dump();
-  for (size_t cut = 0; cut < text.size(); cut += 7) {
-    const Result<GpuProfile> p = parse_gpu_profile(text.substr(0, cut), "cut.json");
-    ASSERT_FALSE(p.ok()) << "cut at " << cut;
-    EXPECT_EQ(p.status().to_string().find('\n'), std::string::npos);
-  }
-  std::mt19937 random(20261123);
-  std::uniform_int_distribution<size_t> where(0, text.size() - 1);
-  std::uniform_int_distribution<int> byte(0, 255);
-  int refused = 0;
-  for (int i = 0; i < 2000; ++i) {
-    std::string mutated = text;
-    for (int j = 0; j < 3; ++j) mutated[where(random)] = static_cast<char>(byte(random));
-    const Result<GpuProfile> p = parse_gpu_profile(mutated, "mutated.json");
-    if (!p.ok()) {
-      ++refused;
-      EXPECT_EQ(p.status().to_string().find('\n'), std::string::npos);
-    }
-  }
+  const int refused = fuzz_parser(
+      text, 7, [](std::string_view t) { return parse_gpu_profile(t, "fuzzed.json"); },
+      [](const GpuProfile& p) { EXPECT_FALSE(p.gemms.empty()); });
   // Three random bytes in a profile's JSON break it far more often than not.
   EXPECT_GT(refused, 1000);
 }

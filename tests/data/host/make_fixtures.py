@@ -32,12 +32,17 @@ def cpuinfo(model, mhz_by_cpu):
     return "\n".join(blocks) + "\n"
 
 
-def meminfo(total_gib, available_gib, swap_gib):
+def meminfo(total_gib, available_gib, swap_gib, commit_gib=None):
     kib = 1024 * 1024
-    return (f"MemTotal:       {int(total_gib * kib)} kB\n"
+    text = (f"MemTotal:       {int(total_gib * kib)} kB\n"
             f"MemFree:        {int(available_gib * kib * 0.8)} kB\n"
             f"MemAvailable:   {int(available_gib * kib)} kB\n"
             f"SwapTotal:      {int(swap_gib * kib)} kB\n")
+    if commit_gib:
+        limit, committed = commit_gib
+        text += (f"CommitLimit:    {int(limit * kib)} kB\n"
+                 f"Committed_AS:   {int(committed * kib)} kB\n")
+    return text
 
 
 def limits(soft, hard):
@@ -151,21 +156,33 @@ def amd_server(root):
     write(root, "/etc/tuned/active_profile", "throughput-performance\n")
     process(root, "0-7", {"OMP_NUM_THREADS": "32", "CUDA_VISIBLE_DEVICES": "0,1"},
             (1048576, 1048576))
-    write(root, "/proc/meminfo", meminfo(377.5, 351.0, 0))
+    write(root, "/proc/meminfo", meminfo(377.5, 351.0, 0, commit_gib=(188.8, 12.5)))
+    write(root, "/proc/sys/vm/overcommit_memory", "0\n")
+    write(root, "/proc/sys/vm/max_map_count", "262144\n")
+    write(root, "/proc/self/cgroup", "12:memory:/\n4:cpu,cpuacct:/\n")
+    write(root, "/sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n")
+    write(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n")
+    write(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n")
     write(root, "/statvfs", f"/dev/shm {189 * GIB} {180 * GIB}\n")
 
 
 def cloud_vm(root):
     """A cloud VM running a Docker container: no cpufreq, no cpuidle states, Docker's 64 MiB
-    /dev/shm, thread variables set, no NVIDIA driver visible."""
+    /dev/shm, thread variables set, no NVIDIA driver visible; the container's cgroup (v2) limits
+    memory to 16 GiB and CPU to 4 cores, and the VM runs strict overcommit."""
     model = "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz"
     write(root, "/proc/cpuinfo", cpuinfo(model, [2899.970] * 8))
     write(root, "/sys/devices/system/cpu/online", "0-7\n")
     os.makedirs(os.path.join(root, "sys/devices/system/cpu/cpufreq"), exist_ok=True)
     write(root, "/sys/devices/system/cpu/cpuidle/current_driver", "none\n")
     process(root, "0-7", {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}, (65536, 65536))
-    write(root, "/proc/meminfo", meminfo(62.8, 58.1, 0))
+    write(root, "/proc/meminfo", meminfo(62.8, 58.1, 0, commit_gib=(31.4, 4.2)))
     write(root, "/statvfs", f"/dev/shm {64 << 20} {63 << 20}\n")
+    write(root, "/proc/sys/vm/overcommit_memory", "2\n")
+    write(root, "/proc/sys/vm/max_map_count", "65530\n")
+    write(root, "/proc/self/cgroup", "0::/docker/4f1c\n")
+    write(root, "/sys/fs/cgroup/docker/4f1c/memory.max", f"{16 * GIB}\n")
+    write(root, "/sys/fs/cgroup/docker/4f1c/cpu.max", "400000 100000\n")
 
 
 def main():
