@@ -113,6 +113,33 @@ void BM_FitAllGpus(benchmark::State& state) {
 }
 BENCHMARK(BM_FitAllGpus)->Unit(benchmark::kMillisecond);
 
+// `trainfit loader` end to end: reading the recorded loader profile, the plan for seed 000's
+// ACT on an RTX 4090 (its step time predicted), and the text report.
+void BM_LoaderPlan(benchmark::State& state) {
+  const std::vector<std::string> args = {
+      "trainfit",    "loader",   "--profile", TRAINFIT_LOADER_PROFILE,
+      "--model",     "act",      "--set",     "cameras=640x360,640x480,640x480",
+      "--precision", "amp-bf16", "--batch",   "8",
+      "--gpu",       "rtx4090"};
+  for (auto _ : state) {
+    std::ostringstream out, err;
+    benchmark::DoNotOptimize(run_cli(args, out, err));
+  }
+}
+BENCHMARK(BM_LoaderPlan)->Unit(benchmark::kMillisecond);
+
+// With a given step time: reading the profile, the plan and the text report.
+void BM_LoaderPlanOnly(benchmark::State& state) {
+  const std::vector<std::string> args = {
+      "trainfit",    "loader", "--profile", TRAINFIT_LOADER_PROFILE,
+      "--step-time", "80ms",   "--batch",   "32"};
+  for (auto _ : state) {
+    std::ostringstream out, err;
+    benchmark::DoNotOptimize(run_cli(args, out, err));
+  }
+}
+BENCHMARK(BM_LoaderPlanOnly)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace trainfit
 

@@ -103,7 +103,8 @@ def real_run(dataset, kwargs, batch, workers, prefetch=2, step=0.0, seconds=0.0,
     done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600,
                           preexec_fn=preexec)
     if done.returncode != 0:
-        return {"returncode": done.returncode, "stderr": done.stderr.strip().splitlines()[-1:]}
+        last = (done.stderr.strip().splitlines() or [""])[-1]
+        return {"returncode": done.returncode, "stderr": f"exit {done.returncode}: {last}"}
     return json.loads(done.stdout)
 
 
@@ -142,7 +143,7 @@ class Checks:
 
 
 def check_decode(trainfit, folder, checks):
-    print("decode: JPEG decode, crop, resize and normalise per sample", flush=True)
+    print("decode: a JPEG decoded, cropped and resized per sample", flush=True)
     batch = 32
     profile = probe("decode", {}, batch, os.path.join(folder, "decode.json"))
     cores = len(os.sched_getaffinity(0))
@@ -258,10 +259,10 @@ def check_seed_002(trainfit, folder, checks):
     try:
         killed = real_run("labels", LABELS, batch, 4, cgroup=cgroup)
         checks.true("the Python labels under the limit: the run is killed",
-                    "returncode" in killed, str(killed.get("stderr", "it ran to the end")))
+                    "returncode" in killed, killed.get("stderr", "it ran to the end"))
         survived = real_run("labels_numpy", LABELS, batch, 4, cgroup=cgroup)
         checks.true("the NumPy labels under the limit: the run completes",
-                    "returncode" not in survived, str(survived.get("stderr", "")))
+                    "returncode" not in survived, survived.get("stderr", ""))
     finally:
         for _ in range(50):
             try:

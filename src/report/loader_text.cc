@@ -14,8 +14,26 @@ std::string python_bool(bool b) {
 }
 
 std::string cores_phrase(const LoaderPlan& plan, const LoaderProfile& p) {
-  return fmt::format("{} usable core{} ({} physical, start method {})", plan.usable_cores,
-                     plan.usable_cores == 1 ? "" : "s", p.host.physical_cores, p.host.start_method);
+  const auto probed = static_cast<int64_t>(p.host.affinity.size());
+  const std::string where =
+      plan.usable_cores == probed || (p.host.cgroup_cpu_quota && plan.usable_cores < probed)
+          ? fmt::format("{} physical", p.host.physical_cores)
+          : fmt::format("the probe ran on {}", probed);
+  return fmt::format("{} usable core{} ({}, start method {})", plan.usable_cores,
+                     plan.usable_cores == 1 ? "" : "s", where, p.host.start_method);
+}
+
+// Samples per second with three significant digits below 100.
+std::string rate(double samples_per_s) {
+  if (samples_per_s < 10) return fmt::format("{:.2f}", samples_per_s);
+  if (samples_per_s < 100) return fmt::format("{:.1f}", samples_per_s);
+  return fmt::format("{:.0f}", samples_per_s);
+}
+
+// The rows worth a line: the measured counts, powers of two, the cores and the chosen count.
+bool shown(const WorkerPoint& w, const LoaderPlan& plan) {
+  const int64_t n = w.num_workers;
+  return w.measured || n == plan.num_workers || n == plan.usable_cores || (n & (n - 1)) == 0;
 }
 
 std::string ram_line(const LoaderMemory& m, int64_t workers, bool persistent) {
@@ -65,10 +83,10 @@ std::string loader_text(const LoaderReport& report) {
     out += fmt::format("  Environment {}\n", env);
   }
   out += fmt::format(
-      "  Throughput   loader {:.0f} samples/s, GPU {:.0f}: {} the bottleneck; training gets "
-      "{:.0f} samples/s{}\n",
-      plan.loader_samples_per_s, plan.gpu_samples_per_s,
-      plan.bottleneck == "gpu" ? "the GPU is" : "the loader is", plan.samples_per_s,
+      "  Throughput   loader {} samples/s, GPU {}: {} the bottleneck; training gets {} "
+      "samples/s{}\n",
+      rate(plan.loader_samples_per_s), rate(plan.gpu_samples_per_s),
+      plan.bottleneck == "gpu" ? "the GPU is" : "the loader is", rate(plan.samples_per_s),
       plan.epoch_s ? fmt::format(", {} an epoch", format_duration(*plan.epoch_s)) : "");
   if (plan.receive_s > 0) {
     out += fmt::format("               taking a batch from a worker costs the loop {}\n",
@@ -92,9 +110,10 @@ std::string loader_text(const LoaderReport& report) {
                {"samples/s", Align::kRight, false},
                {"", Align::kLeft, true}});
   for (const WorkerPoint& w : plan.curve) {
-    std::string note = w.measured ? "measured" : "interpolated";
+    if (!shown(w, plan)) continue;
+    std::string note = w.measured ? "measured" : "estimated";
     if (w.num_workers == plan.num_workers) note += plan.chosen ? "   <- chosen" : "   <- given";
-    t.add_row({std::to_string(w.num_workers), fmt::format("{:.0f}", w.samples_per_s), note});
+    t.add_row({std::to_string(w.num_workers), rate(w.samples_per_s), note});
   }
   out += t.render(100);
   if (plan.warnings.empty()) {
