@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -111,9 +112,10 @@ def real_run(dataset, kwargs, batch, workers, prefetch=2, step=0.0, seconds=0.0,
 # ----------------------------------------------------------------------------------------------
 # Probes and plans.
 
-def probe(dataset, kwargs, batch, out):
+def probe(dataset, kwargs, batch, out, seconds=16):
     cmd = [sys.executable, "-m", "trainfit.loader", "--dataset", f"loader_datasets:{dataset}",
-           "--kwargs", json.dumps(kwargs), "--batch", str(batch), "--seconds", "16", "--out", out]
+           "--kwargs", json.dumps(kwargs), "--batch", str(batch), "--seconds", str(seconds),
+           "--out", out]
     subprocess.run(cmd, env=ENV, check=True, capture_output=True, text=True, timeout=600)
     return out
 
@@ -145,29 +147,53 @@ class Checks:
 def check_decode(trainfit, folder, checks):
     print("decode: a JPEG decoded, cropped and resized per sample", flush=True)
     batch = 32
-    profile = probe("decode", {}, batch, os.path.join(folder, "decode.json"))
+    # Throughput on a shared VM drifts: on the 2-vCPU host these checks were written on, five 5-s
+    # runs at 2 workers in a row gave 784, 819, 639, 627 and 667 samples/s for the same CPU time
+    # (how the host schedules the two vCPUs, not the loader), and the fast and slow spells last
+    # minutes. So the checks are paired and repeated: three rounds, each a probe, its plans and
+    # right after them a real run of each plan; the round with the median error is reported.
     cores = len(os.sched_getaffinity(0))
-    rates = {}
-    for step in (0.001, 0.1):  # a GPU the loader cannot feed, and one it can
-        p = plan(trainfit, profile, "--step-time", f"{step}s", "--batch", str(batch))
+    steps = (0.001, 0.1)  # a GPU the loader cannot feed, and one it can
+    rounds = {step: [] for step in steps}
+    for i in range(3):
+        profile = probe("decode", {}, batch, os.path.join(folder, f"decode{i}.json"))
+        for step in steps:
+            p = plan(trainfit, profile, "--step-time", f"{step}s", "--batch", str(batch))
+            got = real_run("decode", {}, batch, p["num_workers"],
+                           prefetch=p["prefetch_factor"] or 2, step=step, seconds=5)
+            rounds[step].append((p, got["samples_per_s"]))
+    for step in steps:
+        pairs = sorted(rounds[step], key=lambda pair: pair[0]["samples_per_s"] / pair[1])
+        p, measured = pairs[1]
         n = p["num_workers"]
         print(f"  step {step * 1e3:g} ms: plan {n} workers, prefetch {p['prefetch_factor']}, "
-              f"bottleneck {p['bottleneck']}", flush=True)
-        sweep = {}
-        for workers in range(0, 2 * cores + 1):
-            got = real_run("decode", {}, batch, workers, step=step, seconds=5)
-            sweep[workers] = got["samples_per_s"]
-        rates[step] = sweep
-        measured = sweep[n] if p["prefetch_factor"] in (None, 2) else real_run(
-            "decode", {}, batch, n, prefetch=p["prefetch_factor"], step=step,
-            seconds=5)["samples_per_s"]
+              f"bottleneck {p['bottleneck']}; three rounds, predicted/measured: "
+              + ", ".join(f"{q['samples_per_s']:.0f}/{m:.0f}" for q, m in pairs), flush=True)
         checks.near(f"decode, {step * 1e3:g} ms step: samples/s with the plan", p["samples_per_s"],
                     measured)
-        best = max(sweep.values())
+
+        # Is the plan's count as fast as any? A sweep finds the fastest count, then the plan's and
+        # the fastest are timed twice more in turn and compared by their medians (the fastest of
+        # several single runs is biased high, and the host drifts).
+        sweep = {w: real_run("decode", {}, batch, w, step=step, seconds=5)["samples_per_s"]
+                 for w in range(0, cores + 2)}
+        fastest = max(sweep, key=sweep.get)
+        prefetch = p["prefetch_factor"] or 2
+        mine, best = [sweep[n]] if prefetch == 2 else [], [sweep[fastest]]
+        while len(mine) < 3 or len(best) < 3:
+            if len(mine) < 3:
+                mine.append(real_run("decode", {}, batch, n, prefetch=prefetch, step=step,
+                                     seconds=5)["samples_per_s"])
+            if len(best) < 3 and fastest != n:
+                best.append(real_run("decode", {}, batch, fastest, step=step,
+                                     seconds=5)["samples_per_s"])
+            if fastest == n:
+                best = mine
+        ours, theirs = statistics.median(mine), statistics.median(best)
         checks.true(f"decode, {step * 1e3:g} ms step: the plan reaches 90% of the best worker "
-                    f"count", measured >= 0.9 * best,
-                    f"{measured:.0f} of {best:.0f} samples/s (" + ", ".join(
-                        f"{w}: {r:.0f}" for w, r in sweep.items()) + ")")
+                    f"count", ours >= 0.9 * theirs,
+                    f"{ours:.0f} samples/s at {n} workers, {theirs:.0f} at {fastest} (medians of "
+                    "3; sweep: " + ", ".join(f"{w}: {r:.0f}" for w, r in sweep.items()) + ")")
 
 
 def check_labels(trainfit, folder, checks):
