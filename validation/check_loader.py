@@ -156,7 +156,8 @@ def check_decode(trainfit, folder, checks):
     steps = (0.001, 0.1)  # a GPU the loader cannot feed, and one it can
     rounds = {step: [] for step in steps}
     for i in range(3):
-        profile = probe("decode", {}, batch, os.path.join(folder, f"decode{i}.json"))
+        # The probe's default length: 5.5 s at each worker count, as long as the real runs.
+        profile = probe("decode", {}, batch, os.path.join(folder, f"decode{i}.json"), seconds=30)
         for step in steps:
             p = plan(trainfit, profile, "--step-time", f"{step}s", "--batch", str(batch))
             got = real_run("decode", {}, batch, p["num_workers"],

@@ -196,11 +196,12 @@ def checkpoint_modules(model, patterns):
     return chosen
 
 
-def training_peak(case, optimizer, make_batch, iterations=2):
+def training_peak(case, optimizer, make_batch, iterations=2, wrap=None):
     """Peak of live tensor bytes over `iterations` training steps: forward and loss, backward,
     optimizer.step(), zero_grad(set_to_none=True); the batch is made fresh each step and
     released at its end, with the model output and loss. optimizer "preset" is the case's own
-    recipe (LeRobot's policies: their optimizer, weight decay and parameter groups)."""
+    recipe (LeRobot's policies: their optimizer, weight decay and parameter groups). `wrap`
+    (DistributedDataParallel) is applied to the model inside the measurement, as setup."""
     model = case.model
     if optimizer == "preset":
         opt = case.preset_optimizer()
@@ -210,6 +211,9 @@ def training_peak(case, optimizer, make_batch, iterations=2):
     for t in list(model.parameters()) + list(model.buffers()):
         mode.track(t)
     with mode:
+        if wrap is not None:
+            model = wrap(model)
+            case.wrapped = model
         for it in range(iterations):
             mode.iteration = it + 1
             mode.phase = "forward"

@@ -83,7 +83,10 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
              weight_decay: Optional[float] = None,
              checkpoint: Union[str, Sequence[str], None] = None, grad_accum: int = 1,
              tf32: bool = False, memory_format: str = "channels_first",
-             dataset_size: Optional[int] = None,
+             dataset_size: Optional[int] = None, gpus: int = 1,
+             strategy: Optional[str] = None, bucket_cap_mb: Optional[float] = None,
+             gradient_as_bucket_view: bool = False, find_unused_parameters: bool = False,
+             broadcast_buffers: bool = True,
              gpu: Optional[str] = None, gpu_memory: Optional[Size] = None,
              gpu_profile: Union[str, "os.PathLike[str]", None] = None,
              cuda_context: Optional[Size] = None, margin: Union[float, str, None] = None,
@@ -104,7 +107,9 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
     your GPU, whose timings replace the catalog's step-time constants. margin: the share of its
     memory kept free (0.05 or "5%"). tf32: fp32 matmuls in TF32 (convolutions use it by
     default). memory_format: channels_first or channels_last. dataset_size: samples in an epoch,
-    for epoch_time_s. explain: list the largest tensors alive at the peak. timeline: write
+    for epoch_time_s. gpus: data-parallel GPUs, batch each (memory figures are one rank's);
+    strategy: ddp (the default with gpus > 1); bucket_cap_mb, gradient_as_bucket_view,
+    find_unused_parameters and broadcast_buffers: DistributedDataParallel's arguments. explain: list the largest tensors alive at the peak. timeline: write
     allocated and reserved bytes after every event to this CSV file.
     """
     options = _request_options(locals(), ("explain", "timeline"))

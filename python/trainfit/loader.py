@@ -560,8 +560,10 @@ def _run_workers(probed: Probed, batch_size: int, collate: Callable[[List[Any]],
                 if arrivals[-1] - sampled > 1.0:
                     last_memory = {pid: process_memory(pid) for pid in pids}
                     sampled = arrivals[-1]
+                # The budget is for the steady rate: it runs from the workers' first round,
+                # so a slow start-up (forking a large process) does not shorten the window.
                 enough = len(arrivals) >= 2 * max(num_workers, 1) + 2
-                if arrivals[-1] - begin > budget_s and enough:
+                if enough and arrivals[-1] - arrivals[max(num_workers, 1) - 1] > budget_s:
                     break
                 if arrivals[-1] - begin > 3 * budget_s and len(arrivals) >= 2:
                     break

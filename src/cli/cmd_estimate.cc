@@ -59,6 +59,8 @@ CommandRun setup_estimate(CLI::App& app) {
       "--gpu a100-80gb\n"
       "  trainfit estimate --model resnet50 --batch 256 --checkpoint 'layer3.*' --json\n"
       "  trainfit estimate --model gpt2 --seq-len 1024 --batch 8 --timeline memory.csv\n"
+      "  trainfit estimate --model resnet50 --batch 64 --gpu rtx4090 --gpus 2   (DDP: one rank's "
+      "memory)\n"
       "  trainfit estimate --trace mynet.trace.json --batch 64 --gpu h100   (your own model:\n"
       "      PYTHONPATH=python python3 -m trainfit.trace --help)");
   add_request_flags(app, o->request);

@@ -49,6 +49,20 @@ void add_training_flags(CLI::App& app, RequestFlags& f) {
                  "torch.channels_last)): the step time of convolutions under AMP")
       ->capture_default_str();
   app.add_option("--dataset-size", f.dataset_size, "samples in one epoch: adds the epoch time");
+  app.add_option("--gpus", f.gpus,
+                 "GPUs training together, --batch each; memory figures are one rank's")
+      ->capture_default_str();
+  app.add_option("--strategy", f.strategy,
+                 "ddp (DistributedDataParallel; the default with --gpus 2 or more); fsdp and "
+                 "zero1-3 are refused until they are modelled");
+  app.add_option("--bucket-cap-mb", f.bucket_cap_mb, "DDP's bucket_cap_mb (default 25)");
+  app.add_flag("--gradient-as-bucket-view", f.gradient_as_bucket_view,
+               "DDP(gradient_as_bucket_view=True): .grad lives in the buckets, saving one copy "
+               "of the gradients");
+  app.add_flag("--find-unused-parameters", f.find_unused_parameters,
+               "DDP(find_unused_parameters=True): buckets stay in parameter order");
+  app.add_flag("--no-broadcast-buffers", f.no_broadcast_buffers,
+               "DDP(broadcast_buffers=False): no flat copy of the buffers each forward");
 }
 
 void add_device_flags(CLI::App& app, RequestFlags& f) {
@@ -151,6 +165,21 @@ Status to_training(const RequestFlags& f, TrainingRequest& r) {
   TF_ASSIGN_OR_RETURN(r.memory_format,
                       parse_enum(kMemoryFormatNames, "--memory-format", f.memory_format));
   r.dataset_size = f.dataset_size;
+  r.gpus = f.gpus;
+  if (!f.strategy.empty()) {
+    TF_ASSIGN_OR_RETURN(r.strategy, parse_enum(kStrategyNames, "--strategy", f.strategy));
+  }
+  if (f.bucket_cap_mb) {
+    if (!(*f.bucket_cap_mb > 0 && *f.bucket_cap_mb < 1e9)) {
+      return invalid_argument(fmt::format("--bucket-cap-mb {:g} is not a size", *f.bucket_cap_mb),
+                              "DDP's default is 25 (MiB)");
+    }
+    // DDP: int(bucket_cap_mb * 1024 * 1024).
+    r.ddp.bucket_cap_bytes = static_cast<int64_t>(*f.bucket_cap_mb * 1024 * 1024);
+  }
+  r.ddp.gradient_as_bucket_view = f.gradient_as_bucket_view;
+  r.ddp.find_unused_parameters = f.find_unused_parameters;
+  r.ddp.broadcast_buffers = !f.no_broadcast_buffers;
   return {};
 }
 

@@ -32,6 +32,12 @@ struct RequestFlags {
   double weight_decay = -1;  // -1: not given
   std::vector<std::string> checkpoint;
   int grad_accum = 1;
+  int gpus = 1;
+  std::string strategy;  // empty: ddp with more than one GPU
+  std::optional<double> bucket_cap_mb;
+  bool gradient_as_bucket_view = false;
+  bool find_unused_parameters = false;
+  bool no_broadcast_buffers = false;
   bool tf32 = false;
   std::string memory_format = "channels_first";
   std::optional<int64_t> dataset_size;

@@ -184,6 +184,7 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
 
   Estimate e = std::move(facts);
   e.events = list.events.size();
+  e.ddp = list.ddp;
   e.total_bytes = device.total_bytes;
   e.margin_bytes = device.total_bytes >= 0 ? options.margin_bytes : 0;
   e.cuda_context_bytes = device.target.device == Device::kCuda ? device.context_bytes : 0;

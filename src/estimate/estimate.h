@@ -96,6 +96,7 @@ struct Estimate {
   // has no shapes to cost).
   std::optional<StepTime> time;
   std::optional<EpochTime> epoch;  // with a dataset size
+  std::optional<DdpLayout> ddp;    // with --strategy ddp: one rank's gradient buckets
 };
 
 Result<Estimate> estimate(const Graph& graph, const EstimateOptions& options);

@@ -152,6 +152,11 @@ struct OpSchema {
   DecomposeFn decompose;  // composite ops (instead of infer/saved/workspace)
   // Optional: without it, every input that needs a gradient gets a new tensor.
   BackwardFn backward;
+  // When several of its parameters get their gradients in one backward node, the input whose
+  // AccumulateGrad runs first (the order DDP rebuilds its buckets in); -1: input order. F.linear
+  // runs addmm(bias, x, weight.t()): the bias's gradient goes to AccumulateGrad directly, the
+  // weight's through t()'s backward node, so the bias (input 2) is ready first.
+  int first_ready_input = -1;
   bool uses_cublas = false;  // its forward and backward run cuBLAS GEMMs (CUDA workspace)
   bool uses_cudnn = false;   // a cuDNN convolution (TF32 by default, NHWC tensor-core kernels)
   // Optional: products and convolutions. Their FLOPs come from it; other ops cost one

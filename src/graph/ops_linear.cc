@@ -215,6 +215,7 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
   linear.attrs = {{"out_features", AttrKind::kInt, std::nullopt, "output features"},
                   {"bias", AttrKind::kBool, AttrValue{true}, "learnable bias"}};
   linear.params = linear_params;
+  linear.first_ready_input = 2;
   linear.infer = linear_infer;
   linear.saved = linear_saved;
   // The rows of x (all leading dims) times W^T; W is input 1.

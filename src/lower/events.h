@@ -10,11 +10,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "base/enum_names.h"
 #include "graph/graph.h"
+#include "lower/ddp.h"
 
 namespace trainfit {
 
@@ -26,8 +28,9 @@ enum class Category : uint8_t {
   kTemporary,       // everything else an op makes: outputs in flight, gradients in flight
   kInput,           // the batch
   kWorkspace,       // cuBLAS workspaces and in-kernel scratch
+  kCommunication,   // DDP's gradient buckets and the flat copies collectives send
 };
-inline constexpr int kCategoryCount = 7;
+inline constexpr int kCategoryCount = 8;
 inline constexpr auto kCategoryNames = enum_names<Category>({
     {Category::kParameter, "parameter"},
     {Category::kGradient, "gradient"},
@@ -36,6 +39,7 @@ inline constexpr auto kCategoryNames = enum_names<Category>({
     {Category::kTemporary, "temporary"},
     {Category::kInput, "input"},
     {Category::kWorkspace, "workspace"},
+    {Category::kCommunication, "communication"},
 });
 inline std::string_view category_name(Category c) {
   return kCategoryNames.name(c);
@@ -75,6 +79,7 @@ struct Event {
 struct EventList {
   IdVector<Buffer> buffers;
   std::vector<Event> events;
+  std::optional<DdpLayout> ddp;  // with --strategy ddp: the buckets behind the events
 
   // Appends a buffer and the event that allocates it; returns the buffer's index.
   BufferId add_alloc(const Buffer& buffer, Phase phase, uint8_t iteration, NodeId node) {

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <span>
 #include <unordered_map>
 
 #include "base/size_math.h"
@@ -49,6 +51,15 @@ class Lowerer : public EventSink {
   void zero_grad();
   void end_micro_step();
 
+  // DistributedDataParallel (--strategy ddp).
+  bool ddp() const { return config_.distributed.strategy == Strategy::kDdp; }
+  void ddp_construct();
+  void ddp_pre_forward();
+  void broadcast_coalesced(const std::vector<BucketTensor>& tensors);
+  void allocate_buckets(const std::vector<GradientBucket>& buckets);
+  void grads_to_buckets(NodeId node);
+  Status check_ddp_grads() const;
+
   bool is_param(ValueId v) const {
     const Value& val = g_.value(v);
     const StorageKind k = g_.storages[val.storage].kind;
@@ -89,7 +100,20 @@ class Lowerer : public EventSink {
   CublasHandles cublas_;
   int micro_step_ = 0;
   std::vector<BufferId> iteration_buffers_;  // freed at the end of the micro-step
+
+  // DDP state.
+  std::vector<BucketTensor> ddp_params_;  // the reducer's parameters, in parameters() order
+  IdVector<int32_t> ddp_index_;           // per param: its index there, or -1
+  std::vector<int32_t> ready_order_;      // DDP indices as the first backward made them ready
+  std::vector<int32_t> node_ready_;       // params made ready by the current backward node
+  std::vector<BufferId> buckets_;
+  std::vector<BufferId> stale_buckets_;  // replaced, alive through .grad views until backward
+  std::vector<int32_t> to_bucket_;       // params whose new .grad becomes a bucket view
+  int forwards_ = 0;
 };
+
+// A .grad that is a view into a DDP bucket (gradient_as_bucket_view): the bucket holds it.
+constexpr BufferId kBucketView = -2;
 
 // ---- events --------------------------------------------------------------------------------
 
@@ -127,7 +151,7 @@ void Lowerer::free_buffer(BufferId buffer, NodeId node) {
 }
 
 void Lowerer::unref_grad(BufferId buffer, NodeId node) {
-  if (buffer == kNoBuffer) return;
+  if (buffer == kNoBuffer || buffer == kBucketView) return;
   if (--grad_refs_[buffer] == 0) free_buffer(buffer, node);
 }
 
@@ -244,6 +268,7 @@ void Lowerer::forward() {
     storage_buffer_[s] = b;
     iteration_buffers_.push_back(b);
   }
+  if (ddp()) ddp_pre_forward();
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     const auto n = static_cast<NodeId>(i);
     const Node& node = g_.nodes[i];
@@ -358,6 +383,10 @@ void Lowerer::route_gradient(ValueId value, BufferId buffer, bool same_tensor, N
     grad = slot;
   }
   slot = kNoBuffer;
+  if (ddp() && ddp_index_[p] >= 0) {
+    if (iteration_ == 0 && micro_step_ == 0) node_ready_.push_back(p);
+    if (config_.distributed.ddp.gradient_as_bucket_view) to_bucket_.push_back(p);
+  }
 }
 
 void Lowerer::backward() {
@@ -447,6 +476,7 @@ void Lowerer::backward() {
       }
     }
     for (const Produced& pr : produced) route_gradient(pr.value, pr.buffer, pr.same_tensor, n);
+    grads_to_buckets(n);
   }
   // Gradients that reached a value nothing consumes (inputs that need a gradient).
   for (BufferId& slot : grad_slot_) {
@@ -505,6 +535,7 @@ void Lowerer::optimizer_step(bool first_step) {
 }
 
 void Lowerer::zero_grad() {
+  // With gradient_as_bucket_view, zero_grad(set_to_none=True) drops views: the buckets stay.
   for (BufferId& grad : param_grad_) {
     unref_grad(grad, kNone);
     grad = kNoBuffer;
@@ -523,6 +554,149 @@ void Lowerer::end_micro_step() {
   for (ValueId in : g_.inputs) storage_buffer_[g_.value(in).storage] = kNoBuffer;
 }
 
+// ---- DistributedDataParallel ---------------------------------------------------------------
+//
+// What DDP adds on one rank (torch/nn/parallel/distributed.py, c10d reducer.cpp and comm.cpp,
+// checked against 1.13 on CPU with gloo): the constructor broadcasts parameters and buffers as
+// flat copies, then allocates the gradient buckets, which stay; each forward broadcasts the
+// buffers the same way; the second forward rebuilds the buckets in the order the first
+// backward made gradients ready. Backward copies each gradient into its bucket without
+// allocating; with gradient_as_bucket_view the .grad then becomes a view into the bucket and
+// the gradient autograd made is freed. None of it depends on the world size.
+
+// _broadcast_coalesced: the tensors grouped into flat buffers of up to 250 MiB per dtype
+// (a group of one is sent as a view), at most two in flight.
+void Lowerer::broadcast_coalesced(const std::vector<BucketTensor>& tensors) {
+  const std::vector<GradientBucket> groups =
+      assign_buckets(tensors, std::span(&kDdpBroadcastBucketBytes, 1), BucketOrder::kByFirstIndex);
+  std::vector<BufferId> in_flight;
+  for (const GradientBucket& group : groups) {
+    if (group.tensors.size() < 2) continue;
+    if (in_flight.size() >= 2) {
+      free_buffer(in_flight.front(), kNone);
+      in_flight.erase(in_flight.begin());
+    }
+    in_flight.push_back(alloc_new(group.bytes, Category::kCommunication, kNone));
+  }
+  for (BufferId b : in_flight) free_buffer(b, kNone);
+}
+
+void Lowerer::allocate_buckets(const std::vector<GradientBucket>& buckets) {
+  // With gradient_as_bucket_view the buckets are the gradients; otherwise a second copy.
+  const Category c = config_.distributed.ddp.gradient_as_bucket_view ? Category::kGradient
+                                                                     : Category::kCommunication;
+  buckets_.clear();
+  for (const GradientBucket& b : buckets) buckets_.push_back(alloc_new(b.bytes, c, kNone));
+}
+
+void Lowerer::ddp_construct() {
+  const DdpConfig& cfg = config_.distributed.ddp;
+  // _sync_module_states: every parameter, then every buffer.
+  std::vector<BucketTensor> states;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t p = 0; p < g_.params.size(); ++p) {
+      if (g_.params[p].buffer != (pass == 1)) continue;
+      const Value& v = g_.value(g_.params[p].value);
+      states.push_back({static_cast<int32_t>(states.size()), value_bytes(v), v.dtype});
+    }
+  }
+  broadcast_coalesced(states);
+  // The reducer's parameters: those that train, in parameters() order.
+  ddp_index_.assign(g_.params.size(), -1);
+  for (size_t p = 0; p < g_.params.size(); ++p) {
+    if (g_.params[p].buffer || !g_.params[p].trainable) continue;
+    const Value& v = g_.value(g_.params[p].value);
+    ddp_index_[p] = static_cast<int32_t>(ddp_params_.size());
+    ddp_params_.push_back({ddp_index_[p], value_bytes(v), v.dtype});
+  }
+  if (ddp_params_.empty()) return;
+  // Iteration 1 has one bucket per dtype unless unused parameters are looked for; the buckets
+  // go to the reducer last first.
+  const int64_t cap = cfg.bucket_cap_bytes.value_or(kDdpBucketCapBytes);
+  const std::vector<int64_t> limits = cfg.find_unused_parameters
+                                          ? std::vector<int64_t>{kDdpFirstBucketBytes, cap}
+                                          : std::vector<int64_t>{kNoBucketLimit};
+  std::vector<GradientBucket> buckets =
+      assign_buckets(ddp_params_, limits, BucketOrder::kByFirstIndex);
+  std::reverse(buckets.begin(), buckets.end());
+  allocate_buckets(buckets);
+  out_.ddp = DdpLayout{.buckets = std::move(buckets), .rebuilt = {}};
+  if (cfg.find_unused_parameters) {
+    // local_used_map_: an int32 per parameter, and its copy for the allreduce (pinned host
+    // memory and a device tensor on CUDA; both on the CPU there).
+    const int64_t bytes = static_cast<int64_t>(ddp_params_.size()) * 4;
+    alloc_new(bytes, Category::kCommunication, kNone, g_.target.device == Device::kCuda);
+    alloc_new(bytes, Category::kCommunication, kNone);
+  }
+}
+
+void Lowerer::ddp_pre_forward() {
+  const DdpConfig& cfg = config_.distributed.ddp;
+  if (++forwards_ == 2 && !cfg.find_unused_parameters && !ready_order_.empty()) {
+    // _rebuild_buckets: the old buckets go first (buckets_.clear()) unless .grad views still
+    // hold them (gradients accumulating over micro-batches), then the new ones in ready order.
+    // PyTorch 2.x also takes an explicit bucket_cap_mb as the first bucket's size.
+    const int64_t cap = cfg.bucket_cap_bytes.value_or(kDdpBucketCapBytes);
+    const int64_t first =
+        cfg.bucket_cap_bytes && g_.target.torch == TorchVersion::k2 ? cap : kDdpFirstBucketBytes;
+    std::vector<BucketTensor> ready;
+    for (int32_t i : ready_order_) ready.push_back(ddp_params_[static_cast<size_t>(i)]);
+    const std::array<int64_t, 2> limits{first, cap};
+    out_.ddp->rebuilt = assign_buckets(ready, limits, BucketOrder::kAsClosed);
+    const bool held = std::any_of(param_grad_.begin(), param_grad_.end(),
+                                  [](BufferId b) { return b == kBucketView; });
+    for (BufferId b : buckets_) {
+      if (held) {
+        stale_buckets_.push_back(b);
+      } else {
+        free_buffer(b, kNone);
+      }
+    }
+    allocate_buckets(out_.ddp->rebuilt);
+  }
+  if (cfg.broadcast_buffers) {
+    std::vector<BucketTensor> buffers;
+    for (const Param& p : g_.params) {
+      if (!p.buffer) continue;
+      const Value& v = g_.value(p.value);
+      buffers.push_back({static_cast<int32_t>(buffers.size()), value_bytes(v), v.dtype});
+    }
+    broadcast_coalesced(buffers);
+  }
+}
+
+// gradient_as_bucket_view: the reducer's hook, right after AccumulateGrad, copies the new .grad
+// into its bucket and makes .grad the bucket's view; the gradient autograd made goes.
+void Lowerer::grads_to_buckets(NodeId node) {
+  const int first = g_.nodes[node].op->first_ready_input;
+  if (first >= 0 && static_cast<size_t>(first) < g_.nodes[node].inputs.size()) {
+    const int p = param_index_[g_.nodes[node].inputs[static_cast<size_t>(first)]];
+    std::stable_partition(node_ready_.begin(), node_ready_.end(),
+                          [p](int32_t q) { return q == p; });
+  }
+  for (int32_t p : node_ready_) ready_order_.push_back(ddp_index_[p]);
+  node_ready_.clear();
+  for (int32_t p : to_bucket_) {
+    BufferId& grad = param_grad_[static_cast<size_t>(p)];
+    unref_grad(grad, node);
+    grad = kBucketView;
+  }
+  to_bucket_.clear();
+}
+
+// Without find_unused_parameters, a parameter that gets no gradient stops DDP at the next
+// iteration ("Expected to have finished reduction in the prior iteration").
+Status Lowerer::check_ddp_grads() const {
+  for (size_t p = 0; p < g_.params.size(); ++p) {
+    if (ddp_index_[p] < 0 || param_grad_[p] != kNoBuffer) continue;
+    return invalid_argument(
+        fmt::format("parameter {} gets no gradient, and DDP stops on it in the second iteration",
+                    g_.params[p].name),
+        "add --find-unused-parameters, or --freeze it");
+  }
+  return {};
+}
+
 Result<EventList> Lowerer::run() {
   if (g_.loss == kNone) return invalid_argument("the model has no loss to train on");
   if (config_.grad_accum < 1) return invalid_argument("--grad-accum must be at least 1");
@@ -539,6 +713,7 @@ Result<EventList> Lowerer::run() {
   out_.events.reserve(g_.nodes.size() * 6 * static_cast<size_t>(config_.iterations));
   phase_ = Phase::kSetup;
   allocate_parameters();
+  if (ddp()) ddp_construct();
   for (int it = 0; it < config_.iterations; ++it) {
     iteration_ = static_cast<uint8_t>(std::min(it, 255));
     for (micro_step_ = 0; micro_step_ < config_.grad_accum; ++micro_step_) {
@@ -546,6 +721,11 @@ Result<EventList> Lowerer::run() {
       forward();
       if (uses_grad_scaler()) scale_loss();
       backward();
+      for (BufferId b : stale_buckets_) free_buffer(b, kNone);
+      stale_buckets_.clear();
+      if (ddp() && it == 0 && micro_step_ == 0 && !config_.distributed.ddp.find_unused_parameters) {
+        TF_RETURN_IF_ERROR(check_ddp_grads());
+      }
       free_buffer(scaled_loss_, kNone);
       scaled_loss_ = kNoBuffer;
       if (!last) end_micro_step();

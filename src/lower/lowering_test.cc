@@ -7,6 +7,7 @@
 
 #include "graph/builder.h"
 #include "lower/optimizer_step.h"
+#include "lower/replay_test_util.h"
 #include "sources/zoo/zoo.h"
 
 namespace trainfit {
@@ -14,35 +15,6 @@ namespace {
 
 constexpr KernelTarget kCpu{Device::kCpu, TorchVersion::k1_13};
 constexpr KernelTarget kCuda{Device::kCuda, TorchVersion::k2};
-
-// Exact bytes live after every event, with the peak per phase.
-struct Replayed {
-  int64_t peak = 0;
-  Phase peak_phase = Phase::kSetup;
-  std::array<int64_t, 4> phase_peak{};
-  std::array<int64_t, kCategoryCount> live_at_end{};
-};
-
-Replayed replay(const EventList& list) {
-  Replayed r;
-  std::vector<bool> live(list.buffers.size(), false);
-  int64_t bytes = 0;
-  for (const Event& e : list.events) {
-    const Buffer& b = list.buffers[e.buffer];
-    EXPECT_NE(live[static_cast<size_t>(e.buffer)], e.alloc)
-        << "buffer " << e.buffer << (e.alloc ? " allocated twice" : " freed while not live");
-    live[static_cast<size_t>(e.buffer)] = e.alloc;
-    bytes += e.alloc ? b.bytes : -b.bytes;
-    r.live_at_end[static_cast<size_t>(b.category)] += e.alloc ? b.bytes : -b.bytes;
-    auto& pp = r.phase_peak[static_cast<size_t>(e.phase)];
-    pp = std::max(pp, bytes);
-    if (bytes > r.peak) {
-      r.peak = bytes;
-      r.peak_phase = e.phase;
-    }
-  }
-  return r;
-}
 
 // x (B, 1024) -> linear 1024x1024 -> relu -> linear 1024x10 -> cross_entropy
 Graph mlp(KernelTarget target, int64_t batch = 4, std::vector<std::string> freeze = {}) {

@@ -1,5 +1,5 @@
 // How a model trains: the optimizer and its implementation, gradient accumulation, activation
-// checkpointing.
+// checkpointing, and over how many GPUs.
 //
 //   TrainingConfig cfg;
 //   cfg.optimizer.kind = OptimizerKind::kAdamW;
@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +57,34 @@ struct OptimizerConfig {
   }
 };
 
+// How the step is spread over GPUs. Every memory figure is one rank's (rank 0's).
+enum class Strategy : uint8_t { kSingle, kDdp, kFsdp, kZero1, kZero2, kZero3 };
+inline constexpr auto kStrategyNames = enum_names<Strategy>({
+    {Strategy::kSingle, "none"},
+    {Strategy::kDdp, "ddp"},
+    {Strategy::kFsdp, "fsdp"},
+    {Strategy::kZero1, "zero1"},
+    {Strategy::kZero2, "zero2"},
+    {Strategy::kZero3, "zero3"},
+});
+inline std::string_view strategy_name(Strategy s) {
+  return kStrategyNames.name(s);
+}
+
+// DistributedDataParallel's constructor arguments that change memory.
+struct DdpConfig {
+  std::optional<int64_t> bucket_cap_bytes;  // bucket_cap_mb; nullopt: DDP's 25 MiB
+  bool gradient_as_bucket_view = false;
+  bool find_unused_parameters = false;
+  bool broadcast_buffers = true;
+};
+
+struct DistributedConfig {
+  int world_size = 1;
+  Strategy strategy = Strategy::kSingle;
+  DdpConfig ddp;
+};
+
 struct TrainingConfig {
   OptimizerConfig optimizer;
   int grad_accum = 1;  // micro-batches per optimizer step
@@ -63,6 +92,7 @@ struct TrainingConfig {
   // Module-path patterns run under non-reentrant activation checkpointing; `*` matches one
   // path component ("encoder.layers.*" checkpoints each layer).
   std::vector<std::string> checkpoint;
+  DistributedConfig distributed;
 };
 
 }  // namespace trainfit

@@ -8,6 +8,9 @@
 namespace trainfit {
 namespace {
 
+// torchrun and NCCL go further; a plan for more GPUs than this is a typo.
+constexpr int kMaxGpus = 4096;
+
 Status check_source(const TrainingRequest& r) {
   TF_RETURN_IF_ERROR(check_model_source(!r.model.empty(), r.trace != nullptr));
   if (r.batch < 1) {
@@ -37,6 +40,10 @@ Status check_trace_request(const TrainingRequest& r, const TraceModel& model) {
   if (!r.checkpoint.empty()) return fixed("--checkpoint");
   if (r.grad_accum != 1) return fixed("--grad-accum");
   if (r.weight_decay) return fixed("--weight-decay");
+  if (r.gpus != 1 || r.strategy) {
+    return unsupported("--gpus and --strategy apply to zoo models for now",
+                       "estimate one GPU from the trace, or use a zoo model");
+  }
   const TraceOptimizer& o = model.trace.optimizer;
   if (r.optimizer && o.kind != r.optimizer) {
     return unsupported(
@@ -45,6 +52,37 @@ Status check_trace_request(const TrainingRequest& r, const TraceModel& model) {
         "trace again with that optimizer (python3 -m trainfit.trace --optimizer ...)");
   }
   return {};
+}
+
+// --gpus, --strategy and DDP's arguments.
+Result<DistributedConfig> distributed_config(const TrainingRequest& r) {
+  DistributedConfig d;
+  if (r.gpus < 1 || r.gpus > kMaxGpus) {
+    return invalid_argument(fmt::format("--gpus {} is outside 1 to {}", r.gpus, kMaxGpus),
+                            "give the number of GPUs that train together, e.g. --gpus 2");
+  }
+  d.world_size = r.gpus;
+  d.strategy = r.strategy.value_or(r.gpus > 1 ? Strategy::kDdp : Strategy::kSingle);
+  if (d.strategy == Strategy::kSingle && r.gpus > 1) {
+    return invalid_argument("--strategy none cannot spread a step over GPUs",
+                            "use --strategy ddp, or --gpus 1");
+  }
+  if (d.strategy != Strategy::kSingle && d.strategy != Strategy::kDdp) {
+    return unsupported(fmt::format("--strategy {} is not modelled yet", strategy_name(d.strategy)),
+                       "use --strategy ddp");
+  }
+  const DdpConfig& ddp = r.ddp;
+  const bool ddp_flags = ddp.bucket_cap_bytes || ddp.gradient_as_bucket_view ||
+                         ddp.find_unused_parameters || !ddp.broadcast_buffers;
+  if (ddp_flags && d.strategy != Strategy::kDdp) {
+    return invalid_argument("DDP's flags need --strategy ddp (or --gpus 2 or more)",
+                            "add --strategy ddp");
+  }
+  if (ddp.bucket_cap_bytes && *ddp.bucket_cap_bytes < 1) {
+    return invalid_argument("--bucket-cap-mb must be more than 0", "DDP's default is 25");
+  }
+  d.ddp = ddp;
+  return d;
 }
 
 // Without an optimizer, the model's own training preset when it has one (LeRobot's policies),
@@ -89,6 +127,7 @@ Result<TrainingConfig> training_config(const TrainingRequest& r, std::optional<O
   }
   c.grad_accum = r.grad_accum;
   c.checkpoint = r.checkpoint;
+  TF_ASSIGN_OR_RETURN(c.distributed, distributed_config(r));
   return c;
 }
 
@@ -252,6 +291,15 @@ std::vector<std::string> request_args(const TrainingRequest& r) {
   if (r.weight_decay) add("--weight-decay", fmt::format("{}", *r.weight_decay));
   for (const std::string& p : r.checkpoint) add("--checkpoint", p);
   if (r.grad_accum != 1) add("--grad-accum", std::to_string(r.grad_accum));
+  if (r.gpus != 1) add("--gpus", std::to_string(r.gpus));
+  if (r.strategy) add("--strategy", std::string(strategy_name(*r.strategy)));
+  if (r.ddp.bucket_cap_bytes) {
+    add("--bucket-cap-mb",
+        fmt::format("{:g}", static_cast<double>(*r.ddp.bucket_cap_bytes) / (1 << 20)));
+  }
+  if (r.ddp.gradient_as_bucket_view) args.emplace_back("--gradient-as-bucket-view");
+  if (r.ddp.find_unused_parameters) args.emplace_back("--find-unused-parameters");
+  if (!r.ddp.broadcast_buffers) args.emplace_back("--no-broadcast-buffers");
   if (r.tf32) args.emplace_back("--tf32");
   if (r.memory_format != MemoryFormat::kChannelsFirst) {
     add("--memory-format", std::string(kMemoryFormatNames.name(r.memory_format)));

@@ -44,6 +44,9 @@ struct TrainingRequest {
   std::optional<double> weight_decay;   // nullopt: the preset's, else torch's default
   std::vector<std::string> checkpoint;  // module patterns under activation checkpointing
   int grad_accum = 1;                   // micro-batches of `batch` per optimizer step
+  int gpus = 1;                         // data-parallel ranks, `batch` each
+  std::optional<Strategy> strategy;     // nullopt: ddp with more than one GPU
+  DdpConfig ddp;                        // DistributedDataParallel's arguments
   bool tf32 = false;                    // fp32 matmuls in TF32 (convolutions use it by default)
   MemoryFormat memory_format = MemoryFormat::kChannelsFirst;
   std::optional<int64_t> dataset_size;  // samples per epoch: the epoch time

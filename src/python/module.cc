@@ -47,6 +47,12 @@ const std::vector<std::string> kRequestKeys = {"model",
                                                "weight_decay",
                                                "checkpoint",
                                                "grad_accum",
+                                               "gpus",
+                                               "strategy",
+                                               "bucket_cap_mb",
+                                               "gradient_as_bucket_view",
+                                               "find_unused_parameters",
+                                               "broadcast_buffers",
                                                "tf32",
                                                "memory_format",
                                                "dataset_size",
@@ -185,6 +191,35 @@ Result<TrainingRequest> request_of(const py::dict& options) {
         return invalid_argument("grad_accum must be at least 1", "use grad_accum=1 or more");
       }
       r.grad_accum = static_cast<int>(n);
+    } else if (key == "gpus") {
+      TF_ASSIGN_OR_RETURN(const int64_t n, int_of(key, v));
+      if (n < 1 || n > 1 << 20) {
+        return invalid_argument("gpus must be at least 1", "for example gpus=2");
+      }
+      r.gpus = static_cast<int>(n);
+    } else if (key == "strategy") {
+      if (!v.is_none()) {
+        TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
+        TF_ASSIGN_OR_RETURN(r.strategy, parse_enum(kStrategyNames, key, s));
+      }
+    } else if (key == "bucket_cap_mb") {
+      if (!v.is_none()) {
+        if (!py::isinstance<py::float_>(v) && !py::isinstance<py::int_>(v)) {
+          return wrong_type(key, v, "a number of MiB such as 25");
+        }
+        const double mb = v.cast<double>();
+        if (!(mb > 0 && mb < 1e9)) {
+          return invalid_argument("bucket_cap_mb must be more than 0", "DDP's default is 25");
+        }
+        r.ddp.bucket_cap_bytes = static_cast<int64_t>(mb * 1024 * 1024);
+      }
+    } else if (key == "gradient_as_bucket_view" || key == "find_unused_parameters" ||
+               key == "broadcast_buffers") {
+      if (!py::isinstance<py::bool_>(v)) return wrong_type(key, v, "True or False");
+      const bool on = v.cast<bool>();
+      if (key == "gradient_as_bucket_view") r.ddp.gradient_as_bucket_view = on;
+      if (key == "find_unused_parameters") r.ddp.find_unused_parameters = on;
+      if (key == "broadcast_buffers") r.ddp.broadcast_buffers = on;
     } else if (key == "tf32") {
       if (!py::isinstance<py::bool_>(v)) return wrong_type(key, v, "True or False");
       r.tf32 = v.cast<bool>();

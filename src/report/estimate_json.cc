@@ -14,6 +14,24 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
   if (h.optimizer.weight_decay >= 0) j["weight_decay"] = h.optimizer.weight_decay;
   if (!h.optimizer.preset.empty()) j["optimizer_preset"] = h.optimizer.preset;
   j["grad_accum"] = h.training.grad_accum;
+  const DistributedConfig& dist = h.training.distributed;
+  if (dist.strategy != Strategy::kSingle) {
+    j["world_size"] = dist.world_size;
+    j["strategy"] = strategy_name(dist.strategy);
+    j["effective_batch"] = h.batch * dist.world_size * h.training.grad_accum;
+  }
+  if (e.ddp) {
+    const auto sizes = [](const std::vector<GradientBucket>& buckets) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const GradientBucket& b : buckets) a.push_back(b.bytes);
+      return a;
+    };
+    j["ddp"] = {{"bucket_bytes", sizes(e.ddp->buckets)},
+                {"rebuilt_bucket_bytes", sizes(e.ddp->rebuilt)},
+                {"gradient_as_bucket_view", dist.ddp.gradient_as_bucket_view},
+                {"find_unused_parameters", dist.ddp.find_unused_parameters},
+                {"broadcast_buffers", dist.ddp.broadcast_buffers}};
+  }
   j["checkpoint"] = h.training.checkpoint;
   j["device_profile"] = profile_name(h.device.target);
   j["parameters"] = e.parameters;

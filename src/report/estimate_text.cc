@@ -47,6 +47,9 @@ std::string time_text(const EstimateHeader& h, const StepTime& t,
   }
   line("step", format_duration(t.step_s),
        fmt::format("{} samples: {:.1f} samples/s", t.samples, t.samples_per_s));
+  if (h.training.distributed.strategy != Strategy::kSingle) {
+    out += "  (one GPU's compute: the gradients' all-reduce is not in the step time yet)\n";
+  }
   for (size_t p = 0; p < kStepPartCount; ++p) {
     const auto part = static_cast<StepPart>(p);
     if (part == StepPart::kRecompute && t.part_s[p] == 0) continue;
@@ -67,6 +70,34 @@ std::string time_text(const EstimateHeader& h, const StepTime& t,
   return out;
 }
 
+std::string bucket_list(const std::vector<GradientBucket>& buckets) {
+  int64_t total = 0;
+  for (const GradientBucket& b : buckets) total += b.bytes;
+  return fmt::format("{} bucket{} ({})", buckets.size(), buckets.size() == 1 ? "" : "s",
+                     format_bytes(total));
+}
+
+std::string distributed_text(const EstimateHeader& h, const Estimate& e) {
+  const DistributedConfig& d = h.training.distributed;
+  if (d.strategy == Strategy::kSingle) return "";
+  const int accum = h.training.grad_accum;
+  std::string out = fmt::format(
+      "{} over {} GPU{}: the figures are one rank's; effective batch {} ({} x {} GPU{}{})\n", "DDP",
+      d.world_size, d.world_size == 1 ? "" : "s", h.batch * d.world_size * accum, h.batch,
+      d.world_size, d.world_size == 1 ? "" : "s",
+      accum > 1 ? fmt::format(" x {} micro-batches", accum) : "");
+  if (e.ddp) {
+    out += fmt::format("DDP buckets: {} at construction", bucket_list(e.ddp->buckets));
+    if (!e.ddp->rebuilt.empty()) {
+      out += fmt::format(", {} from the second forward", bucket_list(e.ddp->rebuilt));
+    }
+    out += d.ddp.gradient_as_bucket_view ? "; .grad views into them\n"
+                                         : "; a second copy of the gradients "
+                                           "(--gradient-as-bucket-view saves it)\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string estimate_text(const EstimateReport& report) {
@@ -77,6 +108,7 @@ std::string estimate_text(const EstimateReport& report) {
       fmt::format("{}, batch {}, {}, {}\n{}\n", h.model, h.batch, precision_name(h.precision),
                   optimizer_line(h), device_line(h.device));
   if (!h.optimizer.preset.empty()) out += fmt::format("optimizer: {}\n", h.optimizer.preset);
+  out += distributed_text(h, e);
   for (const std::string& note : h.notes) out += fmt::format("note: {}\n", note);
   out += '\n';
   auto line = [&](std::string_view label, int64_t bytes, std::string_view note) {
@@ -115,16 +147,15 @@ std::string estimate_text(const EstimateReport& report) {
   }
   if (e.time) out += time_text(h, *e.time, e.epoch);
   out += "\nAt the peak\n";
-  const std::pair<Category, const char*> rows[] = {{Category::kParameter, "parameters"},
-                                                   {Category::kGradient, "gradients"},
-                                                   {Category::kOptimizerState, "optimizer state"},
-                                                   {Category::kActivation, "activations"},
-                                                   {Category::kTemporary, "temporaries"},
-                                                   {Category::kInput, "inputs"},
-                                                   {Category::kWorkspace, "workspaces"}};
+  const std::pair<Category, const char*> rows[] = {
+      {Category::kParameter, "parameters"},           {Category::kGradient, "gradients"},
+      {Category::kOptimizerState, "optimizer state"}, {Category::kActivation, "activations"},
+      {Category::kTemporary, "temporaries"},          {Category::kInput, "inputs"},
+      {Category::kWorkspace, "workspaces"},           {Category::kCommunication, "communication"}};
   int64_t total = 0;
   for (const auto& [c, label] : rows) {
     const int64_t bytes = e.breakdown[static_cast<size_t>(c)];
+    if (c == Category::kCommunication && bytes == 0) continue;  // one GPU
     total += bytes;
     line(label, bytes, "");
     if (c == Category::kActivation) {

@@ -103,6 +103,10 @@ nlohmann::json fit_json(const FitReport& r) {
                    {"margin_bytes", r.margin_bytes}};
   j.update(batch_fit_json(r.fit));
   j["rank"] = rank_name(r.rank);
+  if (const DistributedConfig& d = r.header.training.distributed; d.strategy != Strategy::kSingle) {
+    j["world_size"] = d.world_size;  // max_batch is per rank
+    j["strategy"] = strategy_name(d.strategy);
+  }
   if (r.what_if) j["what_if"] = what_if_json(*r.what_if);
   if (r.target) j["target"] = target_json(*r.target);
   j["estimates"] = r.estimates;

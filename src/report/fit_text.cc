@@ -37,6 +37,12 @@ std::string describe(const FitReport& r) {
     s += fmt::format(", checkpoint {}", fmt::join(h.training.checkpoint, " "));
   }
   if (!r.freeze.empty()) s += fmt::format(", freeze {}", fmt::join(r.freeze, " "));
+  if (const DistributedConfig& d = h.training.distributed; d.strategy != Strategy::kSingle) {
+    s += fmt::format(
+        ", DDP over {} GPUs (batches are per GPU; the effective batch is {} times "
+        "larger)",
+        d.world_size, d.world_size * h.training.grad_accum);
+  }
   return s;
 }
 

@@ -59,6 +59,12 @@ class SameReport(unittest.TestCase):
                   optimizer="sgd"),
              ["--model", "resnet18", "--batch", "4", "--set", "num_classes=10",
               "--device-profile", "cpu", "--optimizer", "sgd"]),
+            (dict(model="resnet18", batch=8, gpus=2, strategy="ddp", bucket_cap_mb=10,
+                  gradient_as_bucket_view=True, find_unused_parameters=True,
+                  broadcast_buffers=False, gpu="rtx4090"),
+             ["--model", "resnet18", "--batch", "8", "--gpus", "2", "--strategy", "ddp",
+              "--bucket-cap-mb", "10", "--gradient-as-bucket-view", "--find-unused-parameters",
+              "--no-broadcast-buffers", "--gpu", "rtx4090"]),
         ]
         for kwargs, args in cases:
             with self.subTest(args=" ".join(args)):
@@ -189,6 +195,10 @@ class Errors(unittest.TestCase):
                             "cannot open GPU profile")
         self.assert_refused(lambda: trainfit.fit("resnet50", gpu="rtx4090", what_if=True,
                                                  rank="fast"), "rank 'fast'")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", gpus=2, strategy="zero3"),
+                            "not modelled yet")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", gradient_as_bucket_view=True),
+                            "ddp")
 
     def test_malformed_trace(self):
         self.assert_refused(lambda: trainfit.estimate(trace={"format": "something else"}),

@@ -1,0 +1,42 @@
+#include "lower/ddp.h"
+
+#include <algorithm>
+#include <map>
+
+namespace trainfit {
+
+std::vector<GradientBucket> assign_buckets(std::span<const BucketTensor> tensors,
+                                           std::span<const int64_t> limits, BucketOrder order) {
+  struct Open {
+    GradientBucket bucket;
+    size_t limit = 0;  // index into `limits`
+  };
+  std::vector<GradientBucket> closed;
+  // The reducer keys its accumulators by dtype (and device: one device per rank here). It
+  // flushes what is left in hash-map order; an ordered map makes that deterministic, and with
+  // one dtype (nearly every model) there is nothing to order.
+  std::map<DType, Open> open;
+  for (const BucketTensor& t : tensors) {
+    Open& o = open[t.dtype];
+    o.bucket.tensors.push_back(t.index);
+    o.bucket.bytes += t.bytes;
+    if (!limits.empty() && o.bucket.bytes >= limits[o.limit]) {
+      closed.push_back(std::move(o.bucket));
+      o.bucket = {};
+      o.limit = std::min(o.limit + 1, limits.size() - 1);
+    }
+  }
+  for (auto& [dtype, o] : open) {
+    if (!o.bucket.tensors.empty()) closed.push_back(std::move(o.bucket));
+  }
+  if (order == BucketOrder::kByFirstIndex) {
+    std::stable_sort(closed.begin(), closed.end(),
+                     [](const GradientBucket& a, const GradientBucket& b) {
+                       return *std::min_element(a.tensors.begin(), a.tensors.end()) <
+                              *std::min_element(b.tensors.begin(), b.tensors.end());
+                     });
+  }
+  return closed;
+}
+
+}  // namespace trainfit
