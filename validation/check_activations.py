@@ -12,7 +12,7 @@ import gc
 import torch
 
 import torch_models
-from harness import Report, freeze, run_trainfit, saved_tensor_bytes, set_flags, sets_label
+from harness import Measured, Report, freeze, run_trainfit, saved_tensor_bytes, set_flags, sets_label
 
 TOLERANCE = 0.01
 
@@ -45,23 +45,27 @@ POLICY_CASES = [
 ]
 
 
-def amp_backbone_check(report, binary):
+def amp_backbone_check(report, binary, measured_bytes):
     """Under autocast, ACT's FrozenBatchNorm2d computes x * scale + bias with fp32 buffers, so
     its outputs are fp32 and each conv keeps a bf16 copy besides: the trunk keeps more than in
     fp32, not half. CPU autocast casts convolutions as CUDA autocast does, and the trunk has no
     dropout, so the cuda profile's figure for model.backbone is checked against it here."""
-    import torchvision
-    from torchvision.models._utils import IntermediateLayerGetter
-    from torchvision.ops.misc import FrozenBatchNorm2d
-    trunk = IntermediateLayerGetter(torchvision.models.resnet18(norm_layer=FrozenBatchNorm2d),
-                                    return_layers={"layer4": "feature_map"})
-    image = torch.randn(1, 3, 480, 640)
 
-    def forward():
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            return trunk(image)["feature_map"].float().sum()
+    def measure():
+        import torchvision
+        from torchvision.models._utils import IntermediateLayerGetter
+        from torchvision.ops.misc import FrozenBatchNorm2d
+        trunk = IntermediateLayerGetter(torchvision.models.resnet18(norm_layer=FrozenBatchNorm2d),
+                                        return_layers={"layer4": "feature_map"})
+        image = torch.randn(1, 3, 480, 640)
 
-    measured = saved_tensor_bytes(trunk, forward, exclude=[image])
+        def forward():
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return trunk(image)["feature_map"].float().sum()
+
+        return saved_tensor_bytes(trunk, forward, exclude=[image])
+
+    measured = measured_bytes.get(["act backbone", "amp-bf16", [1, 3, 480, 640]], measure)
     modules = run_trainfit(binary, ["summary", "--model", "act", "--precision", "amp-bf16",
                                     "--json"])["modules"]
     ours = next(m["kept_bytes"] for m in modules if m["path"] == "model.backbone")
@@ -74,17 +78,24 @@ def amp_backbone_check(report, binary):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainfit", required=True)
+    ap.add_argument("--remeasure", action="store_true", help="measure every case, keeping none")
     args = ap.parse_args()
     torch.manual_seed(0)
     report = Report(f"kept for backward: trainfit --device-profile cpu vs PyTorch {torch.__version__} (CPU)")
+    measured_bytes = Measured("activations", __file__, args.remeasure)
     for name, batches, sizes, sets, frozen in CASES:
         for size in sizes:
             for batch in batches:
                 sequence = isinstance(size, int)
-                case = torch_models.build(name, batch=batch, image=None if sequence else size,
-                                          seq_len=size if sequence else None, sets=sets)
-                freeze(case.model, frozen)
-                measured = saved_tensor_bytes(case.model, case.loss, exclude=case.batch_tensors())
+
+                def measure():
+                    case = torch_models.build(name, batch=batch, image=None if sequence else size,
+                                              seq_len=size if sequence else None, sets=sets)
+                    freeze(case.model, frozen)
+                    return saved_tensor_bytes(case.model, case.loss, exclude=case.batch_tensors())
+
+                measured = measured_bytes.get([name, batch, size, sets, frozen], measure)
+                gc.collect()
                 flags = ["--seq-len", str(size)] if sequence else ["--input", "x".join(map(str, size))]
                 for k, v in sets.items():
                     flags += ["--set", f"{k}={v}"]
@@ -99,11 +110,14 @@ def main():
                     label += " frozen " + ",".join(frozen)
                 report.check(abs(error) <= TOLERANCE,
                              f"{label:48s} torch {measured:>13,} trainfit {ours:>13,}  {error:+.4%}")
-                del case
-                gc.collect()
     for name, batch, sets in POLICY_CASES:
-        case = torch_models.build(name, batch=batch, sets=sets)
-        measured = saved_tensor_bytes(case.model, case.loss, exclude=case.batch_tensors())
+
+        def measure():
+            case = torch_models.build(name, batch=batch, sets=sets)
+            return saved_tensor_bytes(case.model, case.loss, exclude=case.batch_tensors())
+
+        measured = measured_bytes.get([name, batch, sets], measure)
+        gc.collect()
         flags = set_flags(sets)
         ours = run_trainfit(args.trainfit, ["summary", "--model", name, "--batch", str(batch),
                                             "--device-profile", "cpu", "--json", "--depth", "0"]
@@ -112,9 +126,8 @@ def main():
         label = f"{name} batch {batch} {sets_label(sets)}"
         report.check(abs(error) <= TOLERANCE,
                      f"{label:48s} torch {measured:>13,} trainfit {ours:>13,}  {error:+.4%}")
-        del case
-        gc.collect()
-    amp_backbone_check(report, args.trainfit)
+    amp_backbone_check(report, args.trainfit, measured_bytes)
+    measured_bytes.save(report)
     report.finish()
 
 

@@ -9,7 +9,7 @@ import argparse
 import gc
 
 import torch_models
-from harness import Report, parameter_counts, run_trainfit, set_flags, sets_label
+from harness import Measured, Report, parameter_counts, run_trainfit, set_flags, sets_label
 
 PUBLISHED_GPT2 = {"gpt2": 124_439_808, "gpt2-medium": 354_823_168, "gpt2-large": 774_030_080}
 # LeRobot's policies and their expected counts: ACT's (14/14 and 6/6) and PushT Diffusion's are
@@ -29,40 +29,47 @@ LEROBOT = [
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainfit", required=True)
+    ap.add_argument("--remeasure", action="store_true", help="count every model, keeping none")
     args = ap.parse_args()
     report = Report("parameter counts: trainfit vs PyTorch")
+    counts = Measured("params", __file__, args.remeasure)
+
+    def count(key, **build):
+        def measure():
+            case = torch_models.build(key[0], **build)
+            result = parameter_counts(case.model)
+            del case
+            gc.collect()
+            return result
+        return counts.get(list(key), measure)
+
     for name in torch_models.TORCHVISION + list(PUBLISHED_GPT2):
         seq = ["--seq-len", "8"] if name.startswith("gpt2") else []
         ours = run_trainfit(args.trainfit, ["summary", "--model", name, "--json", "--depth", "0"] + seq)
-        case = torch_models.build(name, seq_len=8)
-        total, trainable = parameter_counts(case.model)
+        total, trainable = count((name, 8), seq_len=8)
         report.check(ours["parameters"] == total and ours["trainable_parameters"] == trainable,
                      f"{name:12s} torch {total:>12,} trainable {trainable:>12,}  "
                      f"trainfit {ours['parameters']:>12,} trainable {ours['trainable_parameters']:>12,}")
         if name in PUBLISHED_GPT2:
             report.check(ours["parameters"] == PUBLISHED_GPT2[name],
                          f"{name:12s} published {PUBLISHED_GPT2[name]:,}")
-        del case
-        gc.collect()
     for name, sets, published in LEROBOT:
         flags = set_flags(sets)
         ours = run_trainfit(args.trainfit, ["summary", "--model", name, "--json", "--depth", "0"] + flags)
-        case = torch_models.build(name, sets=sets)
-        total, trainable = parameter_counts(case.model)
+        total, trainable = count((name, sets), sets=sets)
         label = f"{name} {sets_label(sets)}"
         report.check(ours["parameters"] == total and ours["trainable_parameters"] == trainable,
                      f"{label:60s} torch {total:>12,} trainfit {ours['parameters']:>12,}")
         if published is not None:
             report.check(ours["parameters"] == published, f"{label:60s} expected {published:,}")
-        del case
-        gc.collect()
     # A --set key and a non-default image size change the counts the same way in both.
     ours = run_trainfit(args.trainfit, ["summary", "--model", "vit_b_16", "--input", "3x384x384",
                                         "--set", "num_classes=10", "--json", "--depth", "0"])
-    case = torch_models.build("vit_b_16", image=(3, 384, 384), sets={"num_classes": 10})
-    total, _ = parameter_counts(case.model)
+    total, _ = count(("vit_b_16", (3, 384, 384), {"num_classes": 10}), image=(3, 384, 384),
+                     sets={"num_classes": 10})
     report.check(ours["parameters"] == total,
                  f"vit_b_16 384x384 num_classes=10: torch {total:,} trainfit {ours['parameters']:,}")
+    counts.save(report)
     report.finish()
 
 

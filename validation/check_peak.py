@@ -13,8 +13,8 @@ import gc
 import torch
 
 import torch_models
-from harness import (Report, checkpoint_modules, freeze, run_trainfit, set_flags, sets_label,
-                     training_peak)
+from harness import (Measured, Report, checkpoint_modules, freeze, run_trainfit, set_flags,
+                     sets_label, training_peak)
 
 TOLERANCE = 0.02
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
@@ -49,19 +49,27 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainfit", required=True)
     ap.add_argument("--quick", action="store_true", help="only the first optimizer of each case")
+    ap.add_argument("--remeasure", action="store_true", help="measure every case, keeping none")
     args = ap.parse_args()
     report = Report(f"training peak: trainfit estimate --device-profile cpu vs PyTorch {torch.__version__} (CPU)")
+    measured_peaks = Measured("peak", __file__, args.remeasure)
     for name, batches, image, optimizers, frozen, checkpoint in CASES:
         for batch in batches:
             for optimizer in optimizers[:1] if args.quick else optimizers:
-                case = torch_models.build(name, batch=batch, image=image)
-                freeze(case.model, frozen)
-                checkpoint_modules(case.model, checkpoint)
 
-                def make_batch():
-                    return [torch.randn(batch, *image)], [torch.randint(0, 1000, (batch,))]
+                def measure():
+                    case = torch_models.build(name, batch=batch, image=image)
+                    freeze(case.model, frozen)
+                    checkpoint_modules(case.model, checkpoint)
 
-                measured, where = training_peak(case, optimizer, make_batch)
+                    def make_batch():
+                        return [torch.randn(batch, *image)], [torch.randint(0, 1000, (batch,))]
+
+                    return training_peak(case, optimizer, make_batch)
+
+                measured, where = measured_peaks.get(
+                    [name, batch, image, optimizer, frozen, checkpoint], measure)
+                gc.collect()
                 flags = ["--input", "x".join(map(str, image)), "--optimizer", optimizer]
                 for q in frozen:
                     flags += ["--freeze", q]
@@ -79,11 +87,14 @@ def main():
                 report.check(abs(error) <= TOLERANCE,
                              f"{label:52s} torch {measured:>12,} ({where[0]} {where[1]}) trainfit "
                              f"{predicted:>12,} ({ours['peak_phase']} {ours['peak_iteration']}) {error:+.3%}")
-                del case
-                gc.collect()
     for name, batch, sets in POLICY_CASES[:2] if args.quick else POLICY_CASES:
-        case = torch_models.build(name, batch=batch, sets=sets)
-        measured, where = training_peak(case, "preset", case.make_batch)
+
+        def measure():
+            case = torch_models.build(name, batch=batch, sets=sets)
+            return training_peak(case, "preset", case.make_batch)
+
+        measured, where = measured_peaks.get([name, batch, sets], measure)
+        gc.collect()
         flags = set_flags(sets)
         ours = run_trainfit(args.trainfit, ["estimate", "--model", name, "--batch", str(batch),
                                             "--device-profile", "cpu", "--json"] + flags)
@@ -93,8 +104,7 @@ def main():
         report.check(abs(error) <= TOLERANCE,
                      f"{label:52s} torch {measured:>12,} ({where[0]} {where[1]}) trainfit "
                      f"{predicted:>12,} ({ours['peak_phase']} {ours['peak_iteration']}) {error:+.3%}")
-        del case
-        gc.collect()
+    measured_peaks.save(report)
     report.finish()
 
 

@@ -9,7 +9,9 @@
 during the forward pass (model and loss), excluding the model's parameters and buffers and the
 batch tensors. A view keeps its whole storage, so storages, not tensors, are the unit.
 """
+import hashlib
 import json
+import os
 import subprocess
 import sys
 
@@ -101,6 +103,67 @@ class Report:
         sys.exit(1 if self.failures or not self.checks else 0)
 
 
+# ---- PyTorch's figures, kept between runs ---------------------------------------------------
+
+MEASURED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "measured")
+# The sources that decide what PyTorch measures: the training loops, the model re-creations.
+MEASURED_SOURCES = ("harness.py", "torch_models.py", "lerobot_reference.py", "gpt2_reference.py")
+
+
+class Measured:
+    """PyTorch's figures for a check, kept in validation/measured/NAME.json so that a run
+    re-measures only what changed. The file holds one digest of PyTorch's version and the
+    sources that decide the figures (MEASURED_SOURCES and the check's own script); a different
+    digest discards every figure. A case is keyed by everything it is built from. Figures are
+    exact byte counts, so a kept one equals a new measurement; `remeasure` ignores the file."""
+
+    def __init__(self, name, script, remeasure=False):
+        self.path = os.path.join(MEASURED_DIR, name + ".json")
+        digest = hashlib.sha256(torch.__version__.encode())
+        for source in MEASURED_SOURCES + (os.path.abspath(script),):
+            with open(os.path.join(os.path.dirname(MEASURED_DIR), source), "rb") as f:
+                digest.update(f.read())
+        self.digest = digest.hexdigest()
+        self.figures = {}
+        self.kept = self.measured = 0
+        if not remeasure:
+            try:
+                with open(self.path) as f:
+                    data = json.load(f)
+                if data.get("digest") == self.digest:
+                    self.figures = data["figures"]
+            except (OSError, ValueError, KeyError, AttributeError):
+                pass  # no file, or one not ours: everything is measured
+        self.used = {}
+
+    def get(self, key, measure):
+        """The figure for `key` (a list of the case's inputs), measured by measure() when not
+        kept; it must be JSON (numbers, strings, lists). None (no measurement) is not kept."""
+        key = json.dumps(key)
+        if key in self.figures:
+            self.kept += 1
+            value = self.figures[key]
+        else:
+            value = measure()
+            if value is None:
+                return None
+            self.measured += 1
+            value = json.loads(json.dumps(value))
+        self.used[key] = value
+        return value
+
+    def save(self, report):
+        """Writes the figures when any was measured (with those kept), and says how many were kept."""
+        report.show(f"PyTorch figures: {self.measured} measured, {self.kept} kept in "
+                    f"{os.path.relpath(self.path)} (remeasure with --remeasure)")
+        if self.measured:
+            os.makedirs(MEASURED_DIR, exist_ok=True)
+            with open(self.path, "w") as f:
+                json.dump({"torch": torch.__version__, "digest": self.digest,
+                           "figures": {**self.figures, **self.used}}, f, indent=1, sort_keys=True)
+                f.write("\n")
+
+
 # ---- peak of live tensor bytes over training iterations -------------------------------------
 
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
@@ -122,7 +185,11 @@ def _untyped(t):
 class LiveBytes(TorchDispatchMode):
     """Tracks every tensor storage that aten ops produce or receive; after each op returns,
     sums the storages still alive (a weak reference to the storage itself, so tensors held
-    only inside autograd count too) and keeps the peak, with the phase and op where it was."""
+    only inside autograd count too) and keeps the peak, with the phase and op where it was.
+
+    Summing is linear in the storages tracked, so it is skipped where it cannot find a new
+    peak: live bytes after an op are at most the last sum plus the bytes tracked since, and
+    while that bound is not above the peak, neither is the sum. The peak stays exact."""
 
     def __init__(self):
         super().__init__()
@@ -132,6 +199,7 @@ class LiveBytes(TorchDispatchMode):
         self.peak = 0
         self.peak_at = None
         self.ops = 0
+        self.bound = 0  # the last sum of live bytes plus every byte tracked since
 
     def track(self, t):
         if not isinstance(t, torch.Tensor) or t.is_meta:
@@ -144,12 +212,14 @@ class LiveBytes(TorchDispatchMode):
         old = self.refs.get(ptr)
         if old is None or old[0].expired():
             self.refs[ptr] = (StorageWeakRef(s), nbytes)
+            self.bound += nbytes
 
     def live(self):
         dead = [p for p, (ref, _) in self.refs.items() if ref.expired()]
         for p in dead:
             del self.refs[p]
-        return sum(n for _, n in self.refs.values())
+        self.bound = sum(n for _, n in self.refs.values())
+        return self.bound
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -158,10 +228,11 @@ class LiveBytes(TorchDispatchMode):
         for t in tree_flatten((args, kwargs))[0]:
             self.track(t)
         self.ops += 1
-        live = self.live()
-        if live > self.peak:
-            self.peak = live
-            self.peak_at = (self.phase, self.iteration, str(func))
+        if self.bound > self.peak:
+            live = self.live()
+            if live > self.peak:
+                self.peak = live
+                self.peak_at = (self.phase, self.iteration, str(func))
         return out
 
 

@@ -86,7 +86,8 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
              dataset_size: Optional[int] = None, gpus: int = 1,
              strategy: Optional[str] = None, bucket_cap_mb: Optional[float] = None,
              gradient_as_bucket_view: bool = False, find_unused_parameters: bool = False,
-             broadcast_buffers: bool = True,
+             broadcast_buffers: bool = True, baseline_batch: Optional[int] = None,
+             baseline_lr: Optional[float] = None,
              gpu: Optional[str] = None, gpu_memory: Optional[Size] = None,
              gpu_profile: Union[str, "os.PathLike[str]", None] = None,
              cuda_context: Optional[Size] = None, margin: Union[float, str, None] = None,
@@ -109,7 +110,10 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
     default). memory_format: channels_first or channels_last. dataset_size: samples in an epoch,
     for epoch_time_s. gpus: data-parallel GPUs, batch each (memory figures are one rank's);
     strategy: ddp (the default with gpus > 1); bucket_cap_mb, gradient_as_bucket_view,
-    find_unused_parameters and broadcast_buffers: DistributedDataParallel's arguments. explain: list the largest tensors alive at the peak. timeline: write
+    find_unused_parameters and broadcast_buffers: DistributedDataParallel's arguments.
+    baseline_batch, baseline_lr: the effective batch and learning rate a paper or config trained
+    with; the report's "scaling" says what reaches that batch and scales the rate to this one.
+    explain: list the largest tensors alive at the peak. timeline: write
     allocated and reserved bytes after every event to this CSV file.
     """
     options = _request_options(locals(), ("explain", "timeline"))

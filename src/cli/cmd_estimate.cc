@@ -61,9 +61,13 @@ CommandRun setup_estimate(CLI::App& app) {
       "  trainfit estimate --model gpt2 --seq-len 1024 --batch 8 --timeline memory.csv\n"
       "  trainfit estimate --model resnet50 --batch 64 --gpu rtx4090 --gpus 2   (DDP: one rank's "
       "memory)\n"
+      "  trainfit estimate --model resnet50 --batch 32 --gpus 2 --baseline-batch 256 "
+      "--baseline-lr 0.1 --optimizer momentum --dataset-size 1281167   (batch and learning "
+      "rate)\n"
       "  trainfit estimate --trace mynet.trace.json --batch 64 --gpu h100   (your own model:\n"
       "      PYTHONPATH=python python3 -m trainfit.trace --help)");
   add_request_flags(app, o->request);
+  add_baseline_flags(app, o->request);
   app.add_option("--timeline", o->timeline,
                  "write allocated and reserved bytes after every event as CSV");
   app.add_flag("--explain", o->explain, "also list the largest tensors alive at the peak");

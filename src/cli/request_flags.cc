@@ -53,8 +53,9 @@ void add_training_flags(CLI::App& app, RequestFlags& f) {
                  "GPUs training together, --batch each; memory figures are one rank's")
       ->capture_default_str();
   app.add_option("--strategy", f.strategy,
-                 "ddp (DistributedDataParallel; the default with --gpus 2 or more); fsdp and "
-                 "zero1-3 are refused until they are modelled");
+                 "ddp (DistributedDataParallel; the default with --gpus 2 or more), zero1 (DDP "
+                 "with torch's ZeroRedundancyOptimizer: optimizer state sharded); fsdp, zero2 "
+                 "and zero3 are refused until they are modelled");
   app.add_option("--bucket-cap-mb", f.bucket_cap_mb, "DDP's bucket_cap_mb (default 25)");
   app.add_flag("--gradient-as-bucket-view", f.gradient_as_bucket_view,
                "DDP(gradient_as_bucket_view=True): .grad lives in the buckets, saving one copy "
@@ -63,6 +64,15 @@ void add_training_flags(CLI::App& app, RequestFlags& f) {
                "DDP(find_unused_parameters=True): buckets stay in parameter order");
   app.add_flag("--no-broadcast-buffers", f.no_broadcast_buffers,
                "DDP(broadcast_buffers=False): no flat copy of the buffers each forward");
+}
+
+void add_baseline_flags(CLI::App& app, RequestFlags& f) {
+  app.add_option("--baseline-batch", f.baseline_batch,
+                 "the effective batch the paper or config trained with: compared with --batch x "
+                 "--gpus x --grad-accum, with what reaches it");
+  app.add_option("--baseline-lr", f.baseline_lr,
+                 "its learning rate: scaled to this run's effective batch (linear for SGD, "
+                 "square root for Adam)");
 }
 
 void add_device_flags(CLI::App& app, RequestFlags& f) {
@@ -165,6 +175,8 @@ Status to_training(const RequestFlags& f, TrainingRequest& r) {
   TF_ASSIGN_OR_RETURN(r.memory_format,
                       parse_enum(kMemoryFormatNames, "--memory-format", f.memory_format));
   r.dataset_size = f.dataset_size;
+  r.baseline_batch = f.baseline_batch;
+  r.baseline_lr = f.baseline_lr;
   r.gpus = f.gpus;
   if (!f.strategy.empty()) {
     TF_ASSIGN_OR_RETURN(r.strategy, parse_enum(kStrategyNames, "--strategy", f.strategy));

@@ -41,6 +41,8 @@ struct RequestFlags {
   bool tf32 = false;
   std::string memory_format = "channels_first";
   std::optional<int64_t> dataset_size;
+  std::optional<int64_t> baseline_batch;  // add_baseline_flags
+  std::optional<double> baseline_lr;
   // The device.
   std::string gpu;
   std::string gpu_memory;
@@ -55,6 +57,8 @@ void add_source_flags(CLI::App& app, RequestFlags& flags);
 void add_training_flags(CLI::App& app, RequestFlags& flags);
 void add_device_flags(CLI::App& app, RequestFlags& flags);
 void add_request_flags(CLI::App& app, RequestFlags& flags);  // all three
+// --baseline-batch and --baseline-lr: the recipe a run reproduces (estimate, launch).
+void add_baseline_flags(CLI::App& app, RequestFlags& flags);
 // The same flags where a later value of an option overrides an earlier one (so that a model's
 // own --batch overrides a shared one) and lists add up.
 void add_layered_flags(CLI::App& app, RequestFlags& flags);

@@ -147,7 +147,9 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   TF_ASSIGN_OR_RETURN(Estimate e, estimate_events(list, names_of(g), std::move(facts), options));
   if (options.step_time) {
     TF_ASSIGN_OR_RETURN(e.time, graph_step_time(g, options));
-    if (e.time && options.dataset_size) e.epoch = epoch_time(*e.time, *options.dataset_size);
+    if (e.time && options.dataset_size) {
+      e.epoch = epoch_time(*e.time, *options.dataset_size, options.training.distributed.world_size);
+    }
   }
   return e;
 }

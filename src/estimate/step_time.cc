@@ -108,10 +108,25 @@ StepTime time_step(const StepCost& cost, const GpuTiming& gpu) {
   return t;
 }
 
-EpochTime epoch_time(const StepTime& step, int64_t dataset_size) {
+SamplerSplit distributed_sampler_split(int64_t dataset_size, int world_size, bool drop_last) {
+  SamplerSplit s;
+  if (dataset_size <= 0 || world_size < 1) return s;
+  if (drop_last && dataset_size % world_size != 0) {
+    // math.ceil((len - N) / N), which for len not a multiple of N is len // N.
+    s.samples_per_rank = dataset_size / world_size;
+    s.dropped_samples = dataset_size - s.samples_per_rank * world_size;
+  } else {
+    s.samples_per_rank = ceil_div(dataset_size, int64_t{world_size});
+    s.padded_samples = s.samples_per_rank * world_size - dataset_size;
+  }
+  return s;
+}
+
+EpochTime epoch_time(const StepTime& step, int64_t dataset_size, int world_size) {
   EpochTime e;
   if (step.samples <= 0 || dataset_size <= 0) return e;
-  e.steps = ceil_div(dataset_size, step.samples);
+  e.steps = ceil_div(distributed_sampler_split(dataset_size, world_size, false).samples_per_rank,
+                     step.samples);
   e.seconds = static_cast<double>(e.steps) * step.step_s;
   return e;
 }

@@ -66,11 +66,22 @@ double kernel_seconds(const KernelCost& k, const GpuTiming& gpu);
 // The fraction of the SMs a product's tiles keep busy, over all its waves.
 double wave_efficiency(const GemmShape& gemm, int sm_count);
 
-// An epoch of `dataset_size` samples: whole optimizer steps, the last one counted as full.
+// DistributedSampler (torch/utils/data/distributed.py): each rank takes every N-th index of
+// the (shuffled) dataset. Without drop_last the list is padded with its first indices to a
+// multiple of N; with drop_last the tail that does not split evenly is dropped.
+struct SamplerSplit {
+  int64_t samples_per_rank = 0;
+  int64_t padded_samples = 0;   // repeated samples each epoch (drop_last=False)
+  int64_t dropped_samples = 0;  // samples no rank sees (drop_last=True)
+};
+SamplerSplit distributed_sampler_split(int64_t dataset_size, int world_size, bool drop_last);
+
+// An epoch of `dataset_size` samples over `world_size` ranks (DistributedSampler's share
+// each): whole optimizer steps, the last one counted as full.
 struct EpochTime {
   int64_t steps = 0;
   double seconds = 0;
 };
-EpochTime epoch_time(const StepTime& step, int64_t dataset_size);
+EpochTime epoch_time(const StepTime& step, int64_t dataset_size, int world_size = 1);
 
 }  // namespace trainfit

@@ -39,4 +39,22 @@ std::vector<GradientBucket> assign_buckets(std::span<const BucketTensor> tensors
   return closed;
 }
 
+std::vector<std::vector<int32_t>> zero_redundancy_partition(std::span<const ShardParam> params,
+                                                            int world_size) {
+  std::vector<std::vector<int32_t>> ranks(static_cast<size_t>(std::max(world_size, 1)));
+  std::vector<int64_t> sizes(ranks.size(), 0);
+  std::vector<ShardParam> sorted(params.begin(), params.end());
+  // Groups in order; within one, largest first, ties in the order given.
+  std::stable_sort(sorted.begin(), sorted.end(), [](const ShardParam& a, const ShardParam& b) {
+    return a.group != b.group ? a.group < b.group : a.numel > b.numel;
+  });
+  for (const ShardParam& p : sorted) {
+    const auto rank =
+        static_cast<size_t>(std::min_element(sizes.begin(), sizes.end()) - sizes.begin());
+    ranks[rank].push_back(p.index);
+    sizes[rank] += p.numel;
+  }
+  return ranks;
+}
+
 }  // namespace trainfit

@@ -44,12 +44,27 @@ enum class BucketOrder : uint8_t {
 std::vector<GradientBucket> assign_buckets(std::span<const BucketTensor> tensors,
                                            std::span<const int64_t> limits, BucketOrder order);
 
+// torch.distributed.optim.ZeroRedundancyOptimizer's partition (_partition_parameters, 1.13 and
+// 2.x): parameter group by group, largest first (a stable sort by elements), each parameter
+// goes to the rank with the fewest elements so far (the lowest such rank), the counts carrying
+// over from group to group. Each rank's local optimizer steps its parameters in that order.
+struct ShardParam {
+  int32_t index = 0;  // the parameter's position in the optimizer's parameter list
+  int64_t numel = 0;
+  int group = 0;  // its parameter group: groups in increasing order
+};
+// Per rank: ShardParam::index in the local optimizer's order.
+std::vector<std::vector<int32_t>> zero_redundancy_partition(std::span<const ShardParam> params,
+                                                            int world_size);
+
 // One rank's DDP layout: the buckets the constructor allocates, and those the reducer rebuilds
 // before the second forward in the order gradients became ready (none with
 // find_unused_parameters).
 struct DdpLayout {
   std::vector<GradientBucket> buckets;
   std::vector<GradientBucket> rebuilt;
+  // With ZeroRedundancyOptimizer: the parameter elements each rank's optimizer state covers.
+  std::vector<int64_t> shard_elements;
 };
 
 }  // namespace trainfit

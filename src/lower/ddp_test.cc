@@ -198,5 +198,52 @@ TEST(DdpLowering, AParameterWithoutAGradientNeedsFindUnusedParameters) {
   EXPECT_TRUE(lower_training_step(g, ddp(unused), {}).ok());
 }
 
+// ZeroRedundancyOptimizer._partition_parameters, worked by hand: largest first, each to the
+// rank with the fewest elements so far (the lower rank on a tie).
+TEST(ZeroRedundancy, PartitionIsGreedyLargestFirst) {
+  const std::vector<ShardParam> params = {
+      {0, 10, 0}, {1, 40, 0}, {2, 30, 0}, {3, 20, 0}, {4, 5, 0}};
+  // 40 -> r0 (40, 0); 30 -> r1 (40, 30); 20 -> r1 (40, 50); 10 -> r0 (50, 50); 5 -> r0.
+  EXPECT_EQ(zero_redundancy_partition(params, 2),
+            (std::vector<std::vector<int32_t>>{{1, 0, 4}, {2, 3}}));
+  // Equal sizes keep their order; one rank takes everything.
+  const std::vector<ShardParam> equal = {{0, 8, 0}, {1, 8, 0}, {2, 8, 0}};
+  EXPECT_EQ(zero_redundancy_partition(equal, 2), (std::vector<std::vector<int32_t>>{{0, 2}, {1}}));
+  EXPECT_EQ(zero_redundancy_partition(equal, 1), (std::vector<std::vector<int32_t>>{{0, 1, 2}}));
+}
+
+TEST(ZeroRedundancy, GroupsPartitionInTurnWithCountsCarriedOver) {
+  // Group 0: 40 -> r0, 10 -> r1; group 1: 30 -> r1 (10 < 40).
+  const std::vector<ShardParam> params = {{0, 10, 0}, {1, 40, 0}, {2, 30, 1}};
+  EXPECT_EQ(zero_redundancy_partition(params, 2), (std::vector<std::vector<int32_t>>{{1}, {0, 2}}));
+}
+
+// mlp_bn over two ranks: fc2.weight (614,400 elements) is rank 0's shard, everything else
+// (533,970) rank 1's, so rank 0 keeps Adam's state for that one parameter.
+TEST(ZeroRedundancy, RankZeroKeepsStateForItsShardOnly) {
+  const Graph g = mlp_bn(kCpu);
+  TrainingConfig c = ddp();
+  c.optimizer.kind = OptimizerKind::kAdam;
+  const Replayed full = replay(*lower_training_step(g, c, {}));
+  c.distributed.strategy = Strategy::kZero1;
+  const Result<EventList> events = lower_training_step(g, c, {});
+  ASSERT_TRUE(events.ok()) << events.status().to_string();
+  EXPECT_EQ(events->ddp->shard_elements, (std::vector<int64_t>{614400, 533970}));
+  const Replayed zero = replay(*events);
+  constexpr auto kState = static_cast<size_t>(Category::kOptimizerState);
+  // Adam keeps exp_avg, exp_avg_sq and a step counter per parameter.
+  const int64_t step_bytes = (full.live_at_end[kState] - int64_t{2} * 4593480) / 8;
+  EXPECT_EQ(zero.live_at_end[kState], int64_t{2} * 2457600 + step_bytes);
+  // The reducer's buckets are DDP's.
+  EXPECT_EQ(zero.live_at_end[static_cast<size_t>(Category::kCommunication)],
+            full.live_at_end[static_cast<size_t>(Category::kCommunication)]);
+  // One rank owns every parameter: DDP's state. The step runs largest first, though, so the
+  // for-loop Adam holds fc2.weight's denom while it steps fc1.weight: a higher transient peak.
+  c.distributed.world_size = 1;
+  const Replayed one = replay(*lower_training_step(g, c, {}));
+  EXPECT_EQ(one.live_at_end[kState], full.live_at_end[kState]);
+  EXPECT_GT(one.peak, full.peak);
+}
+
 }  // namespace
 }  // namespace trainfit

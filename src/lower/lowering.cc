@@ -52,12 +52,18 @@ class Lowerer : public EventSink {
   void end_micro_step();
 
   // DistributedDataParallel (--strategy ddp).
-  bool ddp() const { return config_.distributed.strategy == Strategy::kDdp; }
+  // --strategy zero1 is DDP with ZeroRedundancyOptimizer: the same reducer.
+  bool ddp() const {
+    return config_.distributed.strategy == Strategy::kDdp ||
+           config_.distributed.strategy == Strategy::kZero1;
+  }
+  bool zero_redundancy() const { return config_.distributed.strategy == Strategy::kZero1; }
   void ddp_construct();
   void ddp_pre_forward();
   void broadcast_coalesced(const std::vector<BucketTensor>& tensors);
   void allocate_buckets(const std::vector<GradientBucket>& buckets);
   void grads_to_buckets(NodeId node);
+  void zero_partition();
   Status check_ddp_grads() const;
 
   bool is_param(ValueId v) const {
@@ -102,6 +108,7 @@ class Lowerer : public EventSink {
   std::vector<BufferId> iteration_buffers_;  // freed at the end of the micro-step
 
   // DDP state.
+  std::vector<int32_t> zero_order_;       // ZeroRedundancyOptimizer: rank 0's params, as it steps
   std::vector<BucketTensor> ddp_params_;  // the reducer's parameters, in parameters() order
   IdVector<int32_t> ddp_index_;           // per param: its index there, or -1
   std::vector<int32_t> ready_order_;      // DDP indices as the first backward made them ready
@@ -525,11 +532,19 @@ void Lowerer::optimizer_step(bool first_step) {
   step.target = g_.target;
   step.first_step = first_step;
   step.grad_scaler = uses_grad_scaler();
-  for (size_t p = 0; p < g_.params.size(); ++p) {
-    if (param_grad_[p] == kNoBuffer) continue;
+  auto add = [&](size_t p) {
+    if (param_grad_[p] == kNoBuffer) return;
     const Value& v = g_.value(g_.params[p].value);
     step.params.push_back({static_cast<int32_t>(p), value_bytes(v), g_.params[p].group,
                            checked_numel(v.shape).value_or(0)});
+  };
+  if (zero_redundancy()) {
+    // Rank 0's local optimizer steps its shard only; _sync_params then broadcasts every
+    // shard into the parameters in place.
+    step.nested_steps = 2;
+    for (int32_t p : zero_order_) add(static_cast<size_t>(p));
+  } else {
+    for (size_t p = 0; p < g_.params.size(); ++p) add(p);
   }
   lower_optimizer_step(step, *this);
 }
@@ -665,6 +680,30 @@ void Lowerer::ddp_pre_forward() {
   }
 }
 
+// ZeroRedundancyOptimizer(model.parameters() that train, optimizer_class): rank 0's shard.
+// Creating it allocates nothing; its local optimizer keeps state for the shard only.
+void Lowerer::zero_partition() {
+  std::vector<ShardParam> params;
+  for (size_t p = 0; p < g_.params.size(); ++p) {
+    if (g_.params[p].buffer || !g_.params[p].trainable) continue;
+    params.push_back({static_cast<int32_t>(p),
+                      checked_numel(g_.value(g_.params[p].value).shape).value_or(0),
+                      g_.params[p].group});
+  }
+  const std::vector<std::vector<int32_t>> ranks =
+      zero_redundancy_partition(params, config_.distributed.world_size);
+  zero_order_ = ranks.front();
+  if (!out_.ddp) out_.ddp = DdpLayout{};  // no trainable parameters: no buckets either
+  for (const std::vector<int32_t>& rank : ranks) {
+    int64_t elements = 0;
+    for (int32_t p : rank) {
+      elements +=
+          checked_numel(g_.value(g_.params[static_cast<size_t>(p)].value).shape).value_or(0);
+    }
+    out_.ddp->shard_elements.push_back(elements);
+  }
+}
+
 // gradient_as_bucket_view: the reducer's hook, right after AccumulateGrad, copies the new .grad
 // into its bucket and makes .grad the bucket's view; the gradient autograd made goes.
 void Lowerer::grads_to_buckets(NodeId node) {
@@ -714,6 +753,7 @@ Result<EventList> Lowerer::run() {
   phase_ = Phase::kSetup;
   allocate_parameters();
   if (ddp()) ddp_construct();
+  if (zero_redundancy()) zero_partition();
   for (int it = 0; it < config_.iterations; ++it) {
     iteration_ = static_cast<uint8_t>(std::min(it, 255));
     for (micro_step_ = 0; micro_step_ < config_.grad_accum; ++micro_step_) {

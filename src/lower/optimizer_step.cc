@@ -141,11 +141,13 @@ void lower_optimizer_step(const OptimizerStep& step, EventSink& sink) {
     sink.release(reciprocal);
     unscale.push_back(sink.alloc(4, Category::kTemporary, false, -1));  // found_inf
   }
-  int32_t handle = kNoBuffer;
+  std::vector<int32_t> handles;
   if (step.target.torch == TorchVersion::k1_13) {
-    const int32_t placeholder = sink.alloc(4, Category::kTemporary, true, -1);
-    handle = sink.alloc(kRecordFunctionHandleBytes, Category::kTemporary, true, -1);
-    sink.release(placeholder);
+    for (int i = 0; i < step.nested_steps; ++i) {
+      const int32_t placeholder = sink.alloc(4, Category::kTemporary, true, -1);
+      handles.push_back(sink.alloc(kRecordFunctionHandleBytes, Category::kTemporary, true, -1));
+      sink.release(placeholder);
+    }
   }
   // Optimizer.step runs _init_group and the update group by group (param_groups order).
   std::vector<StepParam> params = step.params;
@@ -163,7 +165,7 @@ void lower_optimizer_step(const OptimizerStep& step, EventSink& sink) {
     }
     first = end;
   }
-  release(sink, handle);
+  for (auto h = handles.rbegin(); h != handles.rend(); ++h) sink.release(*h);
   for (int32_t b : unscale) sink.release(b);
 }
 

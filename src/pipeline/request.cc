@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "lower/optimizer_step.h"
 #include "sources/calibration/gpu_profile.h"
 
@@ -10,6 +12,8 @@ namespace {
 
 // torchrun and NCCL go further; a plan for more GPUs than this is a typo.
 constexpr int kMaxGpus = 4096;
+// A baseline batch beyond this (2^30 samples per step) is a typo too.
+constexpr int64_t kMaxBaselineBatch = int64_t{1} << 30;
 
 Status check_source(const TrainingRequest& r) {
   TF_RETURN_IF_ERROR(check_model_source(!r.model.empty(), r.trace != nullptr));
@@ -54,6 +58,26 @@ Status check_trace_request(const TrainingRequest& r, const TraceModel& model) {
   return {};
 }
 
+// The baseline's batch and learning rate: a batch of samples, a rate that is a number above 0.
+Status check_baseline(const TrainingRequest& r) {
+  if (r.baseline_batch && (*r.baseline_batch < 1 || *r.baseline_batch > kMaxBaselineBatch)) {
+    return invalid_argument(
+        fmt::format("--baseline-batch {} is not a batch size", *r.baseline_batch),
+        "give the effective batch the paper or config trained with, e.g. --baseline-batch 256");
+  }
+  if (r.baseline_lr && !(*r.baseline_lr > 0 && std::isfinite(*r.baseline_lr))) {
+    return invalid_argument(
+        fmt::format("--baseline-lr {:g} is not a learning rate", *r.baseline_lr),
+        "give the baseline's learning rate, e.g. --baseline-lr 0.1");
+  }
+  if (r.baseline_lr && !r.baseline_batch) {
+    return invalid_argument("--baseline-lr needs --baseline-batch",
+                            "a learning rate is scaled from the batch it was tuned at: add "
+                            "--baseline-batch");
+  }
+  return {};
+}
+
 // --gpus, --strategy and DDP's arguments.
 Result<DistributedConfig> distributed_config(const TrainingRequest& r) {
   DistributedConfig d;
@@ -67,15 +91,16 @@ Result<DistributedConfig> distributed_config(const TrainingRequest& r) {
     return invalid_argument("--strategy none cannot spread a step over GPUs",
                             "use --strategy ddp, or --gpus 1");
   }
-  if (d.strategy != Strategy::kSingle && d.strategy != Strategy::kDdp) {
+  const bool reducer = d.strategy == Strategy::kDdp || d.strategy == Strategy::kZero1;
+  if (d.strategy != Strategy::kSingle && !reducer) {
     return unsupported(fmt::format("--strategy {} is not modelled yet", strategy_name(d.strategy)),
-                       "use --strategy ddp");
+                       "use --strategy ddp, or zero1 (DDP with ZeroRedundancyOptimizer)");
   }
   const DdpConfig& ddp = r.ddp;
   const bool ddp_flags = ddp.bucket_cap_bytes || ddp.gradient_as_bucket_view ||
                          ddp.find_unused_parameters || !ddp.broadcast_buffers;
-  if (ddp_flags && d.strategy != Strategy::kDdp) {
-    return invalid_argument("DDP's flags need --strategy ddp (or --gpus 2 or more)",
+  if (ddp_flags && !reducer) {
+    return invalid_argument("DDP's flags need --strategy ddp or zero1 (or --gpus 2 or more)",
                             "add --strategy ddp");
   }
   if (ddp.bucket_cap_bytes && *ddp.bucket_cap_bytes < 1) {
@@ -237,6 +262,9 @@ Result<ResolvedRequest> resolve(const TrainingRequest& r) {
         "give the samples in one epoch, e.g. --dataset-size 50000");
   }
   out.options.dataset_size = r.dataset_size;
+  TF_RETURN_IF_ERROR(check_baseline(r));
+  out.baseline_batch = r.baseline_batch;
+  out.baseline_lr = r.baseline_lr;
   return out;
 }
 
@@ -305,6 +333,8 @@ std::vector<std::string> request_args(const TrainingRequest& r) {
     add("--memory-format", std::string(kMemoryFormatNames.name(r.memory_format)));
   }
   if (r.dataset_size) add("--dataset-size", std::to_string(*r.dataset_size));
+  if (r.baseline_batch) add("--baseline-batch", std::to_string(*r.baseline_batch));
+  if (r.baseline_lr) add("--baseline-lr", fmt::format("{:g}", *r.baseline_lr));
   const DeviceProfile& d = r.device;
   if (!d.gpu.empty()) {
     add("--gpu", d.gpu);

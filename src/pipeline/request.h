@@ -50,6 +50,10 @@ struct TrainingRequest {
   bool tf32 = false;                    // fp32 matmuls in TF32 (convolutions use it by default)
   MemoryFormat memory_format = MemoryFormat::kChannelsFirst;
   std::optional<int64_t> dataset_size;  // samples per epoch: the epoch time
+  // The recipe this run reproduces (a paper's or config's batch and learning rate): the
+  // estimate plans the batch and learning rate against it (plan/scaling.h).
+  std::optional<int64_t> baseline_batch;
+  std::optional<double> baseline_lr;
 
   // The kernel target, GPU, memory and CUDA context (choose_device builds it from names).
   DeviceProfile device = cuda_profile(std::nullopt);
@@ -78,6 +82,8 @@ struct ResolvedRequest {
   ModelRequest model;  // the zoo model to build; with a trace, its name and batch only
   std::shared_ptr<const TraceModel> trace;
   EstimateOptions options;
+  std::optional<int64_t> baseline_batch;  // checked: at least 1
+  std::optional<double> baseline_lr;      // checked: positive, and only with a baseline batch
 };
 Result<ResolvedRequest> resolve(const TrainingRequest& request);
 

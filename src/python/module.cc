@@ -56,6 +56,8 @@ const std::vector<std::string> kRequestKeys = {"model",
                                                "tf32",
                                                "memory_format",
                                                "dataset_size",
+                                               "baseline_batch",
+                                               "baseline_lr",
                                                "gpu",
                                                "gpu_memory",
                                                "gpu_profile",
@@ -228,6 +230,17 @@ Result<TrainingRequest> request_of(const py::dict& options) {
       TF_ASSIGN_OR_RETURN(r.memory_format, parse_enum(kMemoryFormatNames, key, s));
     } else if (key == "dataset_size") {
       TF_ASSIGN_OR_RETURN(r.dataset_size, int_of(key, v));
+    } else if (key == "baseline_batch") {
+      if (!v.is_none()) {
+        TF_ASSIGN_OR_RETURN(r.baseline_batch, int_of(key, v));
+      }
+    } else if (key == "baseline_lr") {
+      if (!v.is_none()) {
+        if (!py::isinstance<py::float_>(v) && !py::isinstance<py::int_>(v)) {
+          return wrong_type(key, v, "a number such as 0.1");
+        }
+        r.baseline_lr = v.cast<double>();
+      }
     } else if (key == "gpu") {
       TF_ASSIGN_OR_RETURN(device.gpu, text_of(key, v));
     } else if (key == "gpu_memory") {

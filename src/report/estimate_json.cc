@@ -3,6 +3,38 @@
 
 namespace trainfit {
 
+nlohmann::json scaling_json(const ScalingPlan& p) {
+  nlohmann::json j;
+  j["effective_batch"] = p.effective_batch;
+  const auto put = [&j](const char* key, const auto& value) {
+    j[key] = value ? nlohmann::json(*value) : nlohmann::json();
+  };
+  put("grad_accum_for_baseline", p.grad_accum_for_baseline);
+  put("per_gpu_batch_for_baseline", p.per_gpu_batch_for_baseline);
+  j["batch_ratio"] = p.batch_ratio;
+  put("lr", p.lr);
+  j["lr_rule"] = p.lr ? nlohmann::json(lr_rule_name(p.rule)) : nlohmann::json();
+  j["lr_rule_source"] = p.rule_source;
+  put("lr_linear", p.lr_linear);
+  put("lr_sqrt", p.lr_sqrt);
+  put("adam_beta1", p.beta1);
+  put("adam_beta2", p.beta2);
+  put("adam_eps", p.eps);
+  put("warmup_epochs", p.warmup_epochs);
+  put("warmup_steps", p.warmup_steps);
+  put("steps_per_epoch", p.steps_per_epoch);
+  if (p.sampler) {
+    j["sampler"] = {{"samples_per_rank", p.sampler->samples_per_rank},
+                    {"padded_samples", p.sampler->padded_samples}};
+  }
+  nlohmann::json warnings = nlohmann::json::array();
+  for (const ScalingWarning& w : p.warnings) {
+    warnings.push_back({{"code", w.code}, {"message", w.message}, {"fix", w.fix}});
+  }
+  j["warnings"] = warnings;
+  return j;
+}
+
 nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
   nlohmann::json j;
   j["model"] = h.model;
@@ -31,6 +63,7 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
                 {"gradient_as_bucket_view", dist.ddp.gradient_as_bucket_view},
                 {"find_unused_parameters", dist.ddp.find_unused_parameters},
                 {"broadcast_buffers", dist.ddp.broadcast_buffers}};
+    if (!e.ddp->shard_elements.empty()) j["ddp"]["shard_elements"] = e.ddp->shard_elements;
   }
   j["checkpoint"] = h.training.checkpoint;
   j["device_profile"] = profile_name(h.device.target);

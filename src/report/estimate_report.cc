@@ -41,12 +41,41 @@ std::string optimizer_line(const EstimateHeader& h) {
   return s;
 }
 
+namespace {
+
+// Layers that normalise over the batch: BatchNorm1d/2d/3d and SyncBatchNorm, not
+// FrozenBatchNorm2d (fixed statistics).
+int batch_norm_layers(const Graph& graph) {
+  int n = 0;
+  for (const Module& m : graph.modules) {
+    if (m.type.starts_with("BatchNorm") || m.type == "SyncBatchNorm") ++n;
+  }
+  return n;
+}
+
+std::optional<ScalingPlan> scaling_plan(const EstimateRun& run) {
+  const ResolvedRequest& r = run.resolved;
+  const TrainingConfig& t = r.options.training;
+  if (t.distributed.world_size == 1 && !r.baseline_batch) return std::nullopt;
+  return plan_scaling({.per_gpu_batch = r.model.batch,
+                       .gpus = t.distributed.world_size,
+                       .grad_accum = t.grad_accum,
+                       .optimizer = t.optimizer.kind,
+                       .baseline_batch = r.baseline_batch,
+                       .baseline_lr = r.baseline_lr,
+                       .dataset_size = r.options.dataset_size,
+                       .batch_norm_layers = batch_norm_layers(run.graph)});
+}
+
+}  // namespace
+
 Result<EstimateReport> make_estimate_report(const TrainingRequest& request,
                                             const EstimateDetail& detail) {
   PipelineEstimator estimator;
   TF_ASSIGN_OR_RETURN(EstimateRun run, estimator.run(request, detail));
   EstimateReport report;
   report.header = header_of(run.resolved);
+  report.scaling = scaling_plan(run);
   if (detail.timeline) {
     const EventNames names = names_of(run);
     report.timeline.reserve(run.estimate.timeline.size());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pipeline/estimator.h"
+#include "plan/scaling.h"
 
 namespace trainfit {
 
@@ -47,6 +48,8 @@ struct EstimateReport {
   EstimateHeader header;
   Estimate estimate;
   std::vector<TimelineRow> timeline;  // with EstimateDetail::timeline
+  // Batch and learning rate over GPUs: with --gpus 2 or more, or a baseline.
+  std::optional<ScalingPlan> scaling;
 };
 
 Result<EstimateReport> make_estimate_report(const TrainingRequest& request,

@@ -1,5 +1,7 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "base/units.h"
 #include "report/format.h"
 #include "report/text.h"
@@ -63,9 +65,15 @@ std::string time_text(const EstimateHeader& h, const StepTime& t,
   line("GPU throughput", fmt::format("{:.1f}", t.achieved_flops_per_s / 1e12),
        "TFLOP/s achieved over the step");
   if (epoch) {
+    const int n = h.training.distributed.world_size;
     line("epoch", format_duration(epoch->seconds),
-         fmt::format("{} samples in {} steps", format_count(*h.dataset_size),
-                     format_count(epoch->steps)));
+         n == 1 ? fmt::format("{} samples in {} steps", format_count(*h.dataset_size),
+                              format_count(epoch->steps))
+                : fmt::format(
+                      "{} samples over {} GPUs: {} steps of each rank's {}",
+                      format_count(*h.dataset_size), n, format_count(epoch->steps),
+                      format_count(
+                          distributed_sampler_split(*h.dataset_size, n, false).samples_per_rank)));
   }
   return out;
 }
@@ -81,11 +89,12 @@ std::string distributed_text(const EstimateHeader& h, const Estimate& e) {
   const DistributedConfig& d = h.training.distributed;
   if (d.strategy == Strategy::kSingle) return "";
   const int accum = h.training.grad_accum;
+  const bool zero = d.strategy == Strategy::kZero1;
   std::string out = fmt::format(
-      "{} over {} GPU{}: the figures are one rank's; effective batch {} ({} x {} GPU{}{})\n", "DDP",
-      d.world_size, d.world_size == 1 ? "" : "s", h.batch * d.world_size * accum, h.batch,
-      d.world_size, d.world_size == 1 ? "" : "s",
-      accum > 1 ? fmt::format(" x {} micro-batches", accum) : "");
+      "{} over {} GPU{}: the figures are {}; effective batch {} ({} x {} GPU{}{})\n",
+      zero ? "DDP with ZeroRedundancyOptimizer" : "DDP", d.world_size, d.world_size == 1 ? "" : "s",
+      zero ? "rank 0's" : "one rank's", h.batch * d.world_size * accum, h.batch, d.world_size,
+      d.world_size == 1 ? "" : "s", accum > 1 ? fmt::format(" x {} micro-batches", accum) : "");
   if (e.ddp) {
     out += fmt::format("DDP buckets: {} at construction", bucket_list(e.ddp->buckets));
     if (!e.ddp->rebuilt.empty()) {
@@ -94,6 +103,53 @@ std::string distributed_text(const EstimateHeader& h, const Estimate& e) {
     out += d.ddp.gradient_as_bucket_view ? "; .grad views into them\n"
                                          : "; a second copy of the gradients "
                                            "(--gradient-as-bucket-view saves it)\n";
+    const std::vector<int64_t>& shards = e.ddp->shard_elements;
+    if (!shards.empty()) {
+      int64_t total = 0;
+      for (int64_t n : shards) total += n;
+      const int64_t largest = *std::max_element(shards.begin(), shards.end());
+      const auto share = [total](int64_t n) {
+        return total > 0 ? 100.0 * static_cast<double>(n) / static_cast<double>(total) : 0.0;
+      };
+      out += fmt::format(
+          "optimizer state sharded: rank 0 steps {:.1f}% of the parameters' elements{}\n",
+          share(shards.front()),
+          largest > shards.front()
+              ? fmt::format(" (the largest shard, {:.1f}%, is another rank's)", share(largest))
+              : "");
+    }
+  }
+  return out;
+}
+
+std::string scaling_text(const ScalingPlan& p, const EstimateHeader& h) {
+  std::string out = "\nBatch and learning rate\n";
+  auto line = [&out](std::string_view label, const std::string& value) {
+    out += fmt::format("  {:<20}{}\n", label, value);
+  };
+  line("effective batch", fmt::format("{} per optimizer step", p.effective_batch));
+  if (p.lr) {
+    line("learning rate",
+         fmt::format("{:.4g} ({} rule, k = {:.4g}; linear {:.4g}, square root {:.4g})", *p.lr,
+                     lr_rule_name(p.rule), p.batch_ratio, *p.lr_linear, *p.lr_sqrt));
+    line("", p.rule_source);
+    if (p.beta1) {
+      line("Adam", fmt::format("betas ({:.4g}, {:.4g}), eps {:.3g} (from PyTorch's defaults)",
+                               *p.beta1, *p.beta2, *p.eps));
+    }
+    if (p.warmup_epochs) {
+      line("warm-up", p.warmup_steps ? fmt::format("{:g} epochs = {} steps", *p.warmup_epochs,
+                                                   format_count(*p.warmup_steps))
+                                     : fmt::format("{:g} epochs", *p.warmup_epochs));
+    }
+  }
+  if (p.sampler && h.training.distributed.world_size > 1) {
+    line("each rank",
+         fmt::format("{} samples, {} steps per epoch (DistributedSampler)",
+                     format_count(p.sampler->samples_per_rank), format_count(*p.steps_per_epoch)));
+  }
+  for (const ScalingWarning& w : p.warnings) {
+    out += fmt::format("  warning [{}] {}\n    fix: {}\n", w.code, w.message, w.fix);
   }
   return out;
 }
@@ -174,6 +230,7 @@ std::string estimate_text(const EstimateReport& report) {
     total += e.allocator_cache_bytes + e.cuda_context_bytes;
   }
   line("total", total, cuda ? "= device used" : "= peak allocated");
+  if (report.scaling) out += scaling_text(*report.scaling, h);
   if (!e.live_at_peak.empty()) {
     out += fmt::format("\nLargest of the {} tensors alive at the peak\n", e.live_at_peak.size());
     const size_t shown = std::min<size_t>(e.live_at_peak.size(), 25);

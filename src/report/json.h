@@ -16,8 +16,11 @@
 namespace trainfit {
 
 nlohmann::json estimate_json(const EstimateHeader& header, const Estimate& estimate);
+nlohmann::json scaling_json(const ScalingPlan& plan);
 inline nlohmann::json estimate_json(const EstimateReport& report) {
-  return estimate_json(report.header, report.estimate);
+  nlohmann::json j = estimate_json(report.header, report.estimate);
+  if (report.scaling) j["scaling"] = scaling_json(*report.scaling);
+  return j;
 }
 nlohmann::json fit_json(const FitReport& report);
 nlohmann::json compare_json(const std::vector<CompareEntry>& entries);  // {"models": [...]}

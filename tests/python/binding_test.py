@@ -65,6 +65,11 @@ class SameReport(unittest.TestCase):
              ["--model", "resnet18", "--batch", "8", "--gpus", "2", "--strategy", "ddp",
               "--bucket-cap-mb", "10", "--gradient-as-bucket-view", "--find-unused-parameters",
               "--no-broadcast-buffers", "--gpu", "rtx4090"]),
+            (dict(model="resnet18", batch=4, gpus=4, strategy="zero1", optimizer="momentum",
+                  baseline_batch=256, baseline_lr=0.1, dataset_size=1001, gpu="rtx4090"),
+             ["--model", "resnet18", "--batch", "4", "--gpus", "4", "--strategy", "zero1",
+              "--optimizer", "momentum", "--baseline-batch", "256", "--baseline-lr", "0.1",
+              "--dataset-size", "1001", "--gpu", "rtx4090"]),
         ]
         for kwargs, args in cases:
             with self.subTest(args=" ".join(args)):
@@ -199,6 +204,10 @@ class Errors(unittest.TestCase):
                             "not modelled yet")
         self.assert_refused(lambda: trainfit.estimate("resnet50", gradient_as_bucket_view=True),
                             "ddp")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", baseline_lr=0.1),
+                            "--baseline-lr needs --baseline-batch")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", baseline_batch=8,
+                                                      baseline_lr="fast"), "baseline_lr")
 
     def test_malformed_trace(self):
         self.assert_refused(lambda: trainfit.estimate(trace={"format": "something else"}),
