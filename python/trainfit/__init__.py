@@ -6,10 +6,10 @@ PyTorch model's training step for trainfit.
     trace = trainfit.trace(model, make_batch, loss_fn, make_optimizer)   # needs torch
     trainfit.fit(trace=trainfit.load_trace(trace), gpu="all")
 """
-from .api import Error, Trace, compare, estimate, fit, load_trace, summary
+from .api import Error, Trace, compare, estimate, fit, launch, load_trace, summary
 
-__all__ = ["trace", "estimate", "fit", "compare", "summary", "load_trace", "Trace", "Error",
-           "FORMAT", "VERSION"]
+__all__ = ["trace", "estimate", "fit", "launch", "compare", "summary", "load_trace", "Trace",
+           "Error", "FORMAT", "VERSION"]
 
 
 def __getattr__(name: str) -> object:

@@ -153,6 +153,24 @@ def fit(model: Optional[str] = None, *, trace: Optional[TraceSource] = None,
                                   rank))
 
 
+def launch(model: Optional[str] = None, *, gpu: str, gpus: int, baseline_batch: int,
+           baseline_lr: float, set: Optional[Mapping[str, Any]] = None,
+           input: Optional[Shape] = None, seq_len: Optional[int] = None,
+           precision: str = "fp32", freeze: Union[str, Sequence[str], None] = None,
+           optimizer: Optional[str] = None, optimizer_impl: str = "default",
+           weight_decay: Optional[float] = None,
+           checkpoint: Union[str, Sequence[str], None] = None, strategy: Optional[str] = None,
+           gradient_as_bucket_view: bool = False, dataset_size: Optional[int] = None,
+           margin: Union[float, str, None] = None, cores: Optional[int] = None) -> Report:
+    """The GPU count (1 to `gpus`), strategy, per-GPU batch and gradient accumulation that
+    reproduce `baseline_batch` exactly, fastest within `gpu`'s memory, with the learning rate,
+    the torchrun command and the changes the training script needs (`trainfit launch --json`).
+    cores: the node's CPU cores for OMP_NUM_THREADS (default: this host's). Step times are each
+    GPU's compute; the all-reduce is not modelled yet."""
+    options = _request_options(locals(), ("cores",))
+    return _report(_binding().launch(options, cores or os.cpu_count() or 1))
+
+
 def compare(models: Sequence[Mapping[str, Any]], **shared: Any) -> Report:
     """Several models side by side: `models` holds each one's keywords (as for
     trainfit.estimate: model= or trace=, batch=, set=, ...); `shared` keywords apply to every

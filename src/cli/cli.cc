@@ -31,6 +31,10 @@ constexpr Command kCommands[] = {
     {"models", "list the model zoo with each model's --set keys", setup_models},
     {"gpus", "list the GPU catalog", setup_gpus},
     {"ops", "list the op registry: what each op keeps for backward", setup_ops},
+    {"launch",
+     "the GPUs, strategy, per-GPU batch and accumulation that reproduce a baseline's batch, "
+     "with the torchrun line",
+     setup_launch},
     {"loader",
      "DataLoader settings that feed the GPU, from a probe of your Dataset: workers, prefetch, "
      "host RAM, /dev/shm",

@@ -131,6 +131,12 @@ TEST(FitWhatIf, DiffusionGpt2AndVitRowsAreDirectEstimates) {
                             {"checkpoint encoder layers", "expandable segments"});
 }
 
+// Over two GPUs the what-if also offers DDP's gradient_as_bucket_view and ZeroRedundancyOptimizer.
+TEST(FitWhatIf, DdpRowsAreDirectEstimates) {
+  expect_rows_are_estimates({"--model", "resnet18", "--gpus", "2"}, "rtx4090", "32",
+                            {"gradient as bucket view", "ZeroRedundancyOptimizer", "AMP bf16"});
+}
+
 TEST(FitWhatIf, CheckpointCostIsTheRecomputedShareOfTheStep) {
   const nlohmann::json f =
       run_json({"fit", "--model", "resnet50", "--gpu", "rtx4090", "--batch", "32", "--what-if"});

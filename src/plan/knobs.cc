@@ -70,6 +70,16 @@ Change add_sets(std::vector<std::pair<std::string, std::string>> sets) {
           std::move(args)};
 }
 
+Change use_gradient_as_bucket_view() {
+  return {[](TrainingRequest& r) { r.ddp.gradient_as_bucket_view = true; },
+          {"--gradient-as-bucket-view"}};
+}
+
+Change set_strategy(Strategy strategy) {
+  return {[=](TrainingRequest& r) { r.strategy = strategy; },
+          {"--strategy", std::string(strategy_name(strategy))}};
+}
+
 namespace {
 
 bool matches_some_module(const Graph& graph, const std::string& pattern) {
@@ -197,6 +207,17 @@ Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request,
   }
   if (!request.expandable_segments) {
     add("expandable segments", KnobKind::kFree, "", use_expandable_segments(), "none");
+  }
+  const DistributedConfig& dist = r.options.training.distributed;
+  if (dist.strategy == Strategy::kDdp || dist.strategy == Strategy::kZero1) {
+    if (!dist.ddp.gradient_as_bucket_view) {
+      add("gradient as bucket view", KnobKind::kFree, "", use_gradient_as_bucket_view(), "none");
+    }
+    const bool stateful = opt.kind != OptimizerKind::kSgd;
+    if (dist.strategy == Strategy::kDdp && dist.world_size > 1 && stateful) {
+      add("ZeroRedundancyOptimizer", KnobKind::kFree, "", set_strategy(Strategy::kZero1),
+          "a broadcast of the parameters after each step");
+    }
   }
   TF_ASSIGN_OR_RETURN(const StepFlops base, step_flops(graph, r.options.training.checkpoint));
   add_checkpoint_knobs(graph, *spec, r.options.training.checkpoint, base, knobs);

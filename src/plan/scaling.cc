@@ -1,6 +1,7 @@
 #include "plan/scaling.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 

@@ -368,6 +368,22 @@ PYBIND11_MODULE(_trainfit, m) {
       "The `fit --json` text for one request.");
 
   m.def(
+      "launch",
+      [m](const py::dict& options, int cores) {
+        const TrainingRequest request = value_or_raise(m, request_of(options));
+        if (cores < 1) {
+          raise(m, invalid_argument("cores must be at least 1", "for example cores=32"));
+        }
+        const LaunchReport report = value_or_raise(
+            m, without_gil([&] {
+              return make_launch_report(request, {.max_gpus = request.gpus, .host_cores = cores});
+            }));
+        return launch_json(report).dump(2);
+      },
+      py::arg("options"), py::arg("cores") = 1,
+      "The `launch --json` text for one request (gpus: the GPUs available).");
+
+  m.def(
       "compare",
       [m](const std::vector<py::dict>& models) {
         std::vector<TrainingRequest> requests;

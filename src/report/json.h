@@ -11,6 +11,7 @@
 #include "report/compare_report.h"
 #include "report/estimate_report.h"
 #include "report/fit_report.h"
+#include "report/launch_report.h"
 #include "report/loader_report.h"
 
 namespace trainfit {
@@ -27,5 +28,6 @@ nlohmann::json compare_json(const std::vector<CompareEntry>& entries);  // {"mod
 // Modules down to `max_depth` (-1: all).
 nlohmann::json summary_json(const Summary& summary, int max_depth);
 nlohmann::json loader_json(const LoaderReport& report);
+nlohmann::json launch_json(const LaunchReport& report);
 
 }  // namespace trainfit

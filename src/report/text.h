@@ -11,6 +11,7 @@
 #include "report/compare_report.h"
 #include "report/estimate_report.h"
 #include "report/fit_report.h"
+#include "report/launch_report.h"
 #include "report/loader_report.h"
 
 namespace trainfit {
@@ -21,6 +22,7 @@ std::string compare_text(const std::vector<CompareEntry>& entries);
 // Modules down to `max_depth` (-1: all) in a 100-column table.
 std::string summary_text(const Summary& summary, int max_depth);
 std::string loader_text(const LoaderReport& report);
+std::string launch_text(const LaunchReport& report);
 // The plan's settings as Python: "DataLoader(dataset, batch_size=32, num_workers=2, ...)".
 std::string dataloader_call(const LoaderPlan& plan);
 

@@ -78,6 +78,15 @@ class SameReport(unittest.TestCase):
                 self.assertEqual(got, cli_json("estimate", *args))
                 self.assertGreater(got["peak_allocated_bytes"], 0)
 
+    def test_launch(self):
+        got = trainfit.launch("resnet18", gpu="rtx4090", gpus=2, baseline_batch=512,
+                              baseline_lr=0.1, optimizer="momentum", cores=16)
+        self.assertEqual(got, cli_json("launch", "--model", "resnet18", "--gpu", "rtx4090",
+                                       "--gpus", "2", "--baseline-batch", "512",
+                                       "--baseline-lr", "0.1", "--optimizer", "momentum",
+                                       "--cores", "16"))
+        self.assertEqual(got["per_gpu_batch"] * got["gpus"] * got["grad_accum"], 512)
+
     def test_fit(self):
         got = trainfit.fit("resnet18", gpu="rtx4090")
         self.assertEqual(got, cli_json("fit", "--model", "resnet18", "--gpu", "rtx4090"))

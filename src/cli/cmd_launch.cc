@@ -1,0 +1,94 @@
+// trainfit launch: the GPU count, strategy, per-GPU batch and accumulation that reproduce a
+// baseline's effective batch fastest within the card's memory, with the torchrun line and the
+// changes the training script needs.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <thread>
+
+#include "cli/cli.h"
+#include "cli/request_flags.h"
+#include "report/json.h"
+#include "report/text.h"
+
+namespace trainfit {
+namespace {
+
+struct LaunchFlags {
+  RequestFlags request;
+  int cores = 0;  // 0: this host's
+  bool json = false;
+};
+
+Result<TrainingRequest> to_launch_request(const LaunchFlags& o) {
+  const RequestFlags& flags = o.request;
+  if (flags.gpu.empty() || flags.gpu == "all") {
+    return invalid_argument("launch needs the GPU the run will use",
+                            "add --gpu NAME (see `trainfit gpus`)");
+  }
+  if (flags.device_profile != "cuda") {
+    return unsupported("launch plans for CUDA GPUs", "drop --device-profile cpu");
+  }
+  if (!flags.baseline_batch || !flags.baseline_lr) {
+    return invalid_argument("launch needs the baseline's batch and learning rate",
+                            "add --baseline-batch B --baseline-lr LR (what the paper or config "
+                            "trained with)");
+  }
+  if (flags.batch != 1 || flags.grad_accum != 1) {
+    return invalid_argument("launch chooses the per-GPU batch and accumulation itself",
+                            "drop --batch and --grad-accum; give --baseline-batch");
+  }
+  return to_request(flags);
+}
+
+int run_launch(const LaunchFlags& o, std::ostream& out, std::ostream& err) {
+  Result<TrainingRequest> request = to_launch_request(o);
+  if (!request.ok()) return report_error(err, request.status());
+  if (o.cores < 0 || o.cores > 1 << 20) {
+    return report_error(err,
+                        invalid_argument(fmt::format("--cores {} is not a core count", o.cores),
+                                         "give the node's CPU cores, e.g. --cores 32"));
+  }
+  const int cores =
+      o.cores > 0 ? o.cores : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  Result<LaunchReport> report =
+      make_launch_report(*request, {.max_gpus = request->gpus, .host_cores = cores});
+  if (!report.ok()) return report_error(err, report.status());
+  if (o.json) {
+    out << launch_json(*report).dump(2) << '\n';
+  } else {
+    out << launch_text(*report);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandRun setup_launch(CLI::App& app) {
+  auto o = std::make_shared<LaunchFlags>();
+  app.footer(
+      "Reaches the baseline's effective batch exactly: per-GPU batch x GPUs x micro-batches =\n"
+      "--baseline-batch. For each GPU count from 1 to --gpus that divides it, and for DDP and\n"
+      "(with an optimizer that keeps state) DDP with ZeroRedundancyOptimizer, it takes the\n"
+      "largest per-GPU batch that fits the card (fewest micro-batches), then picks the fastest\n"
+      "optimizer step and the fewest GPU-seconds. The step time is each GPU's compute: the\n"
+      "gradients' all-reduce is not modelled yet, so more GPUs look faster than they will be,\n"
+      "most on PCIe cards without peer-to-peer. OMP_NUM_THREADS shares this host's cores\n"
+      "among the ranks.\n\n"
+      "Examples:\n"
+      "  trainfit launch --model resnet50 --gpu rtx4090 --gpus 4 --baseline-batch 256 "
+      "--baseline-lr 0.1 --optimizer momentum\n"
+      "  trainfit launch --model act --gpu rtx4090 --gpus 2 --baseline-batch 64 "
+      "--baseline-lr 1e-5 --json");
+  add_request_flags(app, o->request);
+  add_baseline_flags(app, o->request);
+  app.get_option("--gpus")->description("GPUs the node has: plans use 1 to this many");
+  app.add_option("--cores", o->cores,
+                 "CPU cores of the node the run will use (default: this host's): "
+                 "OMP_NUM_THREADS is its share per rank");
+  app.add_flag("--json", o->json, "print one JSON object");
+  return [o](std::ostream& out, std::ostream& err) { return run_launch(*o, out, err); };
+}
+
+}  // namespace trainfit

@@ -1,0 +1,84 @@
+// trainfit launch in seed 003's situation: a baseline batch that does not fit one 24 GB card,
+// with two and then four cards.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "cli/cli_test_util.h"
+
+namespace trainfit {
+namespace {
+
+const std::vector<std::string> kResnet = {"--model",  "resnet50", "--optimizer",
+                                          "momentum", "--gpu",    "rtx4090"};
+
+// resnet50 with momentum fits 271 samples on a 24 GiB card (trainfit fit): 512 does not.
+TEST(Launch, TheBaselineBatchDoesNotFitOneCard) {
+  const nlohmann::json e = run_json(concat(concat({"estimate"}, kResnet), {"--batch", "512"}));
+  EXPECT_FALSE(e["fits"].get<bool>());
+}
+
+// The plan reaches the baseline's batch exactly, its learning rate follows the rule it names,
+// and every configuration it calls fitting fits per `trainfit estimate`.
+TEST(Launch, PlanReachesTheBaselineAndEveryConfigurationFits) {
+  for (const char* gpus : {"2", "4"}) {
+    SCOPED_TRACE(gpus);
+    const nlohmann::json j =
+        run_json(concat(concat({"launch"}, kResnet), {"--gpus", gpus, "--baseline-batch", "512",
+                                                      "--baseline-lr", "0.1", "--cores", "32"}));
+    ASSERT_TRUE(j["fits"].get<bool>());
+    EXPECT_EQ(j["per_gpu_batch"].get<int64_t>() * j["gpus"].get<int64_t>() *
+                  j["grad_accum"].get<int64_t>(),
+              512);
+    EXPECT_EQ(j["effective_batch"], 512);
+    // The baseline's effective batch, reached exactly, keeps the baseline's learning rate: the
+    // rule the plan names is "same".
+    EXPECT_EQ(j["lr_rule"], "same");
+    EXPECT_DOUBLE_EQ(j["lr"].get<double>(), 0.1);
+    EXPECT_LE(j["gpus"].get<int>(), std::stoi(gpus));
+    int fitting = 0;
+    for (const nlohmann::json& c : j["candidates"]) {
+      SCOPED_TRACE(c.dump());
+      const nlohmann::json e =
+          run_json(concat({"estimate"}, c["estimate_args"].get<std::vector<std::string>>()));
+      EXPECT_EQ(e["fits"], c["fits"]);
+      EXPECT_EQ(e["device_used_bytes"], c["device_used_bytes"]);
+      EXPECT_EQ(e["step_time_s"], c["step_time_s"]);
+      EXPECT_EQ(c["per_gpu_batch"].get<int64_t>() * c["gpus"].get<int64_t>() *
+                    c["grad_accum"].get<int64_t>(),
+                512);
+      fitting += c["fits"].get<bool>() ? 1 : 0;
+    }
+    EXPECT_GT(fitting, 0);
+    const std::string command = j["command"].get<std::string>();
+    if (j["gpus"].get<int>() > 1) {
+      EXPECT_NE(command.find("--nproc_per_node=" + std::to_string(j["gpus"].get<int>())),
+                std::string::npos)
+          << command;
+      EXPECT_NE(command.find("OMP_NUM_THREADS=" + std::to_string(32 / j["gpus"].get<int>())),
+                std::string::npos)
+          << command;
+    }
+  }
+}
+
+TEST(Launch, BadInputIsOneLine) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"launch", "--model", "resnet50", "--gpus", "2", "--baseline-batch", "64",
+            "--baseline-lr", "0.1"},                                              // no GPU
+           {"launch", "--model", "resnet50", "--gpu", "rtx4090", "--gpus", "2"},  // no baseline
+           {"launch", "--model", "resnet50", "--gpu", "rtx4090", "--gpus", "2", "--batch", "8",
+            "--baseline-batch", "64", "--baseline-lr", "0.1"},
+           {"launch", "--model", "resnet50", "--gpu", "rtx4090", "--gpus", "0", "--baseline-batch",
+            "64", "--baseline-lr", "0.1"},
+           {"launch", "--model", "resnet50", "--gpu", "rtx4090", "--gpus", "2", "--baseline-batch",
+            "64", "--baseline-lr", "0.1", "--cores", "-3"}}) {
+    const CliRun r = run(args);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(r.out.empty());
+  }
+}
+
+}  // namespace
+}  // namespace trainfit
