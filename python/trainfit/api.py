@@ -86,7 +86,8 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
              dataset_size: Optional[int] = None, gpus: int = 1,
              strategy: Optional[str] = None, bucket_cap_mb: Optional[float] = None,
              gradient_as_bucket_view: bool = False, find_unused_parameters: bool = False,
-             broadcast_buffers: bool = True, baseline_batch: Optional[int] = None,
+             broadcast_buffers: bool = True, link: Optional[str] = None,
+             bus_bandwidth: Optional[float] = None, baseline_batch: Optional[int] = None,
              baseline_lr: Optional[float] = None,
              gpu: Optional[str] = None, gpu_memory: Optional[Size] = None,
              gpu_profile: Union[str, "os.PathLike[str]", None] = None,
@@ -110,7 +111,10 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
     default). memory_format: channels_first or channels_last. dataset_size: samples in an epoch,
     for epoch_time_s. gpus: data-parallel GPUs, batch each (memory figures are one rank's);
     strategy: ddp (the default with gpus > 1); bucket_cap_mb, gradient_as_bucket_view,
-    find_unused_parameters and broadcast_buffers: DistributedDataParallel's arguments.
+    find_unused_parameters and broadcast_buffers: DistributedDataParallel's arguments; the
+    step time then includes the gradients' all-reduce over `link` (pcie3, pcie4, pcie5,
+    nvlink2, nvlink3, nvlink4; default: the GPU's usual one) or at bus_bandwidth GB/s
+    (nccl-tests' busbw).
     baseline_batch, baseline_lr: the effective batch and learning rate a paper or config trained
     with; the report's "scaling" says what reaches that batch and scales the rate to this one.
     explain: list the largest tensors alive at the peak. timeline: write
@@ -160,13 +164,14 @@ def launch(model: Optional[str] = None, *, gpu: str, gpus: int, baseline_batch: 
            optimizer: Optional[str] = None, optimizer_impl: str = "default",
            weight_decay: Optional[float] = None,
            checkpoint: Union[str, Sequence[str], None] = None, strategy: Optional[str] = None,
-           gradient_as_bucket_view: bool = False, dataset_size: Optional[int] = None,
+           gradient_as_bucket_view: bool = False, link: Optional[str] = None,
+           bus_bandwidth: Optional[float] = None, dataset_size: Optional[int] = None,
            margin: Union[float, str, None] = None, cores: Optional[int] = None) -> Report:
     """The GPU count (1 to `gpus`), strategy, per-GPU batch and gradient accumulation that
     reproduce `baseline_batch` exactly, fastest within `gpu`'s memory, with the learning rate,
     the torchrun command and the changes the training script needs (`trainfit launch --json`).
-    cores: the node's CPU cores for OMP_NUM_THREADS (default: this host's). Step times are each
-    GPU's compute; the all-reduce is not modelled yet."""
+    cores: the node's CPU cores for OMP_NUM_THREADS (default: this host's). Step times include
+    the all-reduce over `link` or at `bus_bandwidth` (as for trainfit.estimate)."""
     options = _request_options(locals(), ("cores",))
     return _report(_binding().launch(options, cores or os.cpu_count() or 1))
 

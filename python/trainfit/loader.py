@@ -543,6 +543,7 @@ def _run_workers(probed: Probed, batch_size: int, collate: Callable[[List[Any]],
     arrivals: List[float] = []
     begin = time.perf_counter()
     it = iter(loader)
+    epoch = len(loader)
     pids = [w.pid for w in getattr(it, "_workers", [])]
     first_memory: Dict[int, Optional[Dict[str, int]]] = {}
     last_memory: Dict[int, Optional[Dict[str, int]]] = {}
@@ -555,9 +556,11 @@ def _run_workers(probed: Probed, batch_size: int, collate: Callable[[List[Any]],
                 arrivals.append(time.perf_counter())
                 if len(arrivals) == 1:
                     first_memory = {pid: process_memory(pid) for pid in pids}
-                # Workers exit with the epoch's last batch, so their memory is read as they go;
-                # once a second, as reading it costs the main process about 3 ms a worker.
-                if arrivals[-1] - sampled > 1.0:
+                # Workers exit after the epoch's last batch, so their memory is read as they go:
+                # once a second (reading it costs the main process about 3 ms a worker), and at
+                # the last batch, when they have fetched their whole share and are still alive
+                # (an epoch may take less than a second).
+                if arrivals[-1] - sampled > 1.0 or len(arrivals) == epoch:
                     last_memory = {pid: process_memory(pid) for pid in pids}
                     sampled = arrivals[-1]
                 # The budget is for the steady rate: it runs from the workers' first round,

@@ -279,6 +279,13 @@ TEST(Cli, BadInputIsOneLineWithAHintAndExitCode2) {
       {"estimate", "--model", "resnet50", "--device-profile", "cpu", "--gpu", "t4"},
       {"estimate", "--model", "resnet50", "--device-profile", "cpu", "--optimizer-impl", "fused"},
       {"estimate", "--model", "resnet50", "--timeline", "/nonexistent/dir/t.csv"},
+      {"estimate", "--model", "resnet50", "--gpu", "rtx4090", "--gpus", "2", "--link", "pcie9"},
+      {"estimate", "--model", "resnet50", "--gpus", "2", "--link", "pcie4"},  // no GPU to time
+      {"estimate", "--model", "resnet50", "--gpu", "rtx4090", "--gpus", "2", "--bus-bandwidth",
+       "-3"},
+      {"estimate", "--model", "resnet50", "--gpu", "rtx4090", "--gpus", "2", "--bus-bandwidth",
+       "fast"},
+      {"estimate", "--model", "resnet50", "--device-profile", "cpu", "--link", "nvlink3"},
       {"summary"},
       {"frobnicate"},
       {},

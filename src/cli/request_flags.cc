@@ -64,6 +64,12 @@ void add_training_flags(CLI::App& app, RequestFlags& f) {
                "DDP(find_unused_parameters=True): buckets stay in parameter order");
   app.add_flag("--no-broadcast-buffers", f.no_broadcast_buffers,
                "DDP(broadcast_buffers=False): no flat copy of the buffers each forward");
+  app.add_option("--link", f.link,
+                 "what connects the GPUs: pcie3, pcie4, pcie5, nvlink2, nvlink3 or nvlink4 "
+                 "(default: the GPU's usual one); sets the all-reduce's bus bandwidth");
+  app.add_option("--bus-bandwidth", f.bus_bandwidth,
+                 "the all-reduce bus bandwidth in GB/s, as nccl-tests' all_reduce_perf prints "
+                 "it (busbw at 128 MiB or more): replaces the link's figure");
 }
 
 void add_baseline_flags(CLI::App& app, RequestFlags& f) {
@@ -201,11 +207,15 @@ Status to_device(const RequestFlags& f, TrainingRequest& r) {
   if (choice.profile == Device::kCpu &&
       (!f.gpu.empty() || !f.gpu_memory.empty() || !f.cuda_context.empty() ||
        !f.gpu_profile.empty() || f.expandable_segments || !f.max_split_size.empty() ||
-       !f.margin.empty())) {
+       !f.margin.empty() || !f.link.empty() || f.bus_bandwidth)) {
     return invalid_argument("GPU and allocator flags apply to the cuda profile",
                             "drop --device-profile cpu, or the GPU flags");
   }
   choice.gpu = f.gpu;
+  if (!f.link.empty()) {
+    TF_ASSIGN_OR_RETURN(choice.link, parse_enum(kLinkNames, "--link", f.link));
+  }
+  choice.bus_gbps = f.bus_bandwidth;
   if (!f.gpu_profile.empty()) {
     TF_ASSIGN_OR_RETURN(choice.gpu_profile, read_gpu_profile_file(f.gpu_profile));
   }

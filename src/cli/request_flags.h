@@ -38,6 +38,8 @@ struct RequestFlags {
   bool gradient_as_bucket_view = false;
   bool find_unused_parameters = false;
   bool no_broadcast_buffers = false;
+  std::string link;                     // --link
+  std::optional<double> bus_bandwidth;  // --bus-bandwidth, GB/s
   bool tf32 = false;
   std::string memory_format = "channels_first";
   std::optional<int64_t> dataset_size;

@@ -146,7 +146,7 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   facts.activation_bytes = activation_bytes(g);
   TF_ASSIGN_OR_RETURN(Estimate e, estimate_events(list, names_of(g), std::move(facts), options));
   if (options.step_time) {
-    TF_ASSIGN_OR_RETURN(e.time, graph_step_time(g, options));
+    TF_ASSIGN_OR_RETURN(e.time, graph_step_time(g, options, e.ddp ? &*e.ddp : nullptr));
     if (e.time && options.dataset_size) {
       e.epoch = epoch_time(*e.time, *options.dataset_size, options.training.distributed.world_size);
     }
@@ -154,11 +154,68 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   return e;
 }
 
-Result<std::optional<StepTime>> graph_step_time(const Graph& g, const EstimateOptions& options) {
+namespace {
+
+// DDP's (and ZeroRedundancyOptimizer's) collectives in one steady-state step.
+CommTime data_parallel_comm(const Graph& g, const TrainingConfig& training, const StepTime& t,
+                            const DdpLayout& layout, const Link& link) {
+  const DistributedConfig& d = training.distributed;
+  // The reducer's parameters: those that train, in parameters() order (lower/lowering.cc).
+  std::vector<double> ready;
+  double buffer_bytes = 0;
+  std::vector<double> param_bytes;
+  for (size_t p = 0; p < g.params.size(); ++p) {
+    const Param& param = g.params[p];
+    const auto bytes = static_cast<double>(value_bytes(g.value(param.value)));
+    if (param.buffer) {
+      buffer_bytes += bytes;
+      continue;
+    }
+    if (!param.trainable) continue;
+    param_bytes.push_back(bytes);
+    // A parameter without a gradient (find_unused_parameters) is marked ready when backward ends.
+    const double at = p < t.grad_ready_s.size() ? t.grad_ready_s[p] : -1;
+    ready.push_back(at >= 0 ? at : t.micro_backward_s);
+  }
+  const std::vector<GradientBucket>& buckets =
+      layout.rebuilt.empty() ? layout.buckets : layout.rebuilt;
+  CommTime c = ddp_comm_time(buckets, ready, t.micro_backward_s, d.world_size, link);
+  if (d.ddp.broadcast_buffers && buffer_bytes > 0) {
+    // Before every forward, no_sync()'s included.
+    c.serial_s += training.grad_accum * broadcast_seconds(buffer_bytes, link.bus_gbps);
+  }
+  if (d.ddp.find_unused_parameters) {
+    c.serial_s += all_reduce_seconds(4.0 * static_cast<double>(ready.size()), d.world_size,
+                                     link.bus_gbps);  // the used map
+  }
+  if (d.strategy == Strategy::kZero1) {
+    // _broadcast_params: every parameter from the rank that stepped it, one call each.
+    for (double bytes : param_bytes) c.serial_s += broadcast_seconds(bytes, link.bus_gbps);
+  }
+  return c;
+}
+
+}  // namespace
+
+Result<std::optional<StepTime>> graph_step_time(const Graph& g, const EstimateOptions& options,
+                                                const DdpLayout* ddp) {
   const DeviceProfile& device = options.device;
   if (!device.timing || device.target.device != Device::kCuda) return std::optional<StepTime>();
   TF_ASSIGN_OR_RETURN(const StepCost cost, step_cost(g, options.training, options.cost));
-  return std::optional<StepTime>(time_step(cost, *device.timing));
+  StepTime t = time_step(cost, *device.timing);
+  const Strategy strategy = options.training.distributed.strategy;
+  if (strategy == Strategy::kDdp || strategy == Strategy::kZero1) {
+    std::optional<DdpLayout> lowered;
+    if (ddp == nullptr) {
+      TF_ASSIGN_OR_RETURN(EventList list, lower_training_step(g, options.training, {}));
+      lowered = std::move(list.ddp);
+      ddp = lowered ? &*lowered : nullptr;
+    }
+    if (ddp != nullptr) {
+      add_communication(t, data_parallel_comm(g, options.training, t, *ddp, device.timing->link));
+    }
+  }
+  return std::optional<StepTime>(std::move(t));
 }
 
 Result<Estimate> estimate_events(const EventList& list, const EventNames& names, Estimate facts,

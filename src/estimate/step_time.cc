@@ -56,6 +56,7 @@ GpuTiming catalog_timing(const GpuSpec& gpu) {
   GpuTiming t;
   t.peaks = gpu.peaks;
   t.efficiency = gpu.efficiency;
+  t.link = link_of(default_link(gpu.name));
   return t;
 }
 
@@ -101,11 +102,39 @@ StepTime time_step(const StepCost& cost, const GpuTiming& gpu) {
     t.step_s += t.part_s[p];
   }
   t.samples = cost.samples;
+  t.compute_s = t.step_s;
   if (t.step_s > 0) {
     t.samples_per_s = static_cast<double>(t.samples) / t.step_s;
     t.achieved_flops_per_s = t.flops / t.step_s;
   }
+  // Gradient readiness: the GPU time of the first micro-batch's backward kernels up to each,
+  // scaled to the part's time (the CPU may be the bound).
+  std::vector<double> done(cost.kernels.size() + 1, 0);
+  for (size_t i = 0; i < cost.kernels.size(); ++i) {
+    const KernelCost& k = cost.kernels[i];
+    done[i + 1] = done[i] + (k.part == StepPart::kBackward ? kernel_seconds(k, gpu) : 0);
+  }
+  const auto backward = static_cast<size_t>(StepPart::kBackward);
+  t.micro_backward_s = t.part_s[backward] / std::max(1, cost.micro_batches);
+  // The kernels after backward_end run interleaved: each op's share of the backward time is
+  // its share of the ops' own kernels.
+  const size_t end = std::min(cost.backward_end, cost.kernels.size());
+  const double scale = done[end] > 0 ? t.micro_backward_s / done[end] : 0;
+  for (const GradReady& r : cost.grad_ready) {
+    const auto p = static_cast<size_t>(r.param);
+    if (t.grad_ready_s.size() <= p) t.grad_ready_s.resize(p + 1, -1);
+    t.grad_ready_s[p] = done[std::min(r.kernels, end)] * scale;
+  }
   return t;
+}
+
+void add_communication(StepTime& t, CommTime comm) {
+  t.step_s = t.compute_s + comm.added_s();
+  t.comm = std::move(comm);
+  if (t.step_s > 0) {
+    t.samples_per_s = static_cast<double>(t.samples) / t.step_s;
+    t.achieved_flops_per_s = t.flops / t.step_s;
+  }
 }
 
 SamplerSplit distributed_sampler_split(int64_t dataset_size, int world_size, bool drop_last) {

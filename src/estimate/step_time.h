@@ -20,7 +20,9 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
+#include "estimate/collectives.h"
 #include "estimate/gpu_catalog.h"
 #include "lower/cost.h"
 
@@ -38,6 +40,7 @@ struct GpuTiming {
   double python_op_s = 5e-6;
   double autograd_node_s = 2e-6;
   double launch_s = 2e-6;
+  Link link = link_of(LinkKind::kPcie4);  // between the GPUs of a node (--link, --bus-bandwidth)
 };
 
 // The catalog's constants for a card.
@@ -53,12 +56,23 @@ struct StepTime {
   double samples_per_s = 0;
   double flops = 0;  // per step, all kernels
   double achieved_flops_per_s = 0;
+  // Per Graph::params entry: when its gradient is ready, seconds into the last micro-batch's
+  // backward (the first's share of the backward time); -1 without one.
+  std::vector<double> grad_ready_s;
+  double micro_backward_s = 0;  // one micro-batch's backward
+  // Data-parallel runs: the collectives, whose added time step_s includes.
+  std::optional<CommTime> comm;
+  double compute_s = 0;  // step_s without communication
 
   double part(StepPart p) const { return part_s[static_cast<size_t>(p)]; }
   double cpu_bound_share() const { return step_s > 0 ? cpu_bound_s / step_s : 0; }
 };
 
 StepTime time_step(const StepCost& cost, const GpuTiming& gpu);
+
+// Adds a data-parallel run's communication to a step: step_s, samples_per_s and
+// achieved_flops_per_s then include it.
+void add_communication(StepTime& t, CommTime comm);
 
 // Seconds of one kernel on the GPU (one launch of `k.launches`), overheads included.
 double kernel_seconds(const KernelCost& k, const GpuTiming& gpu);

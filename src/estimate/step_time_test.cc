@@ -71,6 +71,49 @@ TEST(StepTime, ATinyModelIsBoundByTheHostDispatchingIt) {
   EXPECT_NEAR(t.samples_per_s, 8 / t.step_s, 1e-9);
 }
 
+// Two ops' backward kernels of 1 and 3 GB of traffic: the first op's parameter is ready a
+// quarter of the way through backward, the second's at its end; the gradient sum after them
+// runs interleaved and does not delay the last parameter.
+TEST(StepTime, GradientsAreReadyWhenTheirOpsBackwardEnds) {
+  StepCost c;
+  c.samples = 8;
+  KernelCost k;
+  k.part = StepPart::kBackward;
+  k.bytes = 1e9;
+  c.kernels.push_back(k);
+  c.grad_ready.push_back({1, 2});
+  k.bytes = 3e9;
+  c.kernels.push_back(k);
+  c.grad_ready.push_back({2, 0});
+  c.backward_end = 2;
+  k.bytes = 1e9;
+  c.kernels.push_back(k);  // a gradient sum
+  const StepTime t = time_step(c, a100());
+  ASSERT_EQ(t.grad_ready_s.size(), 3U);
+  EXPECT_DOUBLE_EQ(t.grad_ready_s[0], t.micro_backward_s);
+  EXPECT_EQ(t.grad_ready_s[1], -1);
+  const double first = kernel_seconds(c.kernels[0], a100());
+  const double both = first + kernel_seconds(c.kernels[1], a100());
+  EXPECT_NEAR(t.grad_ready_s[2], t.micro_backward_s * first / both, 1e-15);
+  EXPECT_DOUBLE_EQ(t.micro_backward_s, t.part(StepPart::kBackward));
+  EXPECT_DOUBLE_EQ(t.compute_s, t.step_s);
+}
+
+TEST(StepTime, CommunicationAddsToTheStep) {
+  StepTime t;
+  t.samples = 32;
+  t.compute_s = t.step_s = 0.1;
+  t.flops = 1e12;
+  CommTime c;
+  c.exposed_s = 0.01;
+  c.serial_s = 0.015;
+  add_communication(t, c);
+  EXPECT_DOUBLE_EQ(t.step_s, 0.125);
+  EXPECT_DOUBLE_EQ(t.samples_per_s, 32 / 0.125);
+  EXPECT_DOUBLE_EQ(t.achieved_flops_per_s, 1e12 / 0.125);
+  EXPECT_DOUBLE_EQ(t.compute_s, 0.1);
+}
+
 TEST(StepTime, AnEpochIsWholeSteps) {
   StepTime t;
   t.samples = 32;

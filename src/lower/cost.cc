@@ -104,6 +104,7 @@ class CostBuilder {
   const CostOptions& options_;
   StepCost out_;
   std::vector<bool> param_has_grad_;
+  std::vector<int> param_of_value_;  // per value: the trainable parameter it is, or -1
 };
 
 OpCall CostBuilder::call_of(const Node& node, std::vector<const Value*>& inputs) const {
@@ -215,6 +216,11 @@ void CostBuilder::backward(NodeId n) {
     add(k);
   }
   if (any_param) add(params);
+  for (const GradRule& rule : spec.grads) {
+    const int p =
+        param_of_value_[static_cast<size_t>(node.inputs[static_cast<size_t>(rule.input)])];
+    if (p >= 0) out_.grad_ready.push_back({out_.kernels.size(), p});
+  }
 }
 
 int64_t chunks_of(int64_t numel) {
@@ -306,19 +312,20 @@ void CostBuilder::optimizer() {
 Result<StepCost> CostBuilder::run() {
   const int grad_accum = std::max(1, training_.grad_accum);
   out_.samples = g_.batch_size() * grad_accum;
+  out_.micro_batches = grad_accum;
   param_has_grad_.assign(g_.params.size(), false);
-  std::vector<int> param_of_value(g_.values.size(), -1);
+  param_of_value_.assign(g_.values.size(), -1);
   for (size_t p = 0; p < g_.params.size(); ++p) {
     const Param& param = g_.params[p];
     if (!param.buffer && param.trainable)
-      param_of_value[static_cast<size_t>(param.value)] = static_cast<int>(p);
+      param_of_value_[static_cast<size_t>(param.value)] = static_cast<int>(p);
   }
   for (size_t n = 0; n < g_.nodes.size(); ++n) {
     forward(static_cast<NodeId>(n), StepPart::kForward);
     const Node& node = g_.nodes[n];
     if (!node.recorded || !g_.on_loss_path[n]) continue;
     for (ValueId v : node.inputs) {
-      const int p = param_of_value[static_cast<size_t>(v)];
+      const int p = param_of_value_[static_cast<size_t>(v)];
       if (p >= 0 && g_.value(v).requires_grad) param_has_grad_[static_cast<size_t>(p)] = true;
     }
   }
@@ -338,6 +345,7 @@ Result<StepCost> CostBuilder::run() {
       if (g_.value(v).requires_grad && first_use(node, i)) ++consumers[static_cast<size_t>(v)];
     }
   }
+  out_.backward_end = out_.kernels.size();
   // A tensor used by several ops gets its gradient summed by the autograd engine: one add per
   // extra use (reads two, writes one).
   for (size_t v = 0; v < consumers.size(); ++v) {

@@ -88,8 +88,20 @@ struct CpuWork {
   double launches = 0;
 };
 
+// A parameter's gradient is complete once the first `kernels` kernels have run (its last
+// gradient in the first micro-batch's backward): when DDP may all-reduce it.
+struct GradReady {
+  size_t kernels = 0;
+  int32_t param = 0;  // into Graph::params
+};
+
 struct StepCost {
   std::vector<KernelCost> kernels;
+  std::vector<GradReady> grad_ready;  // in backward's order; a parameter's last entry counts
+  // Kernels up to here are the ops' own backward kernels, in order; the gradient sums of tensors
+  // used twice and the accumulation's adds follow (they run interleaved with them).
+  size_t backward_end = 0;
+  int micro_batches = 1;
   std::array<CpuWork, kStepPartCount> cpu{};  // per step (micro-batches included)
   int64_t samples = 0;                        // per optimizer step: batch x micro-batches
 };

@@ -203,7 +203,8 @@ Status check_model_source(bool model, bool trace) {
 
 Result<DeviceProfile> choose_device(const DeviceChoice& c) {
   if (c.profile == Device::kCpu) {
-    if (!c.gpu.empty() || c.gpu_memory_bytes || c.cuda_context_bytes || c.gpu_profile) {
+    if (!c.gpu.empty() || c.gpu_memory_bytes || c.cuda_context_bytes || c.gpu_profile || c.link ||
+        c.bus_gbps) {
       return invalid_argument("GPU and allocator flags apply to the cuda profile",
                               "drop --device-profile cpu, or the GPU flags");
     }
@@ -222,6 +223,24 @@ Result<DeviceProfile> choose_device(const DeviceChoice& c) {
   if (c.gpu_memory_bytes) d.total_bytes = *c.gpu_memory_bytes;
   if (c.cuda_context_bytes) d.context_bytes = *c.cuda_context_bytes;
   if (c.gpu_profile) TF_RETURN_IF_ERROR(apply_gpu_profile(*c.gpu_profile, d));
+  if (c.link || c.bus_gbps) {
+    if (!d.timing) {
+      return invalid_argument(
+          "--link and --bus-bandwidth time the gradients' all-reduce, which "
+          "needs a GPU's step time",
+          "add --gpu NAME (see `trainfit gpus`)");
+    }
+    if (c.link) d.timing->link = link_of(*c.link);
+    if (c.bus_gbps) {
+      if (!(*c.bus_gbps > 0 && *c.bus_gbps < 1e5)) {
+        return invalid_argument(fmt::format("--bus-bandwidth {:g} is not a bandwidth", *c.bus_gbps),
+                                "give all_reduce_perf's busbw in GB/s, e.g. --bus-bandwidth 20");
+      }
+      d.timing->link.bus_gbps = *c.bus_gbps;
+      d.timing->link.measured = true;
+      d.timing->link.source = "your all_reduce_perf figure, --bus-bandwidth";
+    }
+  }
   return d;
 }
 
@@ -342,6 +361,13 @@ std::vector<std::string> request_args(const TrainingRequest& r) {
     add("--gpu-memory", size_arg(d.total_bytes));
   }
   if (d.calibration) add("--gpu-profile", d.calibration->file);
+  if (d.timing) {
+    const Link& link = d.timing->link;
+    if (link.kind != default_link(d.gpu)) add("--link", std::string(kLinkNames.name(link.kind)));
+    if (link.bus_gbps != link_of(link.kind).bus_gbps) {
+      add("--bus-bandwidth", fmt::format("{:g}", link.bus_gbps));
+    }
+  }
   if (d.target.device == Device::kCuda && d.context_bytes != kDefaultCudaContextBytes) {
     add("--cuda-context", size_arg(d.context_bytes));
   }

@@ -73,6 +73,9 @@ struct DeviceChoice {
   std::optional<int64_t> cuda_context_bytes;
   // A calibration profile (python3 -m trainfit.calibrate): its constants replace the catalog's.
   std::shared_ptr<const GpuProfile> gpu_profile;
+  // Between the GPUs: the link (its measured bus bandwidth), or all_reduce_perf's busbw.
+  std::optional<LinkKind> link;
+  std::optional<double> bus_gbps;
 };
 Result<DeviceProfile> choose_device(const DeviceChoice& choice);
 

@@ -10,8 +10,8 @@
 //   plan->candidates[*plan->fastest].per_gpu_batch;   // e.g. 8 per GPU over 4 GPUs, no
 //   accumulation
 //
-// The step time is each GPU's compute: the gradients' all-reduce is not modelled yet, so more
-// GPUs look faster than they will be, most on PCIe cards without peer-to-peer.
+// The step time includes the gradients' all-reduce that backward does not hide
+// (estimate/collectives.h).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +32,7 @@ struct LaunchCandidate {
   bool fits = false;
   TrainingRequest request;  // the configuration as a request
   Estimate estimate;        // of it
-  double step_s = 0;        // one optimizer step, each GPU's compute
+  double step_s = 0;        // one optimizer step, communication included
   double gpu_seconds() const { return gpus * step_s; }
 };
 

@@ -241,6 +241,14 @@ Result<TrainingRequest> request_of(const py::dict& options) {
         }
         r.baseline_lr = v.cast<double>();
       }
+    } else if (key == "link") {
+      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
+      TF_ASSIGN_OR_RETURN(device.link, parse_enum(kLinkNames, key, s));
+    } else if (key == "bus_bandwidth") {
+      if (!py::isinstance<py::float_>(v) && !py::isinstance<py::int_>(v)) {
+        return wrong_type(key, v, "a number of GB/s such as 20");
+      }
+      device.bus_gbps = v.cast<double>();
     } else if (key == "gpu") {
       TF_ASSIGN_OR_RETURN(device.gpu, text_of(key, v));
     } else if (key == "gpu_memory") {

@@ -115,6 +115,24 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
                            {"cpu_bound_share", t.cpu_bound_share()},
                            {"flops", t.flops},
                            {"achieved_flops_per_s", t.achieved_flops_per_s}};
+    if (t.comm) {
+      const CommTime& c = *t.comm;
+      int64_t bytes = 0;
+      for (const BucketTime& b : c.buckets) bytes += b.bytes;
+      j["comm_time"] = {{"link", kLinkNames.name(c.link.kind)},
+                        {"bus_gbps", c.link.bus_gbps},
+                        {"bus_measured", c.link.measured},
+                        {"ranks", c.ranks},
+                        {"buckets", c.buckets.size()},
+                        {"all_reduce_bytes", bytes},
+                        {"all_reduce_s", c.all_reduce_s},
+                        {"exposed_s", c.exposed_s},
+                        {"broadcast_s", c.serial_s},
+                        {"added_s", c.added_s()},
+                        {"compute_step_s", t.compute_s},
+                        {"scaling_efficiency", t.step_s > 0 ? t.compute_s / t.step_s : 1.0},
+                        {"samples_per_s_all_gpus", t.samples_per_s * c.ranks}};
+    }
     if (const std::optional<TimingCalibration>& c = h.device.calibration) {
       j["gpu_profile"] = {{"file", c->file},
                           {"measured_on", c->measured_on},

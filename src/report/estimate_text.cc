@@ -49,8 +49,22 @@ std::string time_text(const EstimateHeader& h, const StepTime& t,
   }
   line("step", format_duration(t.step_s),
        fmt::format("{} samples: {:.1f} samples/s", t.samples, t.samples_per_s));
-  if (h.training.distributed.strategy != Strategy::kSingle) {
-    out += "  (one GPU's compute: the gradients' all-reduce is not in the step time yet)\n";
+  if (t.comm) {
+    const CommTime& c = *t.comm;
+    int64_t bytes = 0;
+    for (const BucketTime& b : c.buckets) bytes += b.bytes;
+    line("communication", format_duration(c.added_s()),
+         fmt::format(
+             "{} of the all-reduce's {} ({} bucket{}, {}) outlasts backward{}",
+             format_duration(c.exposed_s), format_duration(c.all_reduce_s), c.buckets.size(),
+             c.buckets.size() == 1 ? "" : "s", format_bytes(bytes),
+             c.serial_s > 0 ? fmt::format("; broadcasts {}", format_duration(c.serial_s)) : ""));
+    line("link", fmt::format("{:.1f} GB/s", c.link.bus_gbps),
+         fmt::format("{} bus bandwidth ({}: {})", c.link.display,
+                     c.link.measured ? "measured" : "derived", c.link.source));
+    line("scaling", fmt::format("{:.0f}%", t.step_s > 0 ? 100 * t.compute_s / t.step_s : 100),
+         fmt::format("of {} GPU{}' compute: {:.1f} samples/s in all", c.ranks,
+                     c.ranks == 1 ? "" : "s", t.samples_per_s * c.ranks));
   }
   for (size_t p = 0; p < kStepPartCount; ++p) {
     const auto part = static_cast<StepPart>(p);

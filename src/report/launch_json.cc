@@ -44,6 +44,10 @@ nlohmann::json launch_json(const LaunchReport& r) {
                    {"grad_accum", r.plan.candidates[*r.plan.cheapest].grad_accum}};
   j["omp_num_threads"] = r.omp_threads;
   j["command"] = r.command;
+  j["environment"] = r.environment;
+  j["link"] = {{"name", kLinkNames.name(r.link.kind)},
+               {"bus_gbps", r.link.bus_gbps},
+               {"measured", r.link.measured}};
   j["estimate_args"] = request_args(r.plan.request);
   j["code_changes"] = r.code_changes;
   j["scaling"] = scaling_json(s);

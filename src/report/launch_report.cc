@@ -84,6 +84,7 @@ Result<LaunchReport> make_launch_report(const TrainingRequest& request,
   TF_ASSIGN_OR_RETURN(const ResolvedRequest resolved, resolve(request));
   r.model = resolved.model.name;
   r.gpu = request.device.gpu_display;
+  r.link = request.device.timing->link;
   PipelineEstimator estimator;
   TF_ASSIGN_OR_RETURN(r.plan,
                       plan_launch(estimator, request, options.max_gpus,
@@ -98,6 +99,18 @@ Result<LaunchReport> make_launch_report(const TrainingRequest& request,
                                 "OMP_NUM_THREADS={} torchrun --standalone --nproc_per_node={} "
                                 "train.py",
                                 r.omp_threads, c.gpus);
+  if (c.gpus > 1 && r.gpu.find("GeForce") != std::string::npos) {
+    r.environment.emplace_back(
+        "NCCL_P2P_DISABLE=1 if the first all-reduce hangs: GeForce cards have no peer-to-peer, "
+        "and hosts with several RTX 4090s hung in NCCL until it was disabled or the driver "
+        "updated (NVIDIA/nccl-tests#117)");
+  }
+  if (c.gpus > 1) {
+    r.environment.emplace_back(
+        "NCCL_DEBUG=INFO on the first run: the transport NCCL chose (P2P, SHM or NET) decides "
+        "the all-reduce's speed; measure it with nccl-tests' all_reduce_perf and give its busbw "
+        "as --bus-bandwidth");
+  }
   r.code_changes = code_changes(r, chosen);
   r.chosen = std::move(chosen);
   return r;

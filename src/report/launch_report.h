@@ -23,12 +23,14 @@ struct LaunchReport {
   LaunchOptions options;
   std::string model;
   std::string gpu;  // the card's display name
+  Link link;        // between the cards
   LaunchPlan plan;
   // With a plan that fits: the fastest configuration's estimate (with its scaling plan), the
   // environment and command that start it, and what the script needs.
   std::optional<EstimateReport> chosen;
   int omp_threads = 1;
   std::string command;
+  std::vector<std::string> environment;  // NCCL settings where they matter, with why
   std::vector<std::string> code_changes;
 };
 

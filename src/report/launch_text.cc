@@ -26,8 +26,9 @@ std::string launch_text(const LaunchReport& r) {
   const LaunchPlan& p = r.plan;
   std::string out = fmt::format(
       "{} on {}: the baseline's batch of {} on up to {} GPU{}\n"
-      "(step times are each GPU's compute: the gradients' all-reduce is not in them yet)\n\n",
-      r.model, r.gpu, p.baseline_batch, r.options.max_gpus, r.options.max_gpus == 1 ? "" : "s");
+      "(step times include the gradients' all-reduce over {} at {:.1f} GB/s, {}: {})\n\n",
+      r.model, r.gpu, p.baseline_batch, r.options.max_gpus, r.options.max_gpus == 1 ? "" : "s",
+      r.link.display, r.link.bus_gbps, r.link.measured ? "measured" : "derived", r.link.source);
   out += fmt::format("  {:>4}  {:<8}  {:>7}  {:>13}  {:<4}  {:>11}  {:>9}  {:>11}\n", "GPUs",
                      "strategy", "per GPU", "micro-batches", "fits", "device used", "step",
                      "GPU-seconds");
@@ -73,6 +74,7 @@ std::string launch_text(const LaunchReport& r) {
                                  format_duration(k.step_s), k.gpu_seconds(), c.gpu_seconds()));
   }
   out += fmt::format("\nRun it\n  {}\n", r.command);
+  for (const std::string& e : r.environment) out += fmt::format("  - {}\n", e);
   out += "\nWhat the training script needs\n";
   for (const std::string& change : r.code_changes) out += fmt::format("  - {}\n", change);
   for (const ScalingWarning& w : s.warnings) {

@@ -70,6 +70,12 @@ class SameReport(unittest.TestCase):
              ["--model", "resnet18", "--batch", "4", "--gpus", "4", "--strategy", "zero1",
               "--optimizer", "momentum", "--baseline-batch", "256", "--baseline-lr", "0.1",
               "--dataset-size", "1001", "--gpu", "rtx4090"]),
+            (dict(model="resnet18", batch=16, gpus=2, link="nvlink3", gpu="rtx3090"),
+             ["--model", "resnet18", "--batch", "16", "--gpus", "2", "--link", "nvlink3",
+              "--gpu", "rtx3090"]),
+            (dict(model="resnet18", batch=16, gpus=4, bus_bandwidth=9.5, gpu="rtx4090"),
+             ["--model", "resnet18", "--batch", "16", "--gpus", "4", "--bus-bandwidth", "9.5",
+              "--gpu", "rtx4090"]),
         ]
         for kwargs, args in cases:
             with self.subTest(args=" ".join(args)):
@@ -77,6 +83,10 @@ class SameReport(unittest.TestCase):
                 got = trainfit.estimate(kwargs.pop("model"), **kwargs)
                 self.assertEqual(got, cli_json("estimate", *args))
                 self.assertGreater(got["peak_allocated_bytes"], 0)
+                if "link" in kwargs or "bus_bandwidth" in kwargs:
+                    self.assertEqual(got["comm_time"]["link"], kwargs.get("link", "pcie4"))
+                    self.assertEqual(got["comm_time"]["bus_gbps"],
+                                     kwargs.get("bus_bandwidth", 200.0))
 
     def test_launch(self):
         got = trainfit.launch("resnet18", gpu="rtx4090", gpus=2, baseline_batch=512,
@@ -193,6 +203,14 @@ class Errors(unittest.TestCase):
         self.assert_refused(lambda: trainfit.compare([dict(model="resnet50", batchh=2),
                                                       dict(model="act")]),
                             "unknown option 'batchh'", "did you mean 'batch'")
+
+    def test_bad_link(self):
+        self.assert_refused(lambda: trainfit.estimate("resnet50", gpus=2, gpu="rtx4090",
+                                                      link="pcie9"), "pcie9")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", gpus=2, gpu="rtx4090",
+                                                      bus_bandwidth=-1), "bandwidth")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", gpus=2, link="pcie4"),
+                            "needs a GPU")
 
     def test_wrong_types(self):
         self.assert_refused(lambda: trainfit.estimate("resnet50", batch="8"), "batch must be an int")
