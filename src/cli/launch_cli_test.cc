@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "base/units.h"
 #include "cli/cli_test_util.h"
 
 namespace trainfit {
@@ -60,6 +61,24 @@ TEST(Launch, PlanReachesTheBaselineAndEveryConfigurationFits) {
           << command;
     }
   }
+}
+
+// gpt2-large does not fit a 12 GB card even at one sample per GPU: no plan, and what sharding
+// would leave per GPU by the ZeRO paper's count (16 bytes a trainable parameter over 4 GPUs).
+TEST(Launch, NothingFitsSaysWhatShardingWouldLeave) {
+  const std::vector<std::string> gpt2 = {"--model", "gpt2-large", "--gpu", "rtx3060"};
+  const CliRun r = run(concat(concat({"launch"}, gpt2),
+                              {"--gpus", "4", "--baseline-batch", "8", "--baseline-lr", "1e-4"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Nothing fits"), std::string::npos) << r.out;
+  const nlohmann::json e = run_json(concat(concat({"estimate"}, gpt2), {"--batch", "1"}));
+  const double psi = e["trainable_parameters"].get<double>();
+  const std::string sharded = format_bytes(static_cast<int64_t>(16 * psi / 4));
+  EXPECT_NE(r.out.find("ZeRO-3 keeps " + sharded), std::string::npos) << r.out;
+  const nlohmann::json j = run_json(concat(
+      concat({"launch"}, gpt2), {"--gpus", "4", "--baseline-batch", "8", "--baseline-lr", "1e-4"}));
+  EXPECT_FALSE(j["fits"].get<bool>());
+  for (const nlohmann::json& c : j["candidates"]) EXPECT_FALSE(c["fits"].get<bool>());
 }
 
 TEST(Launch, BadInputIsOneLine) {

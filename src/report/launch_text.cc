@@ -2,6 +2,7 @@
 #include <fmt/ranges.h>
 
 #include "base/units.h"
+#include "estimate/zero_formulas.h"
 #include "report/text.h"
 
 namespace trainfit {
@@ -47,9 +48,22 @@ std::string launch_text(const LaunchReport& r) {
     const LaunchCandidate& last = p.candidates.back();
     out += fmt::format(
         "\nNothing fits: at {} the {} needs {} of {}. A card with more memory, or sharding the "
-        "model's states (FSDP or ZeRO-3, not modelled yet)\n",
+        "model's states (FSDP or ZeRO-3, not modelled by trainfit yet",
         batch_line(last), last.gpus == 1 ? "GPU" : "rank",
         format_bytes(last.estimate.device_used_bytes), format_bytes(last.estimate.total_bytes));
+    const double psi = static_cast<double>(last.estimate.trainable_parameters);
+    if (last.gpus > 1 && psi > 0) {
+      // The ZeRO paper's count for mixed-precision Adam: 16 bytes a parameter, all sharded.
+      out += fmt::format(
+          ": over {} GPUs, ZeRO-3 keeps {} of parameters, gradients and Adam state per GPU "
+          "against {} unsharded, by the ZeRO paper's count for mixed precision, before "
+          "activations",
+          last.gpus,
+          format_bytes(
+              static_cast<int64_t>(zero_paper_bytes(psi, ZeroStage::kOsGradParams, last.gpus))),
+          format_bytes(static_cast<int64_t>(zero_paper_bytes(psi, ZeroStage::kNone, 1))));
+    }
+    out += ")\n";
     return out;
   }
   const LaunchCandidate& c = p.candidates[*p.fastest];
