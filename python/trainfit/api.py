@@ -83,7 +83,8 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
              weight_decay: Optional[float] = None,
              checkpoint: Union[str, Sequence[str], None] = None, grad_accum: int = 1,
              tf32: bool = False, memory_format: str = "channels_first",
-             dataset_size: Optional[int] = None, gpus: int = 1,
+             dataset_size: Optional[int] = None, gpus: int = 1, nodes: int = 1,
+             network: Optional[float] = None,
              strategy: Optional[str] = None, bucket_cap_mb: Optional[float] = None,
              gradient_as_bucket_view: bool = False, find_unused_parameters: bool = False,
              broadcast_buffers: bool = True, link: Optional[str] = None,
@@ -114,7 +115,8 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
     find_unused_parameters and broadcast_buffers: DistributedDataParallel's arguments; the
     step time then includes the gradients' all-reduce over `link` (pcie3, pcie4, pcie5,
     nvlink2, nvlink3, nvlink4; default: the GPU's usual one) or at bus_bandwidth GB/s
-    (nccl-tests' busbw).
+    (nccl-tests' busbw); nodes: machines of `gpus` GPUs each, joined by `network` Gbit/s per
+    node (default 100).
     baseline_batch, baseline_lr: the effective batch and learning rate a paper or config trained
     with; the report's "scaling" says what reaches that batch and scales the rate to this one.
     explain: list the largest tensors alive at the peak. timeline: write

@@ -286,6 +286,10 @@ TEST(Cli, BadInputIsOneLineWithAHintAndExitCode2) {
       {"estimate", "--model", "resnet50", "--gpu", "rtx4090", "--gpus", "2", "--bus-bandwidth",
        "fast"},
       {"estimate", "--model", "resnet50", "--device-profile", "cpu", "--link", "nvlink3"},
+      {"estimate", "--model", "resnet50", "--gpus", "2", "--nodes", "0"},
+      {"estimate", "--model", "resnet50", "--gpus", "2", "--network", "200"},  // one node
+      {"estimate", "--model", "resnet50", "--gpus", "2", "--nodes", "2", "--network", "-5"},
+      {"estimate", "--model", "resnet50", "--gpus", "8", "--nodes", "1000"},
       {"summary"},
       {"frobnicate"},
       {},

@@ -91,7 +91,9 @@ TEST(Launch, BadInputIsOneLine) {
            {"launch", "--model", "resnet50", "--gpu", "rtx4090", "--gpus", "0", "--baseline-batch",
             "64", "--baseline-lr", "0.1"},
            {"launch", "--model", "resnet50", "--gpu", "rtx4090", "--gpus", "2", "--baseline-batch",
-            "64", "--baseline-lr", "0.1", "--cores", "-3"}}) {
+            "64", "--baseline-lr", "0.1", "--cores", "-3"},
+           {"launch", "--model", "resnet50", "--gpu", "rtx4090", "--gpus", "2", "--nodes", "2",
+            "--baseline-batch", "64", "--baseline-lr", "0.1"}}) {
     const CliRun r = run(args);
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

@@ -64,6 +64,13 @@ void add_training_flags(CLI::App& app, RequestFlags& f) {
                "DDP(find_unused_parameters=True): buckets stay in parameter order");
   app.add_flag("--no-broadcast-buffers", f.no_broadcast_buffers,
                "DDP(broadcast_buffers=False): no flat copy of the buffers each forward");
+  app.add_option("--nodes", f.nodes,
+                 "machines of --gpus GPUs each (torchrun --nnodes): the world size is GPUs x "
+                 "nodes, and the all-reduce crosses --network")
+      ->capture_default_str();
+  app.add_option("--network", f.network,
+                 "bandwidth between nodes in Gbit/s per node (default 100: one 100 GbE NIC); with "
+                 "several NICs give their total, e.g. 800 for 4 x 200 Gb/s InfiniBand");
   app.add_option("--link", f.link,
                  "what connects the GPUs: pcie3, pcie4, pcie5, nvlink2, nvlink3 or nvlink4 "
                  "(default: the GPU's usual one); sets the all-reduce's bus bandwidth");
@@ -184,6 +191,8 @@ Status to_training(const RequestFlags& f, TrainingRequest& r) {
   r.baseline_batch = f.baseline_batch;
   r.baseline_lr = f.baseline_lr;
   r.gpus = f.gpus;
+  r.nodes = f.nodes;
+  r.network_gbits = f.network;
   if (!f.strategy.empty()) {
     TF_ASSIGN_OR_RETURN(r.strategy, parse_enum(kStrategyNames, "--strategy", f.strategy));
   }

@@ -38,6 +38,8 @@ struct RequestFlags {
   bool gradient_as_bucket_view = false;
   bool find_unused_parameters = false;
   bool no_broadcast_buffers = false;
+  int nodes = 1;
+  std::optional<double> network;        // --network, Gbit/s
   std::string link;                     // --link
   std::optional<double> bus_bandwidth;  // --bus-bandwidth, GB/s
   bool tf32 = false;

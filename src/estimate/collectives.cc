@@ -67,11 +67,16 @@ double broadcast_seconds(double bytes, double bus_gbps) {
   return transfer(bytes, 1, bus_gbps);
 }
 
+double ring_bus_gbps(const Link& link, int nodes, double network_gbps) {
+  return nodes > 1 ? std::min(link.bus_gbps, network_gbps) : link.bus_gbps;
+}
+
 CommTime ddp_comm_time(std::span<const GradientBucket> buckets, std::span<const double> ready_s,
                        double backward_s, int ranks, const Link& link) {
   CommTime c;
   c.link = link;
   c.ranks = ranks;
+  c.bus_gbps = link.bus_gbps;
   double free_at = 0;  // the NCCL stream
   for (const GradientBucket& b : buckets) {
     BucketTime t;

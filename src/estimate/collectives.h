@@ -72,6 +72,9 @@ struct BucketTime {
 struct CommTime {
   Link link;
   int ranks = 1;
+  int nodes = 1;
+  double network_gbps = 0;  // between nodes, per node (with more than one)
+  double bus_gbps = 0;      // what the collectives ran at: the slower of the two
   std::vector<BucketTime> buckets;
   double all_reduce_s = 0;  // the buckets' all-reduces, end to end
   double exposed_s = 0;     // of them, after backward ends
@@ -85,5 +88,10 @@ struct CommTime {
 // long); the buckets hold DDP indices. The caller adds `serial_s`.
 CommTime ddp_comm_time(std::span<const GradientBucket> buckets, std::span<const double> ready_s,
                        double backward_s, int ranks, const Link& link);
+
+// The bus bandwidth of a ring over `nodes` nodes: every ring crosses each node's network once
+// in and once out, so across nodes the per-node network bounds it (NCCL runs one ring per NIC:
+// give the node's total).
+double ring_bus_gbps(const Link& link, int nodes, double network_gbps);
 
 }  // namespace trainfit

@@ -179,18 +179,24 @@ CommTime data_parallel_comm(const Graph& g, const TrainingConfig& training, cons
   }
   const std::vector<GradientBucket>& buckets =
       layout.rebuilt.empty() ? layout.buckets : layout.rebuilt;
-  CommTime c = ddp_comm_time(buckets, ready, t.micro_backward_s, d.world_size, link);
+  const double bus = ring_bus_gbps(link, d.nodes, d.network_gbps);
+  Link used = link;
+  used.bus_gbps = bus;
+  CommTime c = ddp_comm_time(buckets, ready, t.micro_backward_s, d.world_size, used);
+  c.link = link;
+  c.nodes = d.nodes;
+  c.network_gbps = d.nodes > 1 ? d.network_gbps : 0;
   if (d.ddp.broadcast_buffers && buffer_bytes > 0) {
     // Before every forward, no_sync()'s included.
-    c.serial_s += training.grad_accum * broadcast_seconds(buffer_bytes, link.bus_gbps);
+    c.serial_s += training.grad_accum * broadcast_seconds(buffer_bytes, bus);
   }
   if (d.ddp.find_unused_parameters) {
     c.serial_s += all_reduce_seconds(4.0 * static_cast<double>(ready.size()), d.world_size,
-                                     link.bus_gbps);  // the used map
+                                     bus);  // the used map
   }
   if (d.strategy == Strategy::kZero1) {
     // _broadcast_params: every parameter from the rank that stepped it, one call each.
-    for (double bytes : param_bytes) c.serial_s += broadcast_seconds(bytes, link.bus_gbps);
+    for (double bytes : param_bytes) c.serial_s += broadcast_seconds(bytes, bus);
   }
   return c;
 }

@@ -79,8 +79,13 @@ struct DdpConfig {
   bool broadcast_buffers = true;
 };
 
+// Default bandwidth between nodes: one 100 Gbit/s NIC per node, in GB/s.
+inline constexpr double kDefaultNetworkGbits = 100;
+
 struct DistributedConfig {
-  int world_size = 1;
+  int world_size = 1;  // GPUs per node x nodes
+  int nodes = 1;
+  double network_gbps = kDefaultNetworkGbits / 8;  // between nodes, per node, GB/s
   Strategy strategy = Strategy::kSingle;
   DdpConfig ddp;
 };

@@ -73,6 +73,33 @@ TEST(DataParallelTime, ASlowerLinkExposesMore) {
   EXPECT_EQ(pcie4->peak_allocated_bytes, slow->peak_allocated_bytes);
 }
 
+// Two nodes of 4 A100s behind 100 Gbit/s NICs train as 8 ranks on a 12.5 GB/s ring: the same
+// step as one node of 8 whose link carries 12.5 GB/s, and the same per-rank memory.
+TEST(DataParallelTime, AcrossNodesTheNetworkBoundsTheRing) {
+  PipelineEstimator estimator;
+  TrainingRequest two = resnet50(4);
+  two.device = cuda_profile(*find_gpu("a100-80gb"));
+  two.nodes = 2;
+  TrainingRequest one = two;
+  one.nodes = 1;
+  one.gpus = 8;
+  one.device.timing->link.bus_gbps = 12.5;
+  const Result<Estimate> a = estimator.estimate(two);
+  const Result<Estimate> b = estimator.estimate(one);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string();
+  EXPECT_EQ(a->time->comm->ranks, 8);
+  EXPECT_DOUBLE_EQ(a->time->comm->bus_gbps, 12.5);
+  EXPECT_DOUBLE_EQ(a->time->comm->link.bus_gbps, 200);
+  EXPECT_DOUBLE_EQ(a->time->step_s, b->time->step_s);
+  EXPECT_EQ(a->peak_allocated_bytes, b->peak_allocated_bytes);
+  // 800 Gbit/s (100 GB/s) is still below NVLink 3's 200: it bounds the ring.
+  two.network_gbits = 800;
+  const Result<Estimate> fast = estimator.estimate(two);
+  ASSERT_TRUE(fast.ok());
+  EXPECT_DOUBLE_EQ(fast->time->comm->bus_gbps, 100);
+  EXPECT_LT(fast->time->step_s, a->time->step_s);
+}
+
 TEST(DataParallelTime, ZeroRedundancyBroadcastsTheUpdatedParameters) {
   PipelineEstimator estimator;
   TrainingRequest r = resnet50(4);

@@ -44,7 +44,7 @@ Status check_trace_request(const TrainingRequest& r, const TraceModel& model) {
   if (!r.checkpoint.empty()) return fixed("--checkpoint");
   if (r.grad_accum != 1) return fixed("--grad-accum");
   if (r.weight_decay) return fixed("--weight-decay");
-  if (r.gpus != 1 || r.strategy) {
+  if (r.gpus != 1 || r.nodes != 1 || r.strategy) {
     return unsupported("--gpus and --strategy apply to zoo models for now",
                        "estimate one GPU from the trace, or use a zoo model");
   }
@@ -85,9 +85,25 @@ Result<DistributedConfig> distributed_config(const TrainingRequest& r) {
     return invalid_argument(fmt::format("--gpus {} is outside 1 to {}", r.gpus, kMaxGpus),
                             "give the number of GPUs that train together, e.g. --gpus 2");
   }
-  d.world_size = r.gpus;
-  d.strategy = r.strategy.value_or(r.gpus > 1 ? Strategy::kDdp : Strategy::kSingle);
-  if (d.strategy == Strategy::kSingle && r.gpus > 1) {
+  if (r.nodes < 1 || r.nodes > kMaxGpus / r.gpus) {
+    return invalid_argument(
+        fmt::format("--nodes {} is outside 1 to {}", r.nodes, kMaxGpus / r.gpus),
+        "give the machines that train together, e.g. --nodes 2");
+  }
+  if (r.network_gbits) {
+    if (r.nodes == 1) {
+      return invalid_argument("--network is the link between nodes", "add --nodes M, or drop it");
+    }
+    if (!(*r.network_gbits > 0 && *r.network_gbits < 1e6)) {
+      return invalid_argument(fmt::format("--network {:g} is not a bandwidth", *r.network_gbits),
+                              "give the node's network in Gbit/s, e.g. --network 200");
+    }
+    d.network_gbps = *r.network_gbits / 8;
+  }
+  d.nodes = r.nodes;
+  d.world_size = r.gpus * r.nodes;
+  d.strategy = r.strategy.value_or(d.world_size > 1 ? Strategy::kDdp : Strategy::kSingle);
+  if (d.strategy == Strategy::kSingle && d.world_size > 1) {
     return invalid_argument("--strategy none cannot spread a step over GPUs",
                             "use --strategy ddp, or --gpus 1");
   }
@@ -339,6 +355,8 @@ std::vector<std::string> request_args(const TrainingRequest& r) {
   for (const std::string& p : r.checkpoint) add("--checkpoint", p);
   if (r.grad_accum != 1) add("--grad-accum", std::to_string(r.grad_accum));
   if (r.gpus != 1) add("--gpus", std::to_string(r.gpus));
+  if (r.nodes != 1) add("--nodes", std::to_string(r.nodes));
+  if (r.network_gbits) add("--network", fmt::format("{:g}", *r.network_gbits));
   if (r.strategy) add("--strategy", std::string(strategy_name(*r.strategy)));
   if (r.ddp.bucket_cap_bytes) {
     add("--bucket-cap-mb",

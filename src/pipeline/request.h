@@ -44,7 +44,9 @@ struct TrainingRequest {
   std::optional<double> weight_decay;   // nullopt: the preset's, else torch's default
   std::vector<std::string> checkpoint;  // module patterns under activation checkpointing
   int grad_accum = 1;                   // micro-batches of `batch` per optimizer step
-  int gpus = 1;                         // data-parallel ranks, `batch` each
+  int gpus = 1;                         // data-parallel ranks per node, `batch` each
+  int nodes = 1;                        // of `gpus` each (torchrun --nnodes)
+  std::optional<double> network_gbits;  // between nodes, Gbit/s per node
   std::optional<Strategy> strategy;     // nullopt: ddp with more than one GPU
   DdpConfig ddp;                        // DistributedDataParallel's arguments
   bool tf32 = false;                    // fp32 matmuls in TF32 (convolutions use it by default)

@@ -199,6 +199,19 @@ Result<TrainingRequest> request_of(const py::dict& options) {
         return invalid_argument("gpus must be at least 1", "for example gpus=2");
       }
       r.gpus = static_cast<int>(n);
+    } else if (key == "nodes") {
+      TF_ASSIGN_OR_RETURN(const int64_t n, int_of(key, v));
+      if (n < 1 || n > 1 << 20) {
+        return invalid_argument("nodes must be at least 1", "for example nodes=2");
+      }
+      r.nodes = static_cast<int>(n);
+    } else if (key == "network") {
+      if (!v.is_none()) {
+        if (!py::isinstance<py::float_>(v) && !py::isinstance<py::int_>(v)) {
+          return wrong_type(key, v, "a number of Gbit/s such as 200");
+        }
+        r.network_gbits = v.cast<double>();
+      }
     } else if (key == "strategy") {
       if (!v.is_none()) {
         TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));

@@ -62,6 +62,12 @@ std::string time_text(const EstimateHeader& h, const StepTime& t,
     line("link", fmt::format("{:.1f} GB/s", c.link.bus_gbps),
          fmt::format("{} bus bandwidth ({}: {})", c.link.display,
                      c.link.measured ? "measured" : "derived", c.link.source));
+    if (c.nodes > 1) {
+      line("network", fmt::format("{:.1f} GB/s", c.network_gbps),
+           fmt::format("between the {} nodes, per node (--network {:g} Gbit/s){}", c.nodes,
+                       c.network_gbps * 8,
+                       c.bus_gbps < c.link.bus_gbps ? ": the ring's bound" : ""));
+    }
     line("scaling", fmt::format("{:.0f}%", t.step_s > 0 ? 100 * t.compute_s / t.step_s : 100),
          fmt::format("of {} GPU{}' compute: {:.1f} samples/s in all", c.ranks,
                      c.ranks == 1 ? "" : "s", t.samples_per_s * c.ranks));
@@ -105,8 +111,9 @@ std::string distributed_text(const EstimateHeader& h, const Estimate& e) {
   const int accum = h.training.grad_accum;
   const bool zero = d.strategy == Strategy::kZero1;
   std::string out = fmt::format(
-      "{} over {} GPU{}: the figures are {}; effective batch {} ({} x {} GPU{}{})\n",
+      "{} over {} GPU{}{}: the figures are {}; effective batch {} ({} x {} GPU{}{})\n",
       zero ? "DDP with ZeroRedundancyOptimizer" : "DDP", d.world_size, d.world_size == 1 ? "" : "s",
+      d.nodes > 1 ? fmt::format(" ({} nodes of {})", d.nodes, d.world_size / d.nodes) : "",
       zero ? "rank 0's" : "one rank's", h.batch * d.world_size * accum, h.batch, d.world_size,
       d.world_size == 1 ? "" : "s", accum > 1 ? fmt::format(" x {} micro-batches", accum) : "");
   if (e.ddp) {

@@ -77,6 +77,9 @@ Result<LaunchReport> make_launch_report(const TrainingRequest& request,
                                         const LaunchOptions& options) {
   LaunchReport r;
   r.options = options;
+  if (request.nodes != 1) {
+    return unsupported("launch plans the GPUs of one node", "drop --nodes");
+  }
   if (!request.device.timing) {
     return invalid_argument("launch ranks plans by step time, which needs a catalog GPU",
                             "name one with --gpu (see `trainfit gpus`)");
