@@ -99,22 +99,22 @@ def free_port():
         return s.getsockname()[1]
 
 
-def measure(name, batch, image, optimizer, kwargs):
-    """Each rank's measurements, or None when the ranks did not finish in time."""
+def spawn_ranks(rank_main, *args):
+    """Runs rank_main(rank, port, *args, out) on WORLD processes; each writes out/rankN.json.
+    The ranks' JSON in rank order, or None when they did not finish in TIMEOUT_S."""
     with tempfile.TemporaryDirectory() as out:
-        ranks = mp.spawn(rank_main, args=(free_port(), name, batch, image, optimizer, kwargs, out),
-                         nprocs=WORLD, join=False)
+        ranks = mp.spawn(rank_main, args=(free_port(), *args, out), nprocs=WORLD, join=False)
         deadline = time.monotonic() + TIMEOUT_S
         while not ranks.join(timeout=5):
             if time.monotonic() > deadline:
                 for p in ranks.processes:
                     p.kill()
                 return None
-        ranks = []
+        result = []
         for r in range(WORLD):
             with open(os.path.join(out, f"rank{r}.json")) as f:
-                ranks.append(json.load(f))
-    return ranks
+                result.append(json.load(f))
+    return result
 
 
 # (samples, GPUs, per-GPU batch): the epoch DistributedSampler and DataLoader make on each rank.
@@ -157,7 +157,8 @@ def main():
     for (name, batch, image, optimizer), kwargs, flags in cases:
         zero = kwargs.get("zero", False)
         ranks = measured_ranks.get([name, batch, image, optimizer, kwargs],
-                                   lambda: measure(name, batch, image, optimizer, kwargs))
+                                   lambda: spawn_ranks(rank_main, name, batch, image, optimizer,
+                                                       kwargs))
         label = f"{name} b{batch} {optimizer} {' '.join(flags) or 'defaults'}"
         if ranks is None:
             report.check(False, f"{label}: the ranks did not finish in {TIMEOUT_S} s")

@@ -85,7 +85,9 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
              tf32: bool = False, memory_format: str = "channels_first",
              dataset_size: Optional[int] = None, gpus: int = 1, nodes: int = 1,
              network: Optional[float] = None,
-             strategy: Optional[str] = None, bucket_cap_mb: Optional[float] = None,
+             strategy: Optional[str] = None,
+             fsdp_wrap: Union[str, Sequence[str], None] = None,
+             fsdp_sharding: Optional[str] = None, bucket_cap_mb: Optional[float] = None,
              gradient_as_bucket_view: bool = False, find_unused_parameters: bool = False,
              broadcast_buffers: bool = True, link: Optional[str] = None,
              bus_bandwidth: Optional[float] = None, baseline_batch: Optional[int] = None,
@@ -111,7 +113,9 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
     memory kept free (0.05 or "5%"). tf32: fp32 matmuls in TF32 (convolutions use it by
     default). memory_format: channels_first or channels_last. dataset_size: samples in an epoch,
     for epoch_time_s. gpus: data-parallel GPUs, batch each (memory figures are one rank's);
-    strategy: ddp (the default with gpus > 1); bucket_cap_mb, gradient_as_bucket_view,
+    strategy: ddp (the default with gpus > 1), zero1 or fsdp (fsdp_wrap: module patterns wrapped
+    as FSDP units, "encoder.layers.*"; fsdp_sharding: full_shard or shard_grad_op);
+    bucket_cap_mb, gradient_as_bucket_view,
     find_unused_parameters and broadcast_buffers: DistributedDataParallel's arguments; the
     step time then includes the gradients' all-reduce over `link` (pcie3, pcie4, pcie5,
     nvlink2, nvlink3, nvlink4; default: the GPU's usual one) or at bus_bandwidth GB/s

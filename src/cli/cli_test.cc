@@ -290,6 +290,14 @@ TEST(Cli, BadInputIsOneLineWithAHintAndExitCode2) {
       {"estimate", "--model", "resnet50", "--gpus", "2", "--network", "200"},  // one node
       {"estimate", "--model", "resnet50", "--gpus", "2", "--nodes", "2", "--network", "-5"},
       {"estimate", "--model", "resnet50", "--gpus", "8", "--nodes", "1000"},
+      {"estimate", "--model", "resnet50", "--gpus", "2", "--fsdp-wrap", "layer1"},  // ddp
+      {"estimate", "--model", "resnet50", "--gpus", "2", "--strategy", "fsdp", "--fsdp-sharding",
+       "hybrid"},
+      {"estimate", "--model", "resnet50", "--gpus", "2", "--strategy", "fsdp", "--fsdp-wrap",
+       "encoder.layers.*"},
+      {"estimate", "--model", "resnet50", "--gpus", "2", "--strategy", "fsdp", "--fsdp-wrap",
+       "layer1,layer1.0"},  // nested
+      {"estimate", "--model", "resnet50", "--gpus", "2", "--strategy", "zero3"},
       {"summary"},
       {"frobnicate"},
       {},

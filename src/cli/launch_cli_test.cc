@@ -63,22 +63,51 @@ TEST(Launch, PlanReachesTheBaselineAndEveryConfigurationFits) {
   }
 }
 
-// gpt2-large does not fit a 12 GB card even at one sample per GPU: no plan, and what sharding
-// would leave per GPU by the ZeRO paper's count (16 bytes a trainable parameter over 4 GPUs).
+// gpt2-large does not fit a 12 GB card even at one sample per GPU over 2 GPUs, FSDP included:
+// no plan, and what sharding would leave per GPU by the ZeRO paper's count (16 bytes a trainable
+// parameter over 2 GPUs).
 TEST(Launch, NothingFitsSaysWhatShardingWouldLeave) {
   const std::vector<std::string> gpt2 = {"--model", "gpt2-large", "--gpu", "rtx3060"};
-  const CliRun r = run(concat(concat({"launch"}, gpt2),
-                              {"--gpus", "4", "--baseline-batch", "8", "--baseline-lr", "1e-4"}));
+  const std::vector<std::string> two = {"--gpus",        "2",   "--baseline-batch", "8",
+                                        "--baseline-lr", "1e-4"};
+  const CliRun r = run(concat(concat({"launch"}, gpt2), two));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("Nothing fits"), std::string::npos) << r.out;
   const nlohmann::json e = run_json(concat(concat({"estimate"}, gpt2), {"--batch", "1"}));
   const double psi = e["trainable_parameters"].get<double>();
-  const std::string sharded = format_bytes(static_cast<int64_t>(16 * psi / 4));
+  const std::string sharded = format_bytes(static_cast<int64_t>(16 * psi / 2));
   EXPECT_NE(r.out.find("ZeRO-3 keeps " + sharded), std::string::npos) << r.out;
-  const nlohmann::json j = run_json(concat(
-      concat({"launch"}, gpt2), {"--gpus", "4", "--baseline-batch", "8", "--baseline-lr", "1e-4"}));
+  const nlohmann::json j = run_json(concat(concat({"launch"}, gpt2), two));
   EXPECT_FALSE(j["fits"].get<bool>());
-  for (const nlohmann::json& c : j["candidates"]) EXPECT_FALSE(c["fits"].get<bool>());
+  bool fsdp_tried = false;
+  for (const nlohmann::json& c : j["candidates"]) {
+    EXPECT_FALSE(c["fits"].get<bool>());
+    fsdp_tried = fsdp_tried || c["strategy"] == "fsdp";
+  }
+  EXPECT_TRUE(fsdp_tried) << j.dump(2);
+}
+
+// Over 4 GPUs FSDP (each GPT2Block a unit) is the only candidate that fits: the plan takes it,
+// says how to wrap the model, and its check command is an estimate with the same wrap that gives
+// the plan's device used.
+TEST(Launch, ShardsWithFsdpWhenOnlyItFits) {
+  const std::vector<std::string> args = {
+      "--model", "gpt2-large",       "--gpu", "rtx3060",       "--gpus",
+      "4",       "--baseline-batch", "8",     "--baseline-lr", "1e-4"};
+  const nlohmann::json j = run_json(concat({"launch"}, args));
+  ASSERT_TRUE(j["fits"].get<bool>()) << j.dump(2);
+  for (const nlohmann::json& c : j["candidates"]) {
+    EXPECT_EQ(c["fits"].get<bool>(), c["strategy"] == "fsdp" && c["gpus"] == 4) << c.dump();
+  }
+  const CliRun r = run(concat({"launch"}, args));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("ModuleWrapPolicy({GPT2Block})"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--strategy fsdp --fsdp-wrap 'transformer.h.*'"), std::string::npos)
+      << r.out;
+  std::vector<std::string> check = {"estimate"};
+  for (const nlohmann::json& a : j["estimate_args"]) check.push_back(a.get<std::string>());
+  const nlohmann::json e = run_json(check);
+  EXPECT_EQ(e["device_used_bytes"], j["device_used_bytes"]) << j.dump(2);
 }
 
 TEST(Launch, BadInputIsOneLine) {

@@ -54,8 +54,17 @@ void add_training_flags(CLI::App& app, RequestFlags& f) {
       ->capture_default_str();
   app.add_option("--strategy", f.strategy,
                  "ddp (DistributedDataParallel; the default with --gpus 2 or more), zero1 (DDP "
-                 "with torch's ZeroRedundancyOptimizer: optimizer state sharded); fsdp, zero2 "
-                 "and zero3 are refused until they are modelled");
+                 "with torch's ZeroRedundancyOptimizer: optimizer state sharded), fsdp "
+                 "(FullyShardedDataParallel: parameters, gradients and optimizer state sharded); "
+                 "zero2 and zero3 are refused until they are modelled");
+  app.add_option("--fsdp-wrap", f.fsdp_wrap,
+                 "FSDP: module pattern wrapped as its own unit (auto_wrap_policy), repeatable or "
+                 "comma-separated, e.g. 'encoder.layers.*' or 'layer1,layer2'; without it the "
+                 "whole model is one unit")
+      ->delimiter(',');
+  app.add_option("--fsdp-sharding", f.fsdp_sharding,
+                 "FSDP's sharding_strategy: full_shard (the default: parameters regathered for "
+                 "backward) or shard_grad_op (kept from forward to backward)");
   app.add_option("--bucket-cap-mb", f.bucket_cap_mb, "DDP's bucket_cap_mb (default 25)");
   app.add_flag("--gradient-as-bucket-view", f.gradient_as_bucket_view,
                "DDP(gradient_as_bucket_view=True): .grad lives in the buckets, saving one copy "
@@ -205,6 +214,11 @@ Status to_training(const RequestFlags& f, TrainingRequest& r) {
     r.ddp.bucket_cap_bytes = static_cast<int64_t>(*f.bucket_cap_mb * 1024 * 1024);
   }
   r.ddp.gradient_as_bucket_view = f.gradient_as_bucket_view;
+  r.fsdp.wrap = f.fsdp_wrap;
+  if (!f.fsdp_sharding.empty()) {
+    TF_ASSIGN_OR_RETURN(r.fsdp.sharding,
+                        parse_enum(kFsdpShardingNames, "--fsdp-sharding", f.fsdp_sharding));
+  }
   r.ddp.find_unused_parameters = f.find_unused_parameters;
   r.ddp.broadcast_buffers = !f.no_broadcast_buffers;
   return {};

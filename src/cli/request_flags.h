@@ -34,6 +34,8 @@ struct RequestFlags {
   int grad_accum = 1;
   int gpus = 1;
   std::string strategy;  // empty: ddp with more than one GPU
+  std::vector<std::string> fsdp_wrap;
+  std::string fsdp_sharding;
   std::optional<double> bucket_cap_mb;
   bool gradient_as_bucket_view = false;
   bool find_unused_parameters = false;

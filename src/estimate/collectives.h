@@ -76,6 +76,8 @@ struct CommTime {
   double network_gbps = 0;  // between nodes, per node (with more than one)
   double bus_gbps = 0;      // what the collectives ran at: the slower of the two
   std::vector<BucketTime> buckets;
+  // FSDP: all_reduce_s holds the units' reduce-scatters and serial_s their all-gathers.
+  bool sharded = false;
   double all_reduce_s = 0;  // the buckets' all-reduces, end to end
   double exposed_s = 0;     // of them, after backward ends
   // Not overlapped: DDP's buffer broadcast before each forward, ZeroRedundancyOptimizer's

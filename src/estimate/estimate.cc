@@ -201,6 +201,38 @@ CommTime data_parallel_comm(const Graph& g, const TrainingConfig& training, cons
   return c;
 }
 
+// FSDP's collectives in one steady-state step. Without prefetching in forward, each unit's
+// all-gather runs before its compute can start: serial. Its reduce-scatter runs on another
+// stream while backward goes on; what backward does not cover, and the last unit's, is added.
+CommTime fsdp_comm(const TrainingConfig& training, const StepTime& t,
+                   const std::vector<FsdpUnitSize>& units, const Link& link) {
+  const DistributedConfig& d = training.distributed;
+  const double bus = ring_bus_gbps(link, d.nodes, d.network_gbps);
+  CommTime c;
+  c.link = link;
+  c.ranks = d.world_size;
+  c.nodes = d.nodes;
+  c.network_gbps = d.nodes > 1 ? d.network_gbps : 0;
+  c.bus_gbps = bus;
+  c.sharded = true;
+  double gathers = 0;
+  double last_scatter = 0;
+  for (const FsdpUnitSize& unit : units) {
+    const double gather =
+        all_gather_seconds(static_cast<double>(unit.padded_bytes), d.world_size, bus);
+    // FULL_SHARD gathers a wrapped unit again for backward; the root stays gathered.
+    const bool root = unit.module == kNone;
+    gathers += gather * (!root && d.fsdp.sharding == FsdpSharding::kFullShard ? 2 : 1);
+    // A reduce-scatter moves what an all-gather of the same result does.
+    c.all_reduce_s += gather;
+    // The last to finish: the root's, else the first wrapped unit's (backward ends there).
+    if (root || last_scatter == 0) last_scatter = gather;
+  }
+  c.serial_s = gathers * training.grad_accum;
+  c.exposed_s = training.grad_accum * std::max(last_scatter, c.all_reduce_s - t.micro_backward_s);
+  return c;
+}
+
 }  // namespace
 
 Result<std::optional<StepTime>> graph_step_time(const Graph& g, const EstimateOptions& options,
@@ -220,6 +252,9 @@ Result<std::optional<StepTime>> graph_step_time(const Graph& g, const EstimateOp
     if (ddp != nullptr) {
       add_communication(t, data_parallel_comm(g, options.training, t, *ddp, device.timing->link));
     }
+  } else if (strategy == Strategy::kFsdp) {
+    TF_ASSIGN_OR_RETURN(EventList list, lower_training_step(g, options.training, {}));
+    add_communication(t, fsdp_comm(options.training, t, list.fsdp, device.timing->link));
   }
   return std::optional<StepTime>(std::move(t));
 }
@@ -250,6 +285,7 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
   Estimate e = std::move(facts);
   e.events = list.events.size();
   e.ddp = list.ddp;
+  e.fsdp = list.fsdp;
   e.total_bytes = device.total_bytes;
   e.margin_bytes = device.total_bytes >= 0 ? options.margin_bytes : 0;
   e.cuda_context_bytes = device.target.device == Device::kCuda ? device.context_bytes : 0;

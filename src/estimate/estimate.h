@@ -97,6 +97,7 @@ struct Estimate {
   std::optional<StepTime> time;
   std::optional<EpochTime> epoch;  // with a dataset size
   std::optional<DdpLayout> ddp;    // with --strategy ddp: one rank's gradient buckets
+  std::vector<FsdpUnitSize> fsdp;  // with --strategy fsdp: its units, the root first
 };
 
 Result<Estimate> estimate(const Graph& graph, const EstimateOptions& options);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -76,10 +77,20 @@ struct Event {
   NodeId node = kNone;  // the op during which it happens
 };
 
+// One FullyShardedDataParallel unit as rank 0 holds it.
+struct FsdpUnitSize {
+  ModuleId module = kNone;   // the wrapped module; kNone for the root
+  std::string path;          // its module path ("" for the root)
+  int64_t flat_bytes = 0;    // its parameters flattened
+  int64_t padded_bytes = 0;  // gathered: padded to a multiple of the world size
+  int64_t shard_bytes = 0;   // one rank's shard
+};
+
 struct EventList {
   IdVector<Buffer> buffers;
   std::vector<Event> events;
-  std::optional<DdpLayout> ddp;  // with --strategy ddp: the buckets behind the events
+  std::optional<DdpLayout> ddp;    // with --strategy ddp: the buckets behind the events
+  std::vector<FsdpUnitSize> fsdp;  // with --strategy fsdp: its units, the root first
 
   // Appends a buffer and the event that allocates it; returns the buffer's index.
   BufferId add_alloc(const Buffer& buffer, Phase phase, uint8_t iteration, NodeId node) {

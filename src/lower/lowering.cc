@@ -66,6 +66,14 @@ class Lowerer : public EventSink {
   void zero_partition();
   Status check_ddp_grads() const;
 
+  // FullyShardedDataParallel (--strategy fsdp).
+  bool fsdp() const { return config_.distributed.strategy == Strategy::kFsdp; }
+  Status fsdp_units();
+  void fsdp_construct();
+  void fsdp_gather(size_t unit, NodeId node);
+  void fsdp_reshard(size_t unit, NodeId node);
+  void fsdp_post_backward(size_t unit, NodeId node);
+
   bool is_param(ValueId v) const {
     const Value& val = g_.value(v);
     const StorageKind k = g_.storages[val.storage].kind;
@@ -117,6 +125,26 @@ class Lowerer : public EventSink {
   std::vector<BufferId> stale_buckets_;  // replaced, alive through .grad views until backward
   std::vector<int32_t> to_bucket_;       // params whose new .grad becomes a bucket view
   int forwards_ = 0;
+
+  // FSDP state. Unit 0 is the root: the parameters no wrapped module holds.
+  struct FsdpUnit {
+    ModuleId module = kNone;
+    NodeId first = 0;  // nodes [first, end) run inside the wrapped module
+    NodeId end = 0;
+    std::vector<int32_t> params;  // g_.params indices, flattened in this order
+    int64_t flat_bytes = 0;       // the FlatParameter unsharded
+    int64_t padded_bytes = 0;     // padded to a multiple of the world size
+    int64_t shard_bytes = 0;      // one rank's shard
+    int trainable = 0;            // parameters whose gradients its backward waits for
+    BufferId full = kNoBuffer;    // the gathered parameters, while unsharded
+    BufferId grad = kNoBuffer;    // the sharded gradient (.grad of the FlatParameter)
+    int waiting = 0;              // gradients still to come in this backward
+    bool in_backward = false;     // its pre-backward hook has run in this backward
+    std::vector<BufferId> grads;  // the parameters' gradients, until flattened
+  };
+  std::vector<FsdpUnit> units_;
+  IdVector<int> unit_of_node_;   // per node
+  IdVector<int> unit_of_param_;  // per param, or -1 (buffers)
 };
 
 // A .grad that is a view into a DDP bucket (gradient_as_bucket_view): the bucket holds it.
@@ -276,9 +304,23 @@ void Lowerer::forward() {
     iteration_buffers_.push_back(b);
   }
   if (ddp()) ddp_pre_forward();
+  if (fsdp()) {
+    if (iteration_ == 0 && micro_step_ == 0) {
+      // The root's lazy init makes each unit's gather buffer and frees its storage at once.
+      for (const FsdpUnit& unit : units_) {
+        if (unit.params.empty()) continue;
+        free_buffer(alloc_new(unit.padded_bytes, Category::kParameter, kNone), kNone);
+      }
+    }
+    fsdp_gather(0, kNone);
+  }
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     const auto n = static_cast<NodeId>(i);
     const Node& node = g_.nodes[i];
+    const int unit = fsdp() ? unit_of_node_[i] : 0;
+    if (unit > 0 && units_[static_cast<size_t>(unit)].first == n) {
+      fsdp_gather(static_cast<size_t>(unit), n);
+    }
     if (node.op->uses_cublas && options_.cublas_workspace_bytes > 0 &&
         cublas_.creates_handle(g_.target, /*autograd_thread=*/false)) {
       alloc_new(options_.cublas_workspace_bytes, Category::kWorkspace, n);
@@ -298,6 +340,11 @@ void Lowerer::forward() {
     for (StorageId s : frees_after_[i]) {
       free_buffer(storage_buffer_[s], n);
       storage_buffer_[s] = kNoBuffer;
+    }
+    // FULL_SHARD frees a wrapped unit's parameters after its forward (the root's stay).
+    if (unit > 0 && units_[static_cast<size_t>(unit)].end == n + 1 &&
+        config_.distributed.fsdp.sharding == FsdpSharding::kFullShard) {
+      fsdp_reshard(static_cast<size_t>(unit), n);
     }
   }
   // torch.autocast drops its weight-cast cache on exit, after the loss.
@@ -379,6 +426,15 @@ void Lowerer::route_gradient(ValueId value, BufferId buffer, bool same_tensor, N
   // .grad without a copy, a view included (it then keeps its base alive), unless other holders
   // share that very tensor (accumulate_grad.h); a later micro-batch's is added in place.
   if (++received_grads_[p] < expected_grads_[p]) return;
+  if (fsdp() && unit_of_param_[p] >= 0) {
+    // The parameter is a view into its unit's FlatParameter: autograd's split backward
+    // flattens the unit's gradients once all have arrived.
+    FsdpUnit& unit = units_[static_cast<size_t>(unit_of_param_[p])];
+    unit.grads.push_back(slot);
+    slot = kNoBuffer;
+    if (--unit.waiting == 0) fsdp_post_backward(static_cast<size_t>(unit_of_param_[p]), node);
+    return;
+  }
   BufferId& grad = param_grad_[p];
   if (grad != kNoBuffer) {
     unref_grad(slot, node);
@@ -406,10 +462,32 @@ void Lowerer::backward() {
   grad_refs_[seed] = 2;
   grad_slot_[g_.loss] = seed;
   std::fill(received_grads_.begin(), received_grads_.end(), 0);
+  for (FsdpUnit& unit : units_) {
+    unit.waiting = unit.trainable;
+    unit.in_backward = false;
+  }
   for (size_t i = g_.nodes.size(); i-- > 0;) {
     const Node& node = g_.nodes[i];
     const auto n = static_cast<NodeId>(i);
     if (!node.recorded || !g_.on_loss_path[i]) continue;
+    // FSDP's pre-backward hook, on the unit's outputs: gather its parameters again. 2.x
+    // prefetches by default (backward_prefetch=BACKWARD_PRE): the unit whose backward comes
+    // next, the one before it in forward, is gathered too.
+    if (fsdp() && !units_[static_cast<size_t>(unit_of_node_[i])].in_backward) {
+      const auto unit = static_cast<size_t>(unit_of_node_[i]);
+      units_[unit].in_backward = true;
+      fsdp_gather(unit, n);
+      if (g_.target.torch == TorchVersion::k2 && unit > 0) {
+        size_t next = 0;
+        for (size_t u = 1; u < units_.size(); ++u) {
+          if (units_[u].end <= units_[unit].first && !units_[u].params.empty() &&
+              (next == 0 || units_[u].first > units_[next].first)) {
+            next = u;
+          }
+        }
+        if (next > 0) fsdp_gather(next, n);
+      }
+    }
     const int seg = segment_of_[i];
     if (seg >= 0 && !recomputed_[seg] && !node.saved.empty()) {
       recompute(static_cast<size_t>(seg));
@@ -438,7 +516,8 @@ void Lowerer::backward() {
       } else {
         // A parameter's only gradient this step, with no .grad yet, becomes its .grad.
         const int p = param_index_[v];
-        const bool becomes_grad = p >= 0 && expected_grads_[p] == 1 && param_grad_[p] == kNoBuffer;
+        const bool becomes_grad =
+            p >= 0 && !fsdp() && expected_grads_[p] == 1 && param_grad_[p] == kNoBuffer;
         b = alloc_new(value_bytes(g_.value(v)),
                       becomes_grad ? Category::kGradient : Category::kTemporary, n);
         grad_refs_[b] = 1;
@@ -490,6 +569,8 @@ void Lowerer::backward() {
     unref_grad(slot, kNone);
     slot = kNoBuffer;
   }
+  // FSDP's final callback reshards what no post-backward hook did.
+  for (size_t u = 0; u < units_.size(); ++u) fsdp_reshard(u, kNone);
   unref_grad(seed, kNone);
 }
 
@@ -538,7 +619,15 @@ void Lowerer::optimizer_step(bool first_step) {
     step.params.push_back({static_cast<int32_t>(p), value_bytes(v), g_.params[p].group,
                            checked_numel(v.shape).value_or(0)});
   };
-  if (zero_redundancy()) {
+  if (fsdp()) {
+    // One parameter per unit, its shard: the root's FlatParameter first (named_parameters()).
+    for (const FsdpUnit& unit : units_) {
+      if (unit.grad == kNoBuffer) continue;
+      const int64_t elements =
+          unit.shard_bytes / dtype_bytes(g_.value(g_.params[unit.params.front()].value).dtype);
+      step.params.push_back({unit.params.front(), unit.shard_bytes, 0, elements});
+    }
+  } else if (zero_redundancy()) {
     // Rank 0's local optimizer steps its shard only; _sync_params then broadcasts every
     // shard into the parameters in place.
     step.nested_steps = 2;
@@ -555,6 +644,10 @@ void Lowerer::zero_grad() {
     unref_grad(grad, kNone);
     grad = kNoBuffer;
   }
+  for (FsdpUnit& unit : units_) {
+    free_buffer(unit.grad, kNone);
+    unit.grad = kNoBuffer;
+  }
 }
 
 void Lowerer::end_micro_step() {
@@ -567,6 +660,162 @@ void Lowerer::end_micro_step() {
   for (BufferId b : iteration_buffers_) free_buffer(b, kNone);
   iteration_buffers_.clear();
   for (ValueId in : g_.inputs) storage_buffer_[g_.value(in).storage] = kNoBuffer;
+}
+
+// ---- FullyShardedDataParallel --------------------------------------------------------------
+//
+// What FSDP does on one rank (torch 1.13's fully_sharded_data_parallel.py and flat_param.py,
+// checked on CPU with gloo by validation/check_fsdp.py): each unit (a wrapped module, and the
+// root with the parameters left over) flattens its parameters into one FlatParameter, padded
+// to a multiple of the world size, and keeps this rank's shard. Before a unit runs, the full
+// parameters are gathered into one buffer; FULL_SHARD frees it after the unit's forward (not
+// the root's) and gathers it again when backward reaches the unit. The unit's gradients come
+// back flattened (autograd's backward of the split that made the parameters views), after
+// which its post-backward hook frees the full parameters, copies the gradient padded (1.13's
+// F.pad copies even when there is nothing to pad), reduce-scatters it into a new shard and
+// frees both. The optimizer steps one parameter per unit, its shard.
+
+Status Lowerer::fsdp_units() {
+  const FsdpConfig& cfg = config_.distributed.fsdp;
+  units_.assign(1, FsdpUnit{});
+  units_[0].end = static_cast<NodeId>(g_.nodes.size());
+  unit_of_node_.assign(g_.nodes.size(), 0);
+  IdVector<int> unit_of_module(g_.modules.size(), -1);
+  for (const std::string& pattern : cfg.wrap) {
+    bool any = false;
+    for (size_t m = 0; m < g_.modules.size(); ++m) {
+      const Module& mod = g_.modules[m];
+      if (!module_matches(mod.path, pattern)) continue;
+      any = true;
+      if (unit_of_module[m] >= 0) continue;  // matched by an earlier pattern
+      for (size_t u = 1; u < units_.size(); ++u) {
+        const ModuleId other = units_[u].module;
+        const auto contains = [&](ModuleId outer, ModuleId inner) {
+          for (ModuleId a = g_.modules[inner].parent; a != kNone; a = g_.modules[a].parent) {
+            if (a == outer) return true;
+          }
+          return false;
+        };
+        if (contains(static_cast<ModuleId>(m), other) ||
+            contains(other, static_cast<ModuleId>(m))) {
+          return unsupported(fmt::format("--fsdp-wrap: units {} and {} nest; nested units are "
+                                         "not modelled",
+                                         g_.modules[other].path, mod.path),
+                             "wrap either the outer modules or the inner ones");
+        }
+      }
+      unit_of_module[m] = static_cast<int>(units_.size());
+      FsdpUnit unit;
+      unit.module = static_cast<ModuleId>(m);
+      unit.first = mod.first_node;
+      unit.end = mod.end_node;
+      units_.push_back(unit);
+    }
+    if (!any) {
+      return not_found(fmt::format("--fsdp-wrap '{}' matches no module of {}", pattern, g_.model),
+                       "patterns are module paths such as 'layer2' or 'encoder.layers.*'; "
+                       "trainfit summary lists the modules");
+    }
+  }
+  for (size_t u = 1; u < units_.size(); ++u) {
+    for (NodeId n = units_[u].first; n < units_[u].end; ++n) unit_of_node_[n] = static_cast<int>(u);
+  }
+  unit_of_param_.assign(g_.params.size(), -1);
+  const int64_t world = config_.distributed.world_size;
+  for (size_t p = 0; p < g_.params.size(); ++p) {
+    const Param& param = g_.params[p];
+    if (param.buffer) continue;
+    int u = 0;
+    for (ModuleId m = param.module; m != kNone && u == 0; m = g_.modules[m].parent) {
+      u = std::max(u, unit_of_module[m]);
+    }
+    unit_of_param_[p] = u;
+    units_[static_cast<size_t>(u)].params.push_back(static_cast<int32_t>(p));
+  }
+  for (FsdpUnit& unit : units_) {
+    if (unit.params.empty()) continue;
+    const DType dtype = g_.value(g_.params[unit.params.front()].value).dtype;
+    int64_t elements = 0;
+    int trainable = 0;
+    for (int32_t p : unit.params) {
+      const Value& v = g_.value(g_.params[p].value);
+      if (v.dtype != dtype) {
+        return unsupported(fmt::format("FSDP flattens each unit into one tensor, and {} mixes "
+                                       "dtypes",
+                                       g_.model),
+                           "wrap the modules so that each unit holds one dtype (--fsdp-wrap)");
+      }
+      elements += checked_numel(v.shape).value_or(0);
+      trainable += g_.params[p].trainable ? 1 : 0;
+    }
+    if (trainable != 0 && trainable != static_cast<int>(unit.params.size())) {
+      return unsupported(
+          "FSDP (torch 1.13) flattens each unit into one tensor, which cannot "
+          "mix frozen and trained parameters",
+          "wrap the frozen modules as their own units (--fsdp-wrap)");
+    }
+    const int64_t shard = ceil_div(elements, world);
+    unit.flat_bytes = elements * dtype_bytes(dtype);
+    unit.shard_bytes = shard * dtype_bytes(dtype);
+    unit.padded_bytes = unit.shard_bytes * world;
+    // Every trained parameter's gradient, one per parameter that gets one this backward.
+    for (int32_t p : unit.params) unit.trainable += expected_grads_[p] > 0 ? 1 : 0;
+    out_.fsdp.push_back({unit.module, unit.module == kNone ? "" : g_.modules[unit.module].path,
+                         unit.flat_bytes, unit.padded_bytes, unit.shard_bytes});
+  }
+  return {};
+}
+
+// The constructor flattens unit by unit, wrapped modules first and the root last: the flat
+// tensor (torch.cat), this rank's shard cloned from it, then the flat tensor and the original
+// parameters go.
+void Lowerer::fsdp_construct() {
+  for (size_t k = 0; k < units_.size(); ++k) {
+    FsdpUnit& unit = units_[(k + 1) % units_.size()];
+    if (unit.params.empty()) continue;
+    const BufferId flat = alloc_new(unit.flat_bytes, Category::kTemporary, kNone);
+    const BufferId shard = alloc_new(unit.shard_bytes, Category::kParameter, kNone);
+    out_.buffers[shard].module = unit.module;
+    free_buffer(flat, kNone);
+    for (int32_t p : unit.params) {
+      const StorageId s = g_.value(g_.params[p].value).storage;
+      free_buffer(storage_buffer_[s], kNone);
+      storage_buffer_[s] = kNoBuffer;
+    }
+  }
+}
+
+void Lowerer::fsdp_gather(size_t index, NodeId node) {
+  FsdpUnit& unit = units_[index];
+  if (unit.params.empty() || unit.full != kNoBuffer) return;
+  unit.full = alloc_new(unit.padded_bytes, Category::kParameter, node);
+  out_.buffers[unit.full].module = unit.module;
+}
+
+void Lowerer::fsdp_reshard(size_t index, NodeId node) {
+  FsdpUnit& unit = units_[index];
+  free_buffer(unit.full, node);
+  unit.full = kNoBuffer;
+}
+
+void Lowerer::fsdp_post_backward(size_t index, NodeId node) {
+  FsdpUnit& unit = units_[index];
+  const BufferId flat = alloc_new(unit.flat_bytes, Category::kGradient, node);
+  for (BufferId g : unit.grads) unref_grad(g, node);
+  unit.grads.clear();
+  fsdp_reshard(index, node);
+  // 2.x pads only what does not divide (_get_reduce_scatter_tensors).
+  const bool pad = g_.target.torch != TorchVersion::k2 || unit.padded_bytes != unit.flat_bytes;
+  const BufferId padded =
+      pad ? alloc_new(unit.padded_bytes, Category::kCommunication, node) : kNoBuffer;
+  const BufferId shard = alloc_new(unit.shard_bytes, Category::kGradient, node);
+  if (unit.grad == kNoBuffer) {
+    unit.grad = shard;
+  } else {
+    free_buffer(shard, node);  // added into the gradient kept from the last micro-batch
+  }
+  free_buffer(flat, node);
+  free_buffer(padded, node);
 }
 
 // ---- DistributedDataParallel ---------------------------------------------------------------
@@ -751,7 +1000,9 @@ Result<EventList> Lowerer::run() {
   received_grads_.assign(g_.params.size(), 0);
   out_.events.reserve(g_.nodes.size() * 6 * static_cast<size_t>(config_.iterations));
   phase_ = Phase::kSetup;
+  if (fsdp()) TF_RETURN_IF_ERROR(fsdp_units());
   allocate_parameters();
+  if (fsdp()) fsdp_construct();
   if (ddp()) ddp_construct();
   if (zero_redundancy()) zero_partition();
   for (int it = 0; it < config_.iterations; ++it) {

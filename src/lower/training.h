@@ -79,6 +79,24 @@ struct DdpConfig {
   bool broadcast_buffers = true;
 };
 
+// How FullyShardedDataParallel shards: FULL_SHARD frees each unit's gathered parameters after
+// its forward and gathers them again for its backward; SHARD_GRAD_OP keeps them from forward
+// to the end of the unit's backward.
+enum class FsdpSharding : uint8_t { kFullShard, kShardGradOp };
+inline constexpr auto kFsdpShardingNames = enum_names<FsdpSharding>({
+    {FsdpSharding::kFullShard, "full_shard"},
+    {FsdpSharding::kShardGradOp, "shard_grad_op"},
+});
+
+// FullyShardedDataParallel's arguments that change memory (torch 1.13's defaults otherwise:
+// no prefetch, no mixed precision, no CPU offload).
+struct FsdpConfig {
+  // Module-path patterns (as --checkpoint's) of the modules wrapped as their own units; the
+  // rest of the model is the root unit. Empty: FSDP without an auto_wrap_policy, one unit.
+  std::vector<std::string> wrap;
+  FsdpSharding sharding = FsdpSharding::kFullShard;
+};
+
 // Default bandwidth between nodes: one 100 Gbit/s NIC per node, in GB/s.
 inline constexpr double kDefaultNetworkGbits = 100;
 
@@ -88,6 +106,7 @@ struct DistributedConfig {
   double network_gbps = kDefaultNetworkGbits / 8;  // between nodes, per node, GB/s
   Strategy strategy = Strategy::kSingle;
   DdpConfig ddp;
+  FsdpConfig fsdp;
 };
 
 struct TrainingConfig {

@@ -108,10 +108,18 @@ Result<DistributedConfig> distributed_config(const TrainingRequest& r) {
                             "use --strategy ddp, or --gpus 1");
   }
   const bool reducer = d.strategy == Strategy::kDdp || d.strategy == Strategy::kZero1;
-  if (d.strategy != Strategy::kSingle && !reducer) {
+  const bool fsdp = d.strategy == Strategy::kFsdp;
+  if (d.strategy != Strategy::kSingle && !reducer && !fsdp) {
     return unsupported(fmt::format("--strategy {} is not modelled yet", strategy_name(d.strategy)),
-                       "use --strategy ddp, or zero1 (DDP with ZeroRedundancyOptimizer)");
+                       "use --strategy ddp, zero1 (DDP with ZeroRedundancyOptimizer) or fsdp; "
+                       "trainfit launch prints what ZeRO-3 would leave per GPU by the paper's "
+                       "count");
   }
+  if (!fsdp && (!r.fsdp.wrap.empty() || r.fsdp.sharding != FsdpSharding::kFullShard)) {
+    return invalid_argument("--fsdp-wrap and --fsdp-sharding need --strategy fsdp",
+                            "add --strategy fsdp");
+  }
+  d.fsdp = r.fsdp;
   const DdpConfig& ddp = r.ddp;
   const bool ddp_flags = ddp.bucket_cap_bytes || ddp.gradient_as_bucket_view ||
                          ddp.find_unused_parameters || !ddp.broadcast_buffers;
@@ -363,6 +371,10 @@ std::vector<std::string> request_args(const TrainingRequest& r) {
         fmt::format("{:g}", static_cast<double>(*r.ddp.bucket_cap_bytes) / (1 << 20)));
   }
   if (r.ddp.gradient_as_bucket_view) args.emplace_back("--gradient-as-bucket-view");
+  for (const std::string& w : r.fsdp.wrap) add("--fsdp-wrap", w);
+  if (r.fsdp.sharding != FsdpSharding::kFullShard) {
+    add("--fsdp-sharding", std::string(kFsdpShardingNames.name(r.fsdp.sharding)));
+  }
   if (r.ddp.find_unused_parameters) args.emplace_back("--find-unused-parameters");
   if (!r.ddp.broadcast_buffers) args.emplace_back("--no-broadcast-buffers");
   if (r.tf32) args.emplace_back("--tf32");

@@ -49,6 +49,7 @@ struct TrainingRequest {
   std::optional<double> network_gbits;  // between nodes, Gbit/s per node
   std::optional<Strategy> strategy;     // nullopt: ddp with more than one GPU
   DdpConfig ddp;                        // DistributedDataParallel's arguments
+  FsdpConfig fsdp;                      // FullyShardedDataParallel's
   bool tf32 = false;                    // fp32 matmuls in TF32 (convolutions use it by default)
   MemoryFormat memory_format = MemoryFormat::kChannelsFirst;
   std::optional<int64_t> dataset_size;  // samples per epoch: the epoch time

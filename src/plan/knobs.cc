@@ -1,6 +1,7 @@
 #include "plan/knobs.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -80,6 +81,20 @@ Change set_strategy(Strategy strategy) {
           {"--strategy", std::string(strategy_name(strategy))}};
 }
 
+Change use_fsdp(std::vector<std::string> wrap) {
+  std::vector<std::string> args = {"--strategy", "fsdp"};
+  if (!wrap.empty()) {
+    args.emplace_back("--fsdp-wrap");
+    args.push_back(fmt::format("{}", fmt::join(wrap, ",")));
+  }
+  return {[wrap](TrainingRequest& r) {
+            r.strategy = Strategy::kFsdp;
+            r.fsdp.wrap = wrap;
+            r.ddp = {};
+          },
+          std::move(args)};
+}
+
 namespace {
 
 bool matches_some_module(const Graph& graph, const std::string& pattern) {
@@ -95,6 +110,22 @@ bool matches_some_param(const Graph& graph, const std::string& prefix) {
 
 bool contains(const std::vector<std::string>& list, const std::string& item) {
   return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+FsdpBlocks block_units(const Graph& graph, const ModelSpec& spec) {
+  FsdpBlocks out;
+  for (const CheckpointFamily& family : spec.checkpoint_families) {
+    for (const std::string& p : family.patterns) {
+      if (!matches_some_module(graph, p)) continue;
+      out.patterns.push_back(p);
+      for (const Module& m : graph.modules) {
+        if (module_matches(m.path, p) && !contains(out.classes, m.type)) {
+          out.classes.push_back(m.type);
+        }
+      }
+    }
+  }
+  return out;
 }
 
 void add_checkpoint_knobs(const Graph& graph, const ModelSpec& spec,
@@ -218,6 +249,13 @@ Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request,
       add("ZeroRedundancyOptimizer", KnobKind::kFree, "", set_strategy(Strategy::kZero1),
           "a broadcast of the parameters after each step");
     }
+    // FSDP with the model's repeated blocks as units (those checkpointing offers): parameters,
+    // gradients and optimizer state sharded. 1.13 cannot flatten frozen and trained
+    // parameters into one unit, so not with --freeze.
+    if (dist.world_size > 1 && request.freeze.empty()) {
+      add("FSDP (full_shard)", KnobKind::kFree, "", use_fsdp(block_units(graph, *spec).patterns),
+          "all-gathers before each unit's forward and backward: 1.5x DDP's traffic");
+    }
   }
   TF_ASSIGN_OR_RETURN(const StepFlops base, step_flops(graph, r.options.training.checkpoint));
   add_checkpoint_knobs(graph, *spec, r.options.training.checkpoint, base, knobs);
@@ -232,6 +270,14 @@ Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request,
   }
   add_model_knobs(r, *spec, knobs);
   return knobs;
+}
+
+Result<FsdpBlocks> fsdp_blocks(const ResolvedRequest& r) {
+  if (r.trace) return FsdpBlocks{};
+  const ModelSpec* spec = find_model(r.model.name);
+  TF_CHECK(spec != nullptr) << "resolved an unknown model";
+  TF_ASSIGN_OR_RETURN(const Graph graph, build_model(r.model));
+  return block_units(graph, *spec);
 }
 
 std::optional<double> step_change(const Estimate& with, const Estimate& without) {

@@ -50,6 +50,7 @@ Change set_optimizer_impl(OptimizerImpl impl);
 Change set_optimizer(OptimizerKind kind);  // with the implementation PyTorch picks
 Change use_expandable_segments();
 Change add_checkpoints(std::vector<std::string> patterns);
+Change use_fsdp(std::vector<std::string> wrap);  // --strategy fsdp --fsdp-wrap ...
 Change add_frozen(std::vector<std::string> prefixes);
 Change set_input(Dims input);
 Change set_seq_len(int64_t seq_len);
@@ -82,6 +83,15 @@ std::optional<double> step_change(const Estimate& with, const Estimate& without)
 
 // The memory knobs that apply to a request on a device (bf16 needs sm80 or later).
 Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request, const DeviceProfile& device);
+
+// The units FSDP would wrap in a zoo model: its repeated blocks (those checkpointing offers),
+// as module patterns, and their classes for ModuleWrapPolicy. Empty for a trace: the whole
+// model is then one unit.
+struct FsdpBlocks {
+  std::vector<std::string> patterns;
+  std::vector<std::string> classes;
+};
+Result<FsdpBlocks> fsdp_blocks(const ResolvedRequest& r);
 // The request with the knobs turned on, in order.
 TrainingRequest with_knobs(TrainingRequest request, const std::vector<const Knob*>& on);
 

@@ -11,11 +11,14 @@ namespace {
 
 // The strategies worth comparing on `gpus` GPUs: ZeroRedundancyOptimizer only shards state
 // that exists.
-std::vector<Strategy> strategies(int gpus, bool stateful, std::optional<Strategy> asked) {
+std::vector<Strategy> strategies(int gpus, bool stateful, std::optional<Strategy> asked,
+                                 bool fsdp) {
   if (gpus == 1) return {Strategy::kSingle};
   if (asked && *asked != Strategy::kSingle) return {*asked};
-  if (!stateful) return {Strategy::kDdp};
-  return {Strategy::kDdp, Strategy::kZero1};
+  std::vector<Strategy> out = {Strategy::kDdp};
+  if (stateful) out.push_back(Strategy::kZero1);
+  if (fsdp) out.push_back(Strategy::kFsdp);
+  return out;
 }
 
 bool better(const LaunchCandidate& a, const LaunchCandidate& b, bool by_gpu_seconds) {
@@ -28,7 +31,8 @@ bool better(const LaunchCandidate& a, const LaunchCandidate& b, bool by_gpu_seco
 }  // namespace
 
 Result<LaunchPlan> plan_launch(Estimator& estimator, const TrainingRequest& request, int max_gpus,
-                               bool stateful_optimizer) {
+                               bool stateful_optimizer,
+                               const std::optional<std::vector<std::string>>& fsdp_wrap) {
   if (!request.baseline_batch) {
     return invalid_argument("launch needs the baseline's effective batch",
                             "add --baseline-batch B (the batch the paper or config trained with)");
@@ -44,7 +48,8 @@ Result<LaunchPlan> plan_launch(Estimator& estimator, const TrainingRequest& requ
   for (int gpus = 1; gpus <= max_gpus; ++gpus) {
     if (plan.baseline_batch % gpus != 0) continue;  // no per-GPU batch reaches it exactly
     const int64_t per_gpu = plan.baseline_batch / gpus;
-    for (const Strategy strategy : strategies(gpus, stateful_optimizer, request.strategy)) {
+    for (const Strategy strategy :
+         strategies(gpus, stateful_optimizer, request.strategy, fsdp_wrap.has_value())) {
       LaunchCandidate c;
       c.gpus = gpus;
       c.strategy = strategy;
@@ -57,6 +62,10 @@ Result<LaunchPlan> plan_launch(Estimator& estimator, const TrainingRequest& requ
         r.gpus = gpus;
         r.grad_accum = static_cast<int>(accum);
         r.strategy = gpus == 1 ? std::nullopt : std::optional<Strategy>(strategy);
+        if (strategy == Strategy::kFsdp && !request.strategy) {
+          r.fsdp.wrap = *fsdp_wrap;
+          r.ddp = {};
+        }
         TF_ASSIGN_OR_RETURN(Estimate e, estimator.estimate(r));
         ++plan.estimates;
         c.per_gpu_batch = r.batch;

@@ -1,5 +1,6 @@
 // trainfit launch: how to reproduce a baseline's effective batch on up to N GPUs. For each GPU
-// count that divides the batch and each data-parallel strategy, the largest per-GPU batch that
+// count that divides the batch and each data-parallel strategy (DDP, ZeroRedundancyOptimizer,
+// FSDP), the largest per-GPU batch that
 // fits the card with the fewest micro-batches (per-GPU batch x GPUs x micro-batches = the
 // baseline's batch, exactly); of those, the fastest optimizer step and the fewest GPU-seconds
 // per step (report/launch_report.h adds the learning rate, the torchrun line and the code
@@ -50,8 +51,10 @@ inline constexpr int kMaxLaunchAccumulation = 256;
 
 // `request` names the model, its training options, the GPU (and margin) and the baseline's
 // batch; its batch, GPU count, strategy and accumulation are searched over 1 to `max_gpus` GPUs.
-// ZeroRedundancyOptimizer is tried only for an optimizer with state (`stateful_optimizer`).
+// ZeroRedundancyOptimizer is tried only for an optimizer with state (`stateful_optimizer`);
+// FSDP (FULL_SHARD) only with `fsdp_wrap`, its units' module patterns (empty: the whole model).
 Result<LaunchPlan> plan_launch(Estimator& estimator, const TrainingRequest& request, int max_gpus,
-                               bool stateful_optimizer);
+                               bool stateful_optimizer,
+                               const std::optional<std::vector<std::string>>& fsdp_wrap = {});
 
 }  // namespace trainfit

@@ -49,6 +49,8 @@ const std::vector<std::string> kRequestKeys = {"model",
                                                "grad_accum",
                                                "gpus",
                                                "strategy",
+                                               "fsdp_wrap",
+                                               "fsdp_sharding",
                                                "bucket_cap_mb",
                                                "gradient_as_bucket_view",
                                                "find_unused_parameters",
@@ -216,6 +218,13 @@ Result<TrainingRequest> request_of(const py::dict& options) {
       if (!v.is_none()) {
         TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
         TF_ASSIGN_OR_RETURN(r.strategy, parse_enum(kStrategyNames, key, s));
+      }
+    } else if (key == "fsdp_wrap") {
+      TF_ASSIGN_OR_RETURN(r.fsdp.wrap, strings_of(key, v));
+    } else if (key == "fsdp_sharding") {
+      if (!v.is_none()) {
+        TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
+        TF_ASSIGN_OR_RETURN(r.fsdp.sharding, parse_enum(kFsdpShardingNames, key, s));
       }
     } else if (key == "bucket_cap_mb") {
       if (!v.is_none()) {

@@ -65,6 +65,18 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
                 {"broadcast_buffers", dist.ddp.broadcast_buffers}};
     if (!e.ddp->shard_elements.empty()) j["ddp"]["shard_elements"] = e.ddp->shard_elements;
   }
+  if (dist.strategy == Strategy::kFsdp) {
+    nlohmann::json units = nlohmann::json::array();
+    for (const FsdpUnitSize& u : e.fsdp) {
+      units.push_back({{"module", u.path},
+                       {"flat_bytes", u.flat_bytes},
+                       {"padded_bytes", u.padded_bytes},
+                       {"shard_bytes", u.shard_bytes}});
+    }
+    j["fsdp"] = {{"sharding", kFsdpShardingNames.name(dist.fsdp.sharding)},
+                 {"wrap", dist.fsdp.wrap},
+                 {"units", units}};
+  }
   j["checkpoint"] = h.training.checkpoint;
   j["device_profile"] = profile_name(h.device.target);
   j["parameters"] = e.parameters;
@@ -135,6 +147,16 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
                         {"compute_step_s", t.compute_s},
                         {"scaling_efficiency", t.step_s > 0 ? t.compute_s / t.step_s : 1.0},
                         {"samples_per_s_all_gpus", t.samples_per_s * c.ranks}};
+      if (c.sharded) {
+        // FSDP: the units' collectives, not DDP's.
+        nlohmann::json& k = j["comm_time"];
+        k.erase("buckets");
+        k.erase("all_reduce_bytes");
+        k.erase("all_reduce_s");
+        k.erase("broadcast_s");
+        k["reduce_scatter_s"] = c.all_reduce_s;
+        k["all_gather_s"] = c.serial_s;
+      }
     }
     if (const std::optional<TimingCalibration>& c = h.device.calibration) {
       j["gpu_profile"] = {{"file", c->file},

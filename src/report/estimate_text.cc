@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -53,12 +54,20 @@ std::string time_text(const EstimateHeader& h, const StepTime& t,
     const CommTime& c = *t.comm;
     int64_t bytes = 0;
     for (const BucketTime& b : c.buckets) bytes += b.bytes;
-    line("communication", format_duration(c.added_s()),
-         fmt::format(
-             "{} of the all-reduce's {} ({} bucket{}, {}) outlasts backward{}",
-             format_duration(c.exposed_s), format_duration(c.all_reduce_s), c.buckets.size(),
-             c.buckets.size() == 1 ? "" : "s", format_bytes(bytes),
-             c.serial_s > 0 ? fmt::format("; broadcasts {}", format_duration(c.serial_s)) : ""));
+    if (c.sharded) {
+      line("communication", format_duration(c.added_s()),
+           fmt::format("all-gathers {} before the units' compute; {} of the reduce-scatters' {} "
+                       "outlasts backward",
+                       format_duration(c.serial_s), format_duration(c.exposed_s),
+                       format_duration(c.all_reduce_s)));
+    } else {
+      line("communication", format_duration(c.added_s()),
+           fmt::format(
+               "{} of the all-reduce's {} ({} bucket{}, {}) outlasts backward{}",
+               format_duration(c.exposed_s), format_duration(c.all_reduce_s), c.buckets.size(),
+               c.buckets.size() == 1 ? "" : "s", format_bytes(bytes),
+               c.serial_s > 0 ? fmt::format("; broadcasts {}", format_duration(c.serial_s)) : ""));
+    }
     line("link", fmt::format("{:.1f} GB/s", c.link.bus_gbps),
          fmt::format("{} bus bandwidth ({}: {})", c.link.display,
                      c.link.measured ? "measured" : "derived", c.link.source));
@@ -110,12 +119,31 @@ std::string distributed_text(const EstimateHeader& h, const Estimate& e) {
   if (d.strategy == Strategy::kSingle) return "";
   const int accum = h.training.grad_accum;
   const bool zero = d.strategy == Strategy::kZero1;
+  const bool fsdp = d.strategy == Strategy::kFsdp;
+  const std::string name = fsdp ? fmt::format("FSDP ({})", kFsdpShardingNames.name(d.fsdp.sharding))
+                                : std::string(zero ? "DDP with ZeroRedundancyOptimizer" : "DDP");
   std::string out = fmt::format(
-      "{} over {} GPU{}{}: the figures are {}; effective batch {} ({} x {} GPU{}{})\n",
-      zero ? "DDP with ZeroRedundancyOptimizer" : "DDP", d.world_size, d.world_size == 1 ? "" : "s",
+      "{} over {} GPU{}{}: the figures are {}; effective batch {} ({} x {} GPU{}{})\n", name,
+      d.world_size, d.world_size == 1 ? "" : "s",
       d.nodes > 1 ? fmt::format(" ({} nodes of {})", d.nodes, d.world_size / d.nodes) : "",
-      zero ? "rank 0's" : "one rank's", h.batch * d.world_size * accum, h.batch, d.world_size,
-      d.world_size == 1 ? "" : "s", accum > 1 ? fmt::format(" x {} micro-batches", accum) : "");
+      zero || fsdp ? "rank 0's" : "one rank's", h.batch * d.world_size * accum, h.batch,
+      d.world_size, d.world_size == 1 ? "" : "s",
+      accum > 1 ? fmt::format(" x {} micro-batches", accum) : "");
+  if (fsdp && !e.fsdp.empty()) {
+    int64_t shards = 0;
+    const FsdpUnitSize* largest = &e.fsdp.front();
+    for (const FsdpUnitSize& u : e.fsdp) {
+      shards += u.shard_bytes;
+      if (u.padded_bytes > largest->padded_bytes) largest = &u;
+    }
+    out += fmt::format(
+        "FSDP units: {} ({}); parameter shards {}; the largest unit gathered is {} ({})\n",
+        e.fsdp.size(),
+        d.fsdp.wrap.empty() ? "the whole model: no --fsdp-wrap"
+                            : fmt::format("--fsdp-wrap {}", fmt::join(d.fsdp.wrap, ",")),
+        format_bytes(shards), format_bytes(largest->padded_bytes),
+        largest->path.empty() ? "the root" : largest->path);
+  }
   if (e.ddp) {
     out += fmt::format("DDP buckets: {} at construction", bucket_list(e.ddp->buckets));
     if (!e.ddp->rebuilt.empty()) {

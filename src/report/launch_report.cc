@@ -1,6 +1,7 @@
 #include "report/launch_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -39,9 +40,24 @@ std::vector<std::string> code_changes(const LaunchReport& r, const EstimateRepor
     for (const ScalingWarning& w : s.warnings) {
       if (w.code == "batchnorm_small_batch") out.push_back(w.fix);
     }
-    std::string ddp = "model = DistributedDataParallel(model, device_ids=[local_rank]";
-    if (r.plan.request.ddp.gradient_as_bucket_view) ddp += ", gradient_as_bucket_view=True";
-    out.push_back(ddp + ")");
+    if (c.strategy == Strategy::kFsdp) {
+      const std::vector<std::string>& wrap = c.request.fsdp.wrap;
+      out.push_back(
+          wrap.empty() || r.fsdp.classes.empty()
+              ? std::string("model = FullyShardedDataParallel(model, device_id=local_rank) (the "
+                            "whole model one unit), then make the optimizer from "
+                            "model.parameters()")
+              : fmt::format(
+                    "model = FullyShardedDataParallel(model, device_id=local_rank, "
+                    "auto_wrap_policy=ModuleWrapPolicy({{{}}})) (each {} its own unit: {}), then "
+                    "make the optimizer from model.parameters()",
+                    fmt::join(r.fsdp.classes, ", "), fmt::join(r.fsdp.classes, " or "),
+                    fmt::join(wrap, ", ")));
+    } else {
+      std::string ddp = "model = DistributedDataParallel(model, device_ids=[local_rank]";
+      if (r.plan.request.ddp.gradient_as_bucket_view) ddp += ", gradient_as_bucket_view=True";
+      out.push_back(ddp + ")");
+    }
     if (c.strategy == Strategy::kZero1) {
       out.push_back(fmt::format(
           "optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class={}, ...) "
@@ -59,14 +75,21 @@ std::vector<std::string> code_changes(const LaunchReport& r, const EstimateRepor
     out.push_back(fmt::format(
         "accumulate {} micro-batches per optimizer step: divide the loss by {}{}", c.grad_accum,
         c.grad_accum,
-        c.gpus > 1 ? ", and run the first backward passes under model.no_sync() so that only "
-                     "the last all-reduces"
-                   : ""));
+        c.gpus == 1 ? ""
+        : c.strategy == Strategy::kFsdp
+            ? " (FSDP's no_sync() would keep every unit's full gradient: not used here)"
+            : ", and run the first backward passes under model.no_sync() so that only the last "
+              "all-reduces"));
   }
   if (c.gpus > 1) {
     out.emplace_back(
-        "evaluation: sum the loss and the sample count on each rank and dist.all_reduce both "
-        "before dividing; save checkpoints from rank 0 only (model.module.state_dict())");
+        c.strategy == Strategy::kFsdp
+            ? "evaluation: sum the loss and the sample count on each rank and dist.all_reduce "
+              "both before dividing; save checkpoints under FSDP.state_dict_type(model, "
+              "StateDictType.FULL_STATE_DICT), from rank 0"
+            : "evaluation: sum the loss and the sample count on each rank and dist.all_reduce "
+              "both before dividing; save checkpoints from rank 0 only "
+              "(model.module.state_dict())");
   }
   return out;
 }
@@ -88,10 +111,18 @@ Result<LaunchReport> make_launch_report(const TrainingRequest& request,
   r.model = resolved.model.name;
   r.gpu = request.device.gpu_display;
   r.link = request.device.timing->link;
+  // FSDP over the model's blocks (1.13 cannot flatten frozen and trained parameters into one
+  // unit, so not with --freeze).
+  std::optional<std::vector<std::string>> fsdp_wrap;
+  if (options.max_gpus > 1 && request.freeze.empty() && !request.strategy) {
+    TF_ASSIGN_OR_RETURN(r.fsdp, fsdp_blocks(resolved));
+    fsdp_wrap = r.fsdp.patterns;
+  }
   PipelineEstimator estimator;
-  TF_ASSIGN_OR_RETURN(r.plan,
-                      plan_launch(estimator, request, options.max_gpus,
-                                  resolved.options.training.optimizer.kind != OptimizerKind::kSgd));
+  TF_ASSIGN_OR_RETURN(
+      r.plan,
+      plan_launch(estimator, request, options.max_gpus,
+                  resolved.options.training.optimizer.kind != OptimizerKind::kSgd, fsdp_wrap));
   if (!r.plan.fastest) return r;
   TF_ASSIGN_OR_RETURN(EstimateReport chosen, make_estimate_report(r.plan.request));
   TF_CHECK(chosen.scaling.has_value()) << "a baseline batch always gives a scaling plan";

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/knobs.h"
 #include "plan/launch.h"
 #include "report/estimate_report.h"
 
@@ -24,6 +25,7 @@ struct LaunchReport {
   std::string model;
   std::string gpu;  // the card's display name
   Link link;        // between the cards
+  FsdpBlocks fsdp;  // the units FSDP candidates wrap (none: FSDP was not tried)
   LaunchPlan plan;
   // With a plan that fits: the fastest configuration's estimate (with its scaling plan), the
   // environment and command that start it, and what the script needs.

@@ -3,6 +3,7 @@
 
 #include "base/units.h"
 #include "estimate/zero_formulas.h"
+#include "report/format.h"
 #include "report/text.h"
 
 namespace trainfit {
@@ -95,7 +96,7 @@ std::string launch_text(const LaunchReport& r) {
     if (w.code == "batchnorm_small_batch" || w.code == "sampler_set_epoch") continue;  // above
     out += fmt::format("  warning [{}] {}\n    fix: {}\n", w.code, w.message, w.fix);
   }
-  out += fmt::format("\nCheck it: trainfit estimate {}\n", fmt::join(request_args(p.request), " "));
+  out += fmt::format("\nCheck it: {}\n", command_line(request_args(p.request)));
   return out;
 }
 

@@ -70,6 +70,12 @@ class SameReport(unittest.TestCase):
              ["--model", "resnet18", "--batch", "4", "--gpus", "4", "--strategy", "zero1",
               "--optimizer", "momentum", "--baseline-batch", "256", "--baseline-lr", "0.1",
               "--dataset-size", "1001", "--gpu", "rtx4090"]),
+            (dict(model="vit_b_16", batch=8, gpus=4, strategy="fsdp",
+                  fsdp_wrap="encoder.layers.*", fsdp_sharding="shard_grad_op",
+                  gpu="a100-80gb"),
+             ["--model", "vit_b_16", "--batch", "8", "--gpus", "4", "--strategy", "fsdp",
+              "--fsdp-wrap", "encoder.layers.*", "--fsdp-sharding", "shard_grad_op",
+              "--gpu", "a100-80gb"]),
             (dict(model="resnet18", batch=16, gpus=2, link="nvlink3", gpu="rtx3090"),
              ["--model", "resnet18", "--batch", "16", "--gpus", "2", "--link", "nvlink3",
               "--gpu", "rtx3090"]),
@@ -234,6 +240,10 @@ class Errors(unittest.TestCase):
                             "not modelled yet")
         self.assert_refused(lambda: trainfit.estimate("resnet50", gradient_as_bucket_view=True),
                             "ddp")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", gpus=2, strategy="fsdp",
+                                                      fsdp_wrap=["layer9"]), "layer9")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", gpus=2, strategy="fsdp",
+                                                      fsdp_sharding="hybrid"), "hybrid")
         self.assert_refused(lambda: trainfit.estimate("resnet50", baseline_lr=0.1),
                             "--baseline-lr needs --baseline-batch")
         self.assert_refused(lambda: trainfit.estimate("resnet50", baseline_batch=8,
