@@ -87,7 +87,8 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
              network: Optional[float] = None,
              strategy: Optional[str] = None,
              fsdp_wrap: Union[str, Sequence[str], None] = None,
-             fsdp_sharding: Optional[str] = None, bucket_cap_mb: Optional[float] = None,
+             fsdp_sharding: Optional[str] = None, fsdp_mixed_precision: Optional[str] = None,
+             bucket_cap_mb: Optional[float] = None,
              gradient_as_bucket_view: bool = False, find_unused_parameters: bool = False,
              broadcast_buffers: bool = True, link: Optional[str] = None,
              bus_bandwidth: Optional[float] = None, baseline_batch: Optional[int] = None,
@@ -114,7 +115,8 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
     default). memory_format: channels_first or channels_last. dataset_size: samples in an epoch,
     for epoch_time_s. gpus: data-parallel GPUs, batch each (memory figures are one rank's);
     strategy: ddp (the default with gpus > 1), zero1 or fsdp (fsdp_wrap: module patterns wrapped
-    as FSDP units, "encoder.layers.*"; fsdp_sharding: full_shard or shard_grad_op);
+    as FSDP units, "encoder.layers.*"; fsdp_sharding: full_shard or shard_grad_op;
+    fsdp_mixed_precision: "bf16" for MixedPrecision in bfloat16 on an fp32 model);
     bucket_cap_mb, gradient_as_bucket_view,
     find_unused_parameters and broadcast_buffers: DistributedDataParallel's arguments; the
     step time then includes the gradients' all-reduce over `link` (pcie3, pcie4, pcie5,

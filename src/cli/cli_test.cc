@@ -297,6 +297,15 @@ TEST(Cli, BadInputIsOneLineWithAHintAndExitCode2) {
        "encoder.layers.*"},
       {"estimate", "--model", "resnet50", "--gpus", "2", "--strategy", "fsdp", "--fsdp-wrap",
        "layer1,layer1.0"},  // nested
+      {"estimate", "--model", "resnet50", "--gpus", "2", "--strategy", "fsdp",
+       "--fsdp-mixed-precision", "bf16"},  // BatchNorm units
+      {"estimate", "--model", "vit_b_16", "--gpus", "2", "--strategy", "fsdp",
+       "--fsdp-mixed-precision", "fp16"},
+      {"estimate", "--model", "vit_b_16", "--gpus", "2", "--strategy", "fsdp",
+       "--fsdp-mixed-precision", "int4"},
+      {"estimate", "--model", "vit_b_16", "--gpus", "2", "--fsdp-mixed-precision", "bf16"},  // ddp
+      {"estimate", "--model", "vit_b_16", "--gpus", "2", "--strategy", "fsdp",
+       "--fsdp-mixed-precision", "bf16", "--precision", "amp-bf16"},
       {"estimate", "--model", "resnet50", "--gpus", "2", "--strategy", "zero3"},
       {"summary"},
       {"frobnicate"},

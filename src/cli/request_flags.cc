@@ -65,6 +65,10 @@ void add_training_flags(CLI::App& app, RequestFlags& f) {
   app.add_option("--fsdp-sharding", f.fsdp_sharding,
                  "FSDP's sharding_strategy: full_shard (the default: parameters regathered for "
                  "backward) or shard_grad_op (kept from forward to backward)");
+  app.add_option("--fsdp-mixed-precision", f.fsdp_mixed_precision,
+                 "FSDP: bf16 for MixedPrecision(param_dtype, reduce_dtype and buffer_dtype = "
+                 "torch.bfloat16) on an fp32 model: shards and optimizer state stay fp32, the "
+                 "model computes in bf16");
   app.add_option("--bucket-cap-mb", f.bucket_cap_mb, "DDP's bucket_cap_mb (default 25)");
   app.add_flag("--gradient-as-bucket-view", f.gradient_as_bucket_view,
                "DDP(gradient_as_bucket_view=True): .grad lives in the buckets, saving one copy "
@@ -219,6 +223,8 @@ Status to_training(const RequestFlags& f, TrainingRequest& r) {
     TF_ASSIGN_OR_RETURN(r.fsdp.sharding,
                         parse_enum(kFsdpShardingNames, "--fsdp-sharding", f.fsdp_sharding));
   }
+  TF_ASSIGN_OR_RETURN(r.fsdp.mixed_precision_bf16,
+                      parse_fsdp_mixed_precision("--fsdp-mixed-precision", f.fsdp_mixed_precision));
   r.ddp.find_unused_parameters = f.find_unused_parameters;
   r.ddp.broadcast_buffers = !f.no_broadcast_buffers;
   return {};

@@ -36,6 +36,7 @@ struct RequestFlags {
   std::string strategy;  // empty: ddp with more than one GPU
   std::vector<std::string> fsdp_wrap;
   std::string fsdp_sharding;
+  std::string fsdp_mixed_precision;
   std::optional<double> bucket_cap_mb;
   bool gradient_as_bucket_view = false;
   bool find_unused_parameters = false;

@@ -11,11 +11,13 @@ constexpr KernelTarget kCpu{Device::kCpu, TorchVersion::k1_13};
 
 // x (8, 1000) -> Linear 1000 -> ReLU -> Linear 1000 -> ReLU -> Linear 10 -> sum, as
 // nn.Sequential: modules "0", "2" and "4" hold 1,001,000, 1,001,000 and 10,010 parameters.
-Graph three_linears(KernelTarget target) {
+Graph three_linears(KernelTarget target, Precision precision = Precision::kFp32) {
   BuildOptions o;
   o.target = target;
+  o.precision = precision;
   GraphBuilder b("mlp", o);
-  ValueId x = b.input("x", {8, 1000}, DType::kFloat32);
+  ValueId x =
+      b.input("x", {8, 1000}, precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat32);
   {
     auto root = b.module("", "Sequential");
     const std::array<int64_t, 3> widths = {1000, 1000, 10};
@@ -70,18 +72,37 @@ TEST(FsdpLowering, UnitsFlattenPadAndShard) {
 }
 
 // PyTorch 1.13's FSDP on two gloo ranks (validation/check_fsdp.py's CPU stand-ins for its
-// streams and collectives) ran this model, each Linear wrapped, FULL_SHARD, SGD, two iterations:
-// rank 0's live tensor bytes peaked at 18,090,088, in the first backward as the middle unit's
-// gradients were flattened (torch.cat): its gathered parameters, its weight's gradient and
-// the flat gradient, 4,004,000 bytes each, over the shards and what autograd keeps. The
-// difference is FSDP's small bookkeeping tensors (one-element flags, record_function handles).
+// streams and collectives) ran this model, each Linear wrapped, FULL_SHARD, SGD, two iterations,
+// the batch and the model's output held through each: rank 0's live tensor bytes peaked at
+// 18,090,368 in the first backward, as the first Linear's gradients were flattened
+// (torch.cat): its gathered parameters, its weight's gradient and the flat gradient, 4,004,000
+// bytes each, over the shards and what autograd keeps.
 TEST(FsdpLowering, PeakAsMeasuredOnTwoRanks) {
   const Result<EventList> list =
       lower_training_step(three_linears(kCpu), fsdp(2, {"0", "2", "4"}), {});
   ASSERT_TRUE(list.ok());
   const Replayed r = replay(*list);
   EXPECT_EQ(r.peak_phase, Phase::kBackward);
-  EXPECT_NEAR(static_cast<double>(r.peak), 18090088.0, 18090088.0 * 0.0002);
+  EXPECT_EQ(r.peak, 18090368);
+}
+
+// The same run under MixedPrecision(param_dtype=reduce_dtype=buffer_dtype=torch.bfloat16), x in
+// fp32: the peak of each phase as measured. Construction peaks highest (the fp32 parameters,
+// the flat parameter and its shard); backward gathers, flattens and reduces in bf16, and casts
+// each reduced shard to fp32 for SGD.
+TEST(FsdpLowering, MixedPrecisionPhasePeaksAsMeasuredOnTwoRanks) {
+  TrainingConfig c = fsdp(2, {"0", "2", "4"});
+  c.distributed.fsdp.mixed_precision_bf16 = true;
+  const Result<EventList> list = lower_training_step(three_linears(kCpu, Precision::kBf16), c, {});
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  // Gathered in bf16, sharded in fp32.
+  EXPECT_EQ(list->fsdp[0].padded_bytes, 1001000 * 2);
+  EXPECT_EQ(list->fsdp[0].shard_bytes, 500500 * 4);
+  const Replayed r = replay(*list);
+  EXPECT_EQ(r.phase_peak[static_cast<size_t>(Phase::kSetup)], 14054040);
+  EXPECT_EQ(r.phase_peak[static_cast<size_t>(Phase::kForward)], 8060308);
+  EXPECT_EQ(r.phase_peak[static_cast<size_t>(Phase::kBackward)], 13085492);
+  EXPECT_EQ(r.phase_peak[static_cast<size_t>(Phase::kOptimizer)], 8080494);
 }
 
 TEST(FsdpLowering, ShardGradOpKeepsUnitsGatheredFromForwardToBackward) {

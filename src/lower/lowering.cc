@@ -68,7 +68,23 @@ class Lowerer : public EventSink {
 
   // FullyShardedDataParallel (--strategy fsdp).
   bool fsdp() const { return config_.distributed.strategy == Strategy::kFsdp; }
+  // MixedPrecision in bf16: the graph is bf16, the model FSDP is given is fp32.
+  bool fsdp_mixed() const { return fsdp() && config_.distributed.fsdp.mixed_precision_bf16; }
+  // The bytes of a floating tensor of the graph as the fp32 model holds it, under
+  // MixedPrecision; `bytes` otherwise.
+  int64_t full_precision_bytes(int64_t bytes, DType dtype) const {
+    return fsdp_mixed() && is_floating(dtype) ? bytes / dtype_bytes(dtype) * 4 : bytes;
+  }
+  // An input FSDP's root casts to bf16: its copy lives as an activation does.
+  bool cast_input(StorageId s) const {
+    return fsdp_mixed() && g_.storages[s].kind == StorageKind::kInput && cast_inputs_[s];
+  }
   Status fsdp_units();
+  // 1.13's FSDP runs its forward and its backward hooks under record_function: a 4-byte
+  // placeholder, then a 288-byte CPU handle held to the block's end (nothing under 2.x).
+  BufferId record_function_enter(NodeId node);
+  void fsdp_cast_buffers();
+  void fsdp_cast_inputs();
   void fsdp_construct();
   void fsdp_gather(size_t unit, NodeId node);
   void fsdp_reshard(size_t unit, NodeId node);
@@ -134,15 +150,19 @@ class Lowerer : public EventSink {
     std::vector<int32_t> params;  // g_.params indices, flattened in this order
     int64_t flat_bytes = 0;       // the FlatParameter unsharded
     int64_t padded_bytes = 0;     // padded to a multiple of the world size
-    int64_t shard_bytes = 0;      // one rank's shard
+    int64_t shard_bytes = 0;      // one rank's shard, as the optimizer steps it
+    int64_t flat_full_bytes = 0;  // the FlatParameter at construction (fp32 under MixedPrecision)
+    int64_t low_shard_bytes = 0;  // MixedPrecision: the shard cast to bf16 for the all-gather
     int trainable = 0;            // parameters whose gradients its backward waits for
     BufferId full = kNoBuffer;    // the gathered parameters, while unsharded
-    BufferId grad = kNoBuffer;    // the sharded gradient (.grad of the FlatParameter)
-    int waiting = 0;              // gradients still to come in this backward
-    bool in_backward = false;     // its pre-backward hook has run in this backward
-    std::vector<BufferId> grads;  // the parameters' gradients, until flattened
+    BufferId forward_handle = kNoBuffer;  // its forward's record_function handle
+    BufferId grad = kNoBuffer;            // the sharded gradient (.grad of the FlatParameter)
+    int waiting = 0;                      // gradients still to come in this backward
+    bool in_backward = false;             // its pre-backward hook has run in this backward
+    std::vector<BufferId> grads;          // the parameters' gradients, until flattened
   };
   std::vector<FsdpUnit> units_;
+  IdVector<bool> cast_inputs_;   // per storage: a floating input, under MixedPrecision
   IdVector<int> unit_of_node_;   // per node
   IdVector<int> unit_of_param_;  // per param, or -1 (buffers)
 };
@@ -254,9 +274,15 @@ void Lowerer::analyze() {
   for (ValueId v : g_.autocast_cached) {
     held_to_forward_end_[g_.value(v).storage] = true;
   }
+  cast_inputs_.assign(n_storages, false);
+  for (ValueId in : g_.inputs) {
+    if (is_floating(g_.value(in).dtype)) cast_inputs_[g_.value(in).storage] = true;
+  }
   for (size_t s = 0; s < n_storages; ++s) {
     const Storage& st = g_.storages[s];
-    if (st.kind != StorageKind::kActivation || last_use_[s] == kNone) continue;
+    const bool activation =
+        st.kind == StorageKind::kActivation || cast_input(static_cast<StorageId>(s));
+    if (!activation || last_use_[s] == kNone) continue;
     if (forward_savers_[s] > 0 || held_to_end_[s] || held_to_forward_end_[s]) continue;
     frees_after_[last_use_[s]].push_back(static_cast<StorageId>(s));
   }
@@ -284,8 +310,10 @@ void Lowerer::allocate_parameters() {
   for (size_t r : roots) visit(visit, r);
   for (size_t p : by_module.back()) order.push_back(p);
   for (size_t p : order) {
-    const StorageId s = g_.value(g_.params[p].value).storage;
-    const BufferId b = new_buffer(g_.storages[s].bytes, Category::kParameter, kNone);
+    const Value& v = g_.value(g_.params[p].value);
+    const StorageId s = v.storage;
+    const BufferId b = new_buffer(full_precision_bytes(g_.storages[s].bytes, v.dtype),
+                                  Category::kParameter, kNone);
     out_.buffers[b].param = static_cast<int32_t>(p);
     out_.buffers[b].module = g_.params[p].module;
     emit(b, true, kNone);
@@ -299,19 +327,34 @@ void Lowerer::forward() {
   phase_ = Phase::kForward;
   for (ValueId in : g_.inputs) {
     const StorageId s = g_.value(in).storage;
-    const BufferId b = alloc_new(g_.storages[s].bytes, Category::kInput, kNone);
-    storage_buffer_[s] = b;
+    // Under MixedPrecision the batch is fp32; the graph's bf16 input is FSDP's cast of it.
+    const BufferId b = alloc_new(full_precision_bytes(g_.storages[s].bytes, g_.value(in).dtype),
+                                 Category::kInput, kNone);
+    if (!cast_input(s)) storage_buffer_[s] = b;
     iteration_buffers_.push_back(b);
   }
   if (ddp()) ddp_pre_forward();
   if (fsdp()) {
+    units_[0].forward_handle = record_function_enter(kNone);
     if (iteration_ == 0 && micro_step_ == 0) {
-      // The root's lazy init makes each unit's gather buffer and frees its storage at once.
+      // The root's lazy init casts the buffers, then makes each unit's gather buffers and
+      // frees their storage at once: under MixedPrecision the bf16 shard, the bf16 and the
+      // fp32 gathered parameters.
+      if (fsdp_mixed()) fsdp_cast_buffers();
       for (const FsdpUnit& unit : units_) {
         if (unit.params.empty()) continue;
-        free_buffer(alloc_new(unit.padded_bytes, Category::kParameter, kNone), kNone);
+        if (fsdp_mixed()) {
+          free_buffer(alloc_new(unit.low_shard_bytes, Category::kParameter, kNone), kNone);
+          free_buffer(alloc_new(unit.padded_bytes, Category::kParameter, kNone), kNone);
+          free_buffer(alloc_new(unit.shard_bytes * config_.distributed.world_size,
+                                Category::kParameter, kNone),
+                      kNone);
+        } else {
+          free_buffer(alloc_new(unit.padded_bytes, Category::kParameter, kNone), kNone);
+        }
       }
     }
+    if (fsdp_mixed()) fsdp_cast_inputs();
     fsdp_gather(0, kNone);
   }
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
@@ -319,6 +362,7 @@ void Lowerer::forward() {
     const Node& node = g_.nodes[i];
     const int unit = fsdp() ? unit_of_node_[i] : 0;
     if (unit > 0 && units_[static_cast<size_t>(unit)].first == n) {
+      units_[static_cast<size_t>(unit)].forward_handle = record_function_enter(n);
       fsdp_gather(static_cast<size_t>(unit), n);
     }
     if (node.op->uses_cublas && options_.cublas_workspace_bytes > 0 &&
@@ -342,9 +386,18 @@ void Lowerer::forward() {
       storage_buffer_[s] = kNoBuffer;
     }
     // FULL_SHARD frees a wrapped unit's parameters after its forward (the root's stay).
-    if (unit > 0 && units_[static_cast<size_t>(unit)].end == n + 1 &&
-        config_.distributed.fsdp.sharding == FsdpSharding::kFullShard) {
-      fsdp_reshard(static_cast<size_t>(unit), n);
+    if (unit > 0 && units_[static_cast<size_t>(unit)].end == n + 1) {
+      FsdpUnit& u = units_[static_cast<size_t>(unit)];
+      if (config_.distributed.fsdp.sharding == FsdpSharding::kFullShard) {
+        fsdp_reshard(static_cast<size_t>(unit), n);
+      }
+      free_buffer(u.forward_handle, n);
+      u.forward_handle = kNoBuffer;
+    }
+    // The root FSDP's forward returns with the model's output, before the loss.
+    if (fsdp() && !g_.modules.empty() && g_.modules.front().end_node == n + 1) {
+      free_buffer(units_[0].forward_handle, n);
+      units_[0].forward_handle = kNoBuffer;
     }
   }
   // torch.autocast drops its weight-cast cache on exit, after the loss.
@@ -476,6 +529,7 @@ void Lowerer::backward() {
     if (fsdp() && !units_[static_cast<size_t>(unit_of_node_[i])].in_backward) {
       const auto unit = static_cast<size_t>(unit_of_node_[i]);
       units_[unit].in_backward = true;
+      const BufferId hook = record_function_enter(n);
       fsdp_gather(unit, n);
       if (g_.target.torch == TorchVersion::k2 && unit > 0) {
         size_t next = 0;
@@ -487,6 +541,7 @@ void Lowerer::backward() {
         }
         if (next > 0) fsdp_gather(next, n);
       }
+      free_buffer(hook, n);
     }
     const int seg = segment_of_[i];
     if (seg >= 0 && !recomputed_[seg] && !node.saved.empty()) {
@@ -547,7 +602,7 @@ void Lowerer::backward() {
         }
         continue;
       }
-      if (g_.storages[s].kind != StorageKind::kActivation) continue;
+      if (g_.storages[s].kind != StorageKind::kActivation && !cast_input(s)) continue;
       if (--saver_refs_[s] == 0 && !held_to_end_[s]) {
         free_buffer(storage_buffer_[s], n);
         storage_buffer_[s] = kNoBuffer;
@@ -623,8 +678,8 @@ void Lowerer::optimizer_step(bool first_step) {
     // One parameter per unit, its shard: the root's FlatParameter first (named_parameters()).
     for (const FsdpUnit& unit : units_) {
       if (unit.grad == kNoBuffer) continue;
-      const int64_t elements =
-          unit.shard_bytes / dtype_bytes(g_.value(g_.params[unit.params.front()].value).dtype);
+      const DType dtype = g_.value(g_.params[unit.params.front()].value).dtype;
+      const int64_t elements = unit.shard_bytes / (fsdp_mixed() ? 4 : dtype_bytes(dtype));
       step.params.push_back({unit.params.front(), unit.shard_bytes, 0, elements});
     }
   } else if (zero_redundancy()) {
@@ -659,7 +714,11 @@ void Lowerer::end_micro_step() {
   }
   for (BufferId b : iteration_buffers_) free_buffer(b, kNone);
   iteration_buffers_.clear();
-  for (ValueId in : g_.inputs) storage_buffer_[g_.value(in).storage] = kNoBuffer;
+  for (ValueId in : g_.inputs) {
+    const StorageId s = g_.value(in).storage;
+    if (cast_input(s)) free_buffer(storage_buffer_[s], kNone);  // a cast nothing released
+    storage_buffer_[s] = kNoBuffer;
+  }
 }
 
 // ---- FullyShardedDataParallel --------------------------------------------------------------
@@ -677,6 +736,18 @@ void Lowerer::end_micro_step() {
 
 Status Lowerer::fsdp_units() {
   const FsdpConfig& cfg = config_.distributed.fsdp;
+  if (fsdp_mixed()) {
+    for (const Module& m : g_.modules) {
+      if (m.type.starts_with("BatchNorm") || m.type == "SyncBatchNorm") {
+        return unsupported(
+            fmt::format("--fsdp-mixed-precision: FSDP wraps each BatchNorm of {} as its own "
+                        "full-precision unit under MixedPrecision, which is not modelled",
+                        g_.model),
+            "estimate it without --fsdp-mixed-precision, or a model with LayerNorm or "
+            "GroupNorm");
+      }
+    }
+  }
   units_.assign(1, FsdpUnit{});
   units_[0].end = static_cast<NodeId>(g_.nodes.size());
   unit_of_node_.assign(g_.nodes.size(), 0);
@@ -756,8 +827,10 @@ Status Lowerer::fsdp_units() {
     }
     const int64_t shard = ceil_div(elements, world);
     unit.flat_bytes = elements * dtype_bytes(dtype);
-    unit.shard_bytes = shard * dtype_bytes(dtype);
-    unit.padded_bytes = unit.shard_bytes * world;
+    unit.padded_bytes = shard * world * dtype_bytes(dtype);
+    unit.flat_full_bytes = full_precision_bytes(unit.flat_bytes, dtype);
+    unit.shard_bytes = full_precision_bytes(shard * dtype_bytes(dtype), dtype);
+    unit.low_shard_bytes = fsdp_mixed() ? shard * dtype_bytes(dtype) : 0;
     // Every trained parameter's gradient, one per parameter that gets one this backward.
     for (int32_t p : unit.params) unit.trainable += expected_grads_[p] > 0 ? 1 : 0;
     out_.fsdp.push_back({unit.module, unit.module == kNone ? "" : g_.modules[unit.module].path,
@@ -773,7 +846,7 @@ void Lowerer::fsdp_construct() {
   for (size_t k = 0; k < units_.size(); ++k) {
     FsdpUnit& unit = units_[(k + 1) % units_.size()];
     if (unit.params.empty()) continue;
-    const BufferId flat = alloc_new(unit.flat_bytes, Category::kTemporary, kNone);
+    const BufferId flat = alloc_new(unit.flat_full_bytes, Category::kTemporary, kNone);
     const BufferId shard = alloc_new(unit.shard_bytes, Category::kParameter, kNone);
     out_.buffers[shard].module = unit.module;
     free_buffer(flat, kNone);
@@ -788,8 +861,43 @@ void Lowerer::fsdp_construct() {
 void Lowerer::fsdp_gather(size_t index, NodeId node) {
   FsdpUnit& unit = units_[index];
   if (unit.params.empty() || unit.full != kNoBuffer) return;
+  // MixedPrecision gathers the shard cast to bf16, freed once gathered.
+  const BufferId low =
+      fsdp_mixed() ? alloc_new(unit.low_shard_bytes, Category::kParameter, node) : kNoBuffer;
   unit.full = alloc_new(unit.padded_bytes, Category::kParameter, node);
   out_.buffers[unit.full].module = unit.module;
+  free_buffer(low, node);
+}
+
+BufferId Lowerer::record_function_enter(NodeId node) {
+  if (g_.target.torch != TorchVersion::k1_13) return kNoBuffer;
+  const BufferId placeholder = alloc_new(4, Category::kTemporary, node, /*host=*/true);
+  const BufferId handle =
+      alloc_new(kRecordFunctionHandleBytes, Category::kTemporary, node, /*host=*/true);
+  free_buffer(placeholder, node);
+  return handle;
+}
+
+// MixedPrecision's buffer_dtype: each floating buffer replaced by its bf16 copy.
+void Lowerer::fsdp_cast_buffers() {
+  for (const Param& p : g_.params) {
+    const Value& v = g_.value(p.value);
+    if (!p.buffer || !is_floating(v.dtype)) continue;
+    const BufferId cast = alloc_new(g_.storages[v.storage].bytes, Category::kParameter, kNone);
+    out_.buffers[cast].module = p.module;
+    free_buffer(storage_buffer_[v.storage], kNone);
+    storage_buffer_[v.storage] = cast;
+  }
+}
+
+// The root's pre-forward casts the floating inputs to bf16; the copies are the graph's inputs.
+void Lowerer::fsdp_cast_inputs() {
+  for (ValueId in : g_.inputs) {
+    const StorageId s = g_.value(in).storage;
+    if (!cast_input(s)) continue;
+    const Category c = forward_savers_[s] > 0 ? Category::kActivation : Category::kTemporary;
+    storage_buffer_[s] = alloc_new(g_.storages[s].bytes, c, kNone);
+  }
 }
 
 void Lowerer::fsdp_reshard(size_t index, NodeId node) {
@@ -803,17 +911,26 @@ void Lowerer::fsdp_post_backward(size_t index, NodeId node) {
   const BufferId flat = alloc_new(unit.flat_bytes, Category::kGradient, node);
   for (BufferId g : unit.grads) unref_grad(g, node);
   unit.grads.clear();
+  const BufferId hook = record_function_enter(node);
   fsdp_reshard(index, node);
   // 2.x pads only what does not divide (_get_reduce_scatter_tensors).
   const bool pad = g_.target.torch != TorchVersion::k2 || unit.padded_bytes != unit.flat_bytes;
   const BufferId padded =
       pad ? alloc_new(unit.padded_bytes, Category::kCommunication, node) : kNoBuffer;
-  const BufferId shard = alloc_new(unit.shard_bytes, Category::kGradient, node);
+  BufferId shard =
+      alloc_new(fsdp_mixed() ? unit.low_shard_bytes : unit.shard_bytes, Category::kGradient, node);
+  if (fsdp_mixed()) {
+    // _cast_grad_to_param_dtype: the reduced bf16 shard becomes fp32 for the optimizer.
+    const BufferId full = alloc_new(unit.shard_bytes, Category::kGradient, node);
+    free_buffer(shard, node);
+    shard = full;
+  }
   if (unit.grad == kNoBuffer) {
     unit.grad = shard;
   } else {
     free_buffer(shard, node);  // added into the gradient kept from the last micro-batch
   }
+  free_buffer(hook, node);
   free_buffer(flat, node);
   free_buffer(padded, node);
 }

@@ -6,11 +6,6 @@
 namespace trainfit {
 namespace {
 
-// PyTorch 1.13 wraps Optimizer.step in torch.autograd.profiler.record_function: its __init__ sets
-// a placeholder torch.zeros(1), which __enter__ replaces with a 288-byte CPU handle tensor
-// (profiler._record_function_enter) held for the whole step. 2.x returns a script object.
-constexpr int64_t kRecordFunctionHandleBytes = 288;
-
 constexpr int32_t kNoBuffer = -1;
 
 void release(EventSink& sink, int32_t buffer) {

@@ -20,6 +20,12 @@ namespace trainfit {
 // (optimizer.py _default_to_fused_or_foreach), the for-loop on CPU and on 1.13.
 OptimizerImpl resolve_optimizer_impl(OptimizerImpl impl, const KernelTarget& target);
 
+// PyTorch 1.13's torch.autograd.profiler.record_function (around Optimizer.step, FSDP's forward
+// and hooks): its __init__ sets a placeholder torch.zeros(1), which __enter__ replaces with a
+// 288-byte CPU handle tensor (profiler._record_function_enter) held to the block's end. 2.x
+// returns a script object.
+inline constexpr int64_t kRecordFunctionHandleBytes = 288;
+
 struct StepParam {
   int32_t index = 0;  // into Graph::params
   int64_t bytes = 0;

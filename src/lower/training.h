@@ -89,12 +89,16 @@ inline constexpr auto kFsdpShardingNames = enum_names<FsdpSharding>({
 });
 
 // FullyShardedDataParallel's arguments that change memory (torch 1.13's defaults otherwise:
-// no prefetch, no mixed precision, no CPU offload).
+// no prefetch, no CPU offload).
 struct FsdpConfig {
   // Module-path patterns (as --checkpoint's) of the modules wrapped as their own units; the
   // rest of the model is the root unit. Empty: FSDP without an auto_wrap_policy, one unit.
   std::vector<std::string> wrap;
   FsdpSharding sharding = FsdpSharding::kFullShard;
+  // MixedPrecision(param_dtype=reduce_dtype=buffer_dtype=bfloat16) on an fp32 model: the
+  // shards, their gradients and the optimizer stay fp32; parameters are gathered, and the
+  // model computes and its gradients are reduced, in bf16 (the graph is built in bf16).
+  bool mixed_precision_bf16 = false;
 };
 
 // Default bandwidth between nodes: one 100 Gbit/s NIC per node, in GB/s.

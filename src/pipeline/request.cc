@@ -115,9 +115,17 @@ Result<DistributedConfig> distributed_config(const TrainingRequest& r) {
                        "trainfit launch prints what ZeRO-3 would leave per GPU by the paper's "
                        "count");
   }
-  if (!fsdp && (!r.fsdp.wrap.empty() || r.fsdp.sharding != FsdpSharding::kFullShard)) {
-    return invalid_argument("--fsdp-wrap and --fsdp-sharding need --strategy fsdp",
-                            "add --strategy fsdp");
+  if (!fsdp && (!r.fsdp.wrap.empty() || r.fsdp.sharding != FsdpSharding::kFullShard ||
+                r.fsdp.mixed_precision_bf16)) {
+    return invalid_argument(
+        "--fsdp-wrap, --fsdp-sharding and --fsdp-mixed-precision need --strategy fsdp",
+        "add --strategy fsdp");
+  }
+  if (r.fsdp.mixed_precision_bf16 && r.precision != Precision::kFp32) {
+    return invalid_argument(
+        fmt::format("--fsdp-mixed-precision casts an fp32 model, and --precision is {}",
+                    precision_name(r.precision)),
+        "drop --precision: FSDP's MixedPrecision replaces autocast");
   }
   d.fsdp = r.fsdp;
   const DdpConfig& ddp = r.ddp;
@@ -276,7 +284,8 @@ Result<ResolvedRequest> resolve(const TrainingRequest& r) {
   out.model.batch = r.batch;
   out.model.input = r.input;
   out.model.seq_len = r.seq_len;
-  out.model.options.precision = r.precision;
+  // FSDP's MixedPrecision: the model computes in bf16 (the graph), its shards stay fp32.
+  out.model.options.precision = r.fsdp.mixed_precision_bf16 ? Precision::kBf16 : r.precision;
   out.model.options.target = r.device.target;
   out.model.options.freeze = r.freeze;
   TrainingConfig training;
@@ -338,6 +347,16 @@ Result<double> parse_margin(std::string_view option, std::string_view text) {
   return value;
 }
 
+Result<bool> parse_fsdp_mixed_precision(std::string_view option, std::string_view text) {
+  if (text.empty()) return false;
+  if (text == "bf16" || text == "bfloat16") return true;
+  if (text == "fp16" || text == "float16") {
+    return unsupported(fmt::format("{} fp16 is not modelled yet", option),
+                       "use bf16 (FSDP's fp16 needs a ShardedGradScaler)");
+  }
+  return invalid_argument(fmt::format("unknown {} '{}'", option, text), "use bf16");
+}
+
 std::vector<std::string> request_args(const TrainingRequest& r) {
   std::vector<std::string> args;
   const auto add = [&](const char* flag, const std::string& value) {
@@ -375,6 +394,7 @@ std::vector<std::string> request_args(const TrainingRequest& r) {
   if (r.fsdp.sharding != FsdpSharding::kFullShard) {
     add("--fsdp-sharding", std::string(kFsdpShardingNames.name(r.fsdp.sharding)));
   }
+  if (r.fsdp.mixed_precision_bf16) add("--fsdp-mixed-precision", "bf16");
   if (r.ddp.find_unused_parameters) args.emplace_back("--find-unused-parameters");
   if (!r.ddp.broadcast_buffers) args.emplace_back("--no-broadcast-buffers");
   if (r.tf32) args.emplace_back("--tf32");

@@ -97,6 +97,9 @@ Result<ResolvedRequest> resolve(const TrainingRequest& request);
 int64_t margin_bytes(int64_t total_bytes, double margin);
 // "0.05" or "5%": a share of the GPU's memory, from 0 up to 0.5; `option` names it in errors.
 Result<double> parse_margin(std::string_view option, std::string_view text);
+// FSDP's MixedPrecision dtype: "" (none) or "bf16" (true); fp16 is refused: FSDP trains it with
+// a ShardedGradScaler on a pure-fp16 model, which is not modelled.
+Result<bool> parse_fsdp_mixed_precision(std::string_view option, std::string_view text);
 
 // The request as `trainfit estimate` arguments that build it again, defaults left out: what
 // `fit` prints to reproduce a row.

@@ -51,6 +51,7 @@ const std::vector<std::string> kRequestKeys = {"model",
                                                "strategy",
                                                "fsdp_wrap",
                                                "fsdp_sharding",
+                                               "fsdp_mixed_precision",
                                                "bucket_cap_mb",
                                                "gradient_as_bucket_view",
                                                "find_unused_parameters",
@@ -225,6 +226,11 @@ Result<TrainingRequest> request_of(const py::dict& options) {
       if (!v.is_none()) {
         TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
         TF_ASSIGN_OR_RETURN(r.fsdp.sharding, parse_enum(kFsdpShardingNames, key, s));
+      }
+    } else if (key == "fsdp_mixed_precision") {
+      if (!v.is_none()) {
+        TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
+        TF_ASSIGN_OR_RETURN(r.fsdp.mixed_precision_bf16, parse_fsdp_mixed_precision(key, s));
       }
     } else if (key == "bucket_cap_mb") {
       if (!v.is_none()) {

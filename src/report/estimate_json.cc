@@ -75,6 +75,7 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
     }
     j["fsdp"] = {{"sharding", kFsdpShardingNames.name(dist.fsdp.sharding)},
                  {"wrap", dist.fsdp.wrap},
+                 {"mixed_precision", dist.fsdp.mixed_precision_bf16 ? "bf16" : "none"},
                  {"units", units}};
   }
   j["checkpoint"] = h.training.checkpoint;

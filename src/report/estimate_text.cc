@@ -143,6 +143,11 @@ std::string distributed_text(const EstimateHeader& h, const Estimate& e) {
                             : fmt::format("--fsdp-wrap {}", fmt::join(d.fsdp.wrap, ",")),
         format_bytes(shards), format_bytes(largest->padded_bytes),
         largest->path.empty() ? "the root" : largest->path);
+    if (d.fsdp.mixed_precision_bf16) {
+      out +=
+          "FSDP mixed precision bf16: shards, their gradients and the optimizer in fp32; "
+          "parameters gathered, computed and gradients reduced in bf16\n";
+    }
   }
   if (e.ddp) {
     out += fmt::format("DDP buckets: {} at construction", bucket_list(e.ddp->buckets));
@@ -209,9 +214,11 @@ std::string estimate_text(const EstimateReport& report) {
   const EstimateHeader& h = report.header;
   const Estimate& e = report.estimate;
   const bool cuda = h.device.target.device == Device::kCuda;
-  std::string out =
-      fmt::format("{}, batch {}, {}, {}\n{}\n", h.model, h.batch, precision_name(h.precision),
-                  optimizer_line(h), device_line(h.device));
+  const std::string_view precision = h.training.distributed.fsdp.mixed_precision_bf16
+                                         ? "fp32 model computing in bf16 (FSDP MixedPrecision)"
+                                         : precision_name(h.precision);
+  std::string out = fmt::format("{}, batch {}, {}, {}\n{}\n", h.model, h.batch, precision,
+                                optimizer_line(h), device_line(h.device));
   if (!h.optimizer.preset.empty()) out += fmt::format("optimizer: {}\n", h.optimizer.preset);
   out += distributed_text(h, e);
   for (const std::string& note : h.notes) out += fmt::format("note: {}\n", note);
