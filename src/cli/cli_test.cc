@@ -167,6 +167,34 @@ TEST(Cli, EstimateTextAndTimeline) {
   EXPECT_GT(rows, 100);
 }
 
+// estimate and fit name the strategy and FSDP's mixed precision, and its JSON records it: the
+// model is fp32, the shards stay fp32 and the gathered units are bf16 (half the bytes).
+TEST(Cli, FsdpMixedPrecisionIsNamedAndGathersHalfTheBytes) {
+  const std::vector<std::string> args = {
+      "--model", "gpt2",        "--batch",         "2",     "--gpus",   "2", "--strategy",
+      "fsdp",    "--fsdp-wrap", "transformer.h.*", "--gpu", "a100-80gb"};
+  std::vector<std::string> mixed = args;
+  mixed.insert(mixed.end(), {"--fsdp-mixed-precision", "bf16"});
+  const CliRun e = run(concat({"estimate"}, mixed));
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_NE(e.out.find("fp32 model computing in bf16 (FSDP MixedPrecision)"), std::string::npos);
+  EXPECT_NE(e.out.find("FSDP (full_shard) over 2 GPUs"), std::string::npos) << e.out;
+  const CliRun f = run(concat({"fit"}, mixed));
+  ASSERT_EQ(f.code, 0) << f.err;
+  EXPECT_NE(f.out.find("FSDP (full_shard) over 2 GPUs"), std::string::npos) << f.out;
+  const nlohmann::json full = run_json(concat({"estimate"}, args));
+  const nlohmann::json half = run_json(concat({"estimate"}, mixed));
+  EXPECT_EQ(half["fsdp"]["mixed_precision"], "bf16");
+  EXPECT_EQ(full["fsdp"]["mixed_precision"], "none");
+  ASSERT_EQ(half["fsdp"]["units"].size(), full["fsdp"]["units"].size());
+  for (size_t u = 0; u < half["fsdp"]["units"].size(); ++u) {
+    const nlohmann::json& h = half["fsdp"]["units"][u];
+    const nlohmann::json& f32 = full["fsdp"]["units"][u];
+    EXPECT_EQ(2 * h["padded_bytes"].get<int64_t>(), f32["padded_bytes"].get<int64_t>());
+    EXPECT_EQ(h["shard_bytes"], f32["shard_bytes"]);
+  }
+}
+
 TEST(Cli, CompareRunsEachModelWithItsOwnOptions) {
   // --gpu before the first --model applies to both; each model has its own batch.
   const CliRun r = run({"compare", "--gpu", "rtx4090", "--model", "act", "--batch", "4", "--set",

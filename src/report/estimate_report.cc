@@ -38,6 +38,23 @@ EstimateHeader header_of(const ResolvedRequest& r) {
   return h;
 }
 
+std::string_view precision_label(const EstimateHeader& h) {
+  return h.training.distributed.fsdp.mixed_precision_bf16
+             ? "fp32 model computing in bf16 (FSDP MixedPrecision)"
+             : precision_name(h.precision);
+}
+
+std::string strategy_label(const DistributedConfig& d) {
+  switch (d.strategy) {
+    case Strategy::kFsdp:
+      return fmt::format("FSDP ({})", kFsdpShardingNames.name(d.fsdp.sharding));
+    case Strategy::kZero1:
+      return "DDP with ZeroRedundancyOptimizer";
+    default:
+      return "DDP";
+  }
+}
+
 std::string_view impl_label(const EstimateHeader& h) {
   return is_8bit(h.optimizer.kind) ? "bitsandbytes" : optimizer_impl_name(h.resolved_impl);
 }

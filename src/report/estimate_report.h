@@ -31,6 +31,11 @@ EstimateHeader header_of(const ResolvedRequest& resolved);
 
 // "adamw (foreach), weight_decay 0.0001, 4 micro-batches per step"
 std::string optimizer_line(const EstimateHeader& header);
+// "fp32", "amp-bf16", ...; under FSDP's MixedPrecision, what it computes in and what it keeps.
+std::string_view precision_label(const EstimateHeader& header);
+// "DDP", "DDP with ZeroRedundancyOptimizer", "FSDP (full_shard)": the strategy of a run on
+// more than one GPU.
+std::string strategy_label(const DistributedConfig& distributed);
 // The implementation as reports name it: "foreach", or "bitsandbytes" for 8-bit state.
 std::string_view impl_label(const EstimateHeader& header);
 

@@ -120,8 +120,7 @@ std::string distributed_text(const EstimateHeader& h, const Estimate& e) {
   const int accum = h.training.grad_accum;
   const bool zero = d.strategy == Strategy::kZero1;
   const bool fsdp = d.strategy == Strategy::kFsdp;
-  const std::string name = fsdp ? fmt::format("FSDP ({})", kFsdpShardingNames.name(d.fsdp.sharding))
-                                : std::string(zero ? "DDP with ZeroRedundancyOptimizer" : "DDP");
+  const std::string name = strategy_label(d);
   std::string out = fmt::format(
       "{} over {} GPU{}{}: the figures are {}; effective batch {} ({} x {} GPU{}{})\n", name,
       d.world_size, d.world_size == 1 ? "" : "s",
@@ -214,10 +213,7 @@ std::string estimate_text(const EstimateReport& report) {
   const EstimateHeader& h = report.header;
   const Estimate& e = report.estimate;
   const bool cuda = h.device.target.device == Device::kCuda;
-  const std::string_view precision = h.training.distributed.fsdp.mixed_precision_bf16
-                                         ? "fp32 model computing in bf16 (FSDP MixedPrecision)"
-                                         : precision_name(h.precision);
-  std::string out = fmt::format("{}, batch {}, {}, {}\n{}\n", h.model, h.batch, precision,
+  std::string out = fmt::format("{}, batch {}, {}, {}\n{}\n", h.model, h.batch, precision_label(h),
                                 optimizer_line(h), device_line(h.device));
   if (!h.optimizer.preset.empty()) out += fmt::format("optimizer: {}\n", h.optimizer.preset);
   out += distributed_text(h, e);

@@ -32,16 +32,16 @@ std::string describe(const FitReport& r) {
     for (const auto& [k, v] : r.sets) sets.push_back(fmt::format("{}={}", k, v));
     s += fmt::format(" ({})", fmt::join(sets, ", "));
   }
-  s += fmt::format(", {}, {}", precision_name(h.precision), optimizer_line(h));
+  s += fmt::format(", {}, {}", precision_label(h), optimizer_line(h));
   if (!h.training.checkpoint.empty()) {
     s += fmt::format(", checkpoint {}", fmt::join(h.training.checkpoint, " "));
   }
   if (!r.freeze.empty()) s += fmt::format(", freeze {}", fmt::join(r.freeze, " "));
   if (const DistributedConfig& d = h.training.distributed; d.strategy != Strategy::kSingle) {
     s += fmt::format(
-        ", DDP over {} GPUs (batches are per GPU; the effective batch is {} times "
+        ", {} over {} GPUs (batches are per GPU; the effective batch is {} times "
         "larger)",
-        d.world_size, d.world_size * h.training.grad_accum);
+        strategy_label(d), d.world_size, d.world_size * h.training.grad_accum);
   }
   return s;
 }
