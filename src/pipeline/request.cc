@@ -110,10 +110,14 @@ Result<DistributedConfig> distributed_config(const TrainingRequest& r) {
   const bool reducer = d.strategy == Strategy::kDdp || d.strategy == Strategy::kZero1;
   const bool fsdp = d.strategy == Strategy::kFsdp;
   if (d.strategy != Strategy::kSingle && !reducer && !fsdp) {
-    return unsupported(fmt::format("--strategy {} is not modelled yet", strategy_name(d.strategy)),
-                       "use --strategy ddp, zero1 (DDP with ZeroRedundancyOptimizer) or fsdp; "
-                       "trainfit launch prints what ZeRO-3 would leave per GPU by the paper's "
-                       "count");
+    // DeepSpeed's ZeRO-2 and ZeRO-3. FSDP's FULL_SHARD shards as ZeRO-3 does (PyTorch's
+    // maintainers on discuss.pytorch.org) and SHARD_GRAD_OP is the one likened to ZeRO-2
+    // (Lightning Thunder's FSDPType), so the refusal names them.
+    const bool two = d.strategy == Strategy::kZero2;
+    return unsupported(
+        fmt::format("--strategy {} (DeepSpeed) is not modelled yet", strategy_name(d.strategy)),
+        fmt::format("PyTorch's nearest equivalent is: --strategy fsdp{}",
+                    two ? " --fsdp-sharding shard_grad_op" : ""));
   }
   if (!fsdp && (!r.fsdp.wrap.empty() || r.fsdp.sharding != FsdpSharding::kFullShard ||
                 r.fsdp.mixed_precision_bf16)) {
