@@ -146,7 +146,7 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   facts.activation_bytes = activation_bytes(g);
   TF_ASSIGN_OR_RETURN(Estimate e, estimate_events(list, names_of(g), std::move(facts), options));
   if (options.step_time) {
-    TF_ASSIGN_OR_RETURN(e.time, graph_step_time(g, options, e.ddp ? &*e.ddp : nullptr));
+    TF_ASSIGN_OR_RETURN(e.time, graph_step_time(g, options, &list));
     if (e.time && options.dataset_size) {
       e.epoch = epoch_time(*e.time, *options.dataset_size, options.training.distributed.world_size);
     }
@@ -236,25 +236,24 @@ CommTime fsdp_comm(const TrainingConfig& training, const StepTime& t,
 }  // namespace
 
 Result<std::optional<StepTime>> graph_step_time(const Graph& g, const EstimateOptions& options,
-                                                const DdpLayout* ddp) {
+                                                const EventList* lowered) {
   const DeviceProfile& device = options.device;
   if (!device.timing || device.target.device != Device::kCuda) return std::optional<StepTime>();
   TF_ASSIGN_OR_RETURN(const StepCost cost, step_cost(g, options.training, options.cost));
   StepTime t = time_step(cost, *device.timing);
   const Strategy strategy = options.training.distributed.strategy;
-  if (strategy == Strategy::kDdp || strategy == Strategy::kZero1) {
-    std::optional<DdpLayout> lowered;
-    if (ddp == nullptr) {
-      TF_ASSIGN_OR_RETURN(EventList list, lower_training_step(g, options.training, {}));
-      lowered = std::move(list.ddp);
-      ddp = lowered ? &*lowered : nullptr;
-    }
-    if (ddp != nullptr) {
-      add_communication(t, data_parallel_comm(g, options.training, t, *ddp, device.timing->link));
-    }
-  } else if (strategy == Strategy::kFsdp) {
-    TF_ASSIGN_OR_RETURN(EventList list, lower_training_step(g, options.training, {}));
-    add_communication(t, fsdp_comm(options.training, t, list.fsdp, device.timing->link));
+  if (strategy == Strategy::kSingle) return std::optional<StepTime>(std::move(t));
+  // The communication follows the layout the lowering made: DDP's buckets, FSDP's units.
+  EventList own;
+  if (lowered == nullptr) {
+    TF_ASSIGN_OR_RETURN(own, lower_training_step(g, options.training, {}));
+    lowered = &own;
+  }
+  if (strategy == Strategy::kFsdp) {
+    add_communication(t, fsdp_comm(options.training, t, lowered->fsdp, device.timing->link));
+  } else if (lowered->ddp) {
+    add_communication(
+        t, data_parallel_comm(g, options.training, t, *lowered->ddp, device.timing->link));
   }
   return std::optional<StepTime>(std::move(t));
 }

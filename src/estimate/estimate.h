@@ -103,10 +103,10 @@ struct Estimate {
 Result<Estimate> estimate(const Graph& graph, const EstimateOptions& options);
 
 // The step time of a graph on the options' device: nullopt without timing constants (no GPU
-// named) or on the cpu profile. Under DDP it includes the communication, from the DDP layout
-// the lowering made (`ddp`; lowered here when not given).
+// named) or on the cpu profile. On more than one GPU it includes the communication, from the
+// layout the lowering made (DDP's buckets, FSDP's units: `lowered`, lowered here when not given).
 Result<std::optional<StepTime>> graph_step_time(const Graph& graph, const EstimateOptions& options,
-                                                const DdpLayout* ddp = nullptr);
+                                                const EventList* lowered = nullptr);
 
 // What the nodes, modules and parameters an event list refers to are called, for reports.
 struct EventNames {

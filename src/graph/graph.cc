@@ -63,4 +63,8 @@ bool module_matches(std::string_view path, std::string_view pattern) {
   }
 }
 
+bool is_batch_norm(const Module& module) {
+  return module.type.starts_with("BatchNorm") || module.type == "SyncBatchNorm";
+}
+
 }  // namespace trainfit

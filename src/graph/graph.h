@@ -155,6 +155,10 @@ inline int64_t value_bytes(const Value& v) {
 // Does a module path match a pattern where `*` stands for one path component?
 bool module_matches(std::string_view path, std::string_view pattern);
 
+// A layer that normalises over the batch: BatchNorm1d/2d/3d and SyncBatchNorm, not
+// FrozenBatchNorm2d (fixed statistics).
+bool is_batch_norm(const Module& module);
+
 // Per module, the block a report groups it under: a child of the block root, which is the
 // model's outermost module with more than one child (ResNet's layer1, ACT's model.encoder).
 // The block root and its ancestors are their own block; a top-level module beside the model

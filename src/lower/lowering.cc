@@ -736,17 +736,12 @@ void Lowerer::end_micro_step() {
 
 Status Lowerer::fsdp_units() {
   const FsdpConfig& cfg = config_.distributed.fsdp;
-  if (fsdp_mixed()) {
-    for (const Module& m : g_.modules) {
-      if (m.type.starts_with("BatchNorm") || m.type == "SyncBatchNorm") {
-        return unsupported(
-            fmt::format("--fsdp-mixed-precision: FSDP wraps each BatchNorm of {} as its own "
-                        "full-precision unit under MixedPrecision, which is not modelled",
-                        g_.model),
-            "estimate it without --fsdp-mixed-precision, or a model with LayerNorm or "
-            "GroupNorm");
-      }
-    }
+  if (fsdp_mixed() && std::ranges::any_of(g_.modules, is_batch_norm)) {
+    return unsupported(
+        fmt::format("--fsdp-mixed-precision: FSDP wraps each BatchNorm of {} as its own "
+                    "full-precision unit under MixedPrecision, which is not modelled",
+                    g_.model),
+        "estimate it without --fsdp-mixed-precision, or a model with LayerNorm or GroupNorm");
   }
   units_.assign(1, FsdpUnit{});
   units_[0].end = static_cast<NodeId>(g_.nodes.size());

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "lower/optimizer_step.h"
 
 namespace trainfit {
@@ -70,14 +72,8 @@ std::string optimizer_line(const EstimateHeader& h) {
 
 namespace {
 
-// Layers that normalise over the batch: BatchNorm1d/2d/3d and SyncBatchNorm, not
-// FrozenBatchNorm2d (fixed statistics).
 int batch_norm_layers(const Graph& graph) {
-  int n = 0;
-  for (const Module& m : graph.modules) {
-    if (m.type.starts_with("BatchNorm") || m.type == "SyncBatchNorm") ++n;
-  }
-  return n;
+  return static_cast<int>(std::ranges::count_if(graph.modules, is_batch_norm));
 }
 
 std::optional<ScalingPlan> scaling_plan(const EstimateRun& run) {
