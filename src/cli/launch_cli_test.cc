@@ -110,6 +110,40 @@ TEST(Launch, ShardsWithFsdpWhenOnlyItFits) {
   EXPECT_EQ(e["device_used_bytes"], j["device_used_bytes"]) << j.dump(2);
 }
 
+// With --strategy fsdp and its own flags, launch plans FSDP only (one GPU runs without it), with
+// the units and mixed precision asked for, and says how to write them.
+TEST(Launch, KeepsTheFsdpFlagsItIsGiven) {
+  const std::vector<std::string> args = {"--model",
+                                         "gpt2-large",
+                                         "--gpu",
+                                         "rtx3060",
+                                         "--gpus",
+                                         "4",
+                                         "--baseline-batch",
+                                         "8",
+                                         "--baseline-lr",
+                                         "1e-4",
+                                         "--strategy",
+                                         "fsdp",
+                                         "--fsdp-wrap",
+                                         "transformer.h.*",
+                                         "--fsdp-mixed-precision",
+                                         "bf16"};
+  const CliRun r = run(concat({"launch"}, args));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("ModuleWrapPolicy({GPT2Block}), mixed_precision=MixedPrecision("),
+            std::string::npos)
+      << r.out;
+  const nlohmann::json j = run_json(concat({"launch"}, args));
+  ASSERT_TRUE(j["fits"].get<bool>()) << j.dump(2);
+  for (const nlohmann::json& c : j["candidates"]) {
+    EXPECT_EQ(c["strategy"], c["gpus"] == 1 ? "none" : "fsdp") << c.dump();
+    std::vector<std::string> check = {"estimate"};
+    for (const nlohmann::json& a : c["estimate_args"]) check.push_back(a.get<std::string>());
+    EXPECT_EQ(run_json(check)["device_used_bytes"], c["device_used_bytes"]) << c.dump();
+  }
+}
+
 TEST(Launch, BadInputIsOneLine) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
            {"launch", "--model", "resnet50", "--gpus", "2", "--baseline-batch", "64",

@@ -112,20 +112,29 @@ bool contains(const std::vector<std::string>& list, const std::string& item) {
   return std::find(list.begin(), list.end(), item) != list.end();
 }
 
-FsdpBlocks block_units(const Graph& graph, const ModelSpec& spec) {
+// The units `patterns` wrap, with the classes of the modules they match.
+FsdpBlocks units_of(const Graph& graph, std::vector<std::string> patterns) {
   FsdpBlocks out;
-  for (const CheckpointFamily& family : spec.checkpoint_families) {
-    for (const std::string& p : family.patterns) {
-      if (!matches_some_module(graph, p)) continue;
-      out.patterns.push_back(p);
-      for (const Module& m : graph.modules) {
-        if (module_matches(m.path, p) && !contains(out.classes, m.type)) {
-          out.classes.push_back(m.type);
-        }
+  out.patterns = std::move(patterns);
+  for (const Module& m : graph.modules) {
+    for (const std::string& p : out.patterns) {
+      if (module_matches(m.path, p) && !contains(out.classes, m.type)) {
+        out.classes.push_back(m.type);
       }
     }
   }
   return out;
+}
+
+// The model's repeated blocks: the checkpoint families' patterns that match a module.
+FsdpBlocks block_units(const Graph& graph, const ModelSpec& spec) {
+  std::vector<std::string> patterns;
+  for (const CheckpointFamily& family : spec.checkpoint_families) {
+    for (const std::string& p : family.patterns) {
+      if (matches_some_module(graph, p)) patterns.push_back(p);
+    }
+  }
+  return units_of(graph, std::move(patterns));
 }
 
 void add_checkpoint_knobs(const Graph& graph, const ModelSpec& spec,
@@ -277,7 +286,8 @@ Result<FsdpBlocks> fsdp_blocks(const ResolvedRequest& r) {
   const ModelSpec* spec = find_model(r.model.name);
   TF_CHECK(spec != nullptr) << "resolved an unknown model";
   TF_ASSIGN_OR_RETURN(const Graph graph, build_model(r.model));
-  return block_units(graph, *spec);
+  const std::vector<std::string>& wrap = r.options.training.distributed.fsdp.wrap;
+  return wrap.empty() ? block_units(graph, *spec) : units_of(graph, wrap);
 }
 
 std::optional<double> step_change(const Estimate& with, const Estimate& without) {

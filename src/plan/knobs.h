@@ -84,9 +84,9 @@ std::optional<double> step_change(const Estimate& with, const Estimate& without)
 // The memory knobs that apply to a request on a device (bf16 needs sm80 or later).
 Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request, const DeviceProfile& device);
 
-// The units FSDP would wrap in a zoo model: its repeated blocks (those checkpointing offers),
-// as module patterns, and their classes for ModuleWrapPolicy. Empty for a trace: the whole
-// model is then one unit.
+// The units FSDP wraps in a zoo model: the request's --fsdp-wrap, else the model's repeated
+// blocks (those checkpointing offers), as module patterns, and their classes for
+// ModuleWrapPolicy. Empty for a trace: the whole model is then one unit.
 struct FsdpBlocks {
   std::vector<std::string> patterns;
   std::vector<std::string> classes;

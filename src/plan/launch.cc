@@ -62,7 +62,10 @@ Result<LaunchPlan> plan_launch(Estimator& estimator, const TrainingRequest& requ
         r.gpus = gpus;
         r.grad_accum = static_cast<int>(accum);
         r.strategy = gpus == 1 ? std::nullopt : std::optional<Strategy>(strategy);
-        if (strategy == Strategy::kFsdp && !request.strategy) {
+        if (gpus == 1) {  // DDP's and FSDP's arguments need more than one GPU
+          r.ddp = {};
+          r.fsdp = {};
+        } else if (strategy == Strategy::kFsdp && !request.strategy) {
           r.fsdp.wrap = *fsdp_wrap;
           r.ddp = {};
         }

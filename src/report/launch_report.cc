@@ -41,18 +41,23 @@ std::vector<std::string> code_changes(const LaunchReport& r, const EstimateRepor
       if (w.code == "batchnorm_small_batch") out.push_back(w.fix);
     }
     if (c.strategy == Strategy::kFsdp) {
-      const std::vector<std::string>& wrap = c.request.fsdp.wrap;
-      out.push_back(
-          wrap.empty() || r.fsdp.classes.empty()
-              ? std::string("model = FullyShardedDataParallel(model, device_id=local_rank) (the "
-                            "whole model one unit), then make the optimizer from "
-                            "model.parameters()")
-              : fmt::format(
-                    "model = FullyShardedDataParallel(model, device_id=local_rank, "
-                    "auto_wrap_policy=ModuleWrapPolicy({{{}}})) (each {} its own unit: {}), then "
-                    "make the optimizer from model.parameters()",
-                    fmt::join(r.fsdp.classes, ", "), fmt::join(r.fsdp.classes, " or "),
-                    fmt::join(wrap, ", ")));
+      const FsdpConfig& fsdp = c.request.fsdp;
+      const bool units = !fsdp.wrap.empty() && !r.fsdp.classes.empty();
+      const std::string mixed =
+          fsdp.mixed_precision_bf16
+              ? ", mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, "
+                "reduce_dtype=torch.bfloat16, buffer_dtype=torch.bfloat16)"
+              : "";
+      out.push_back(fmt::format(
+          "model = FullyShardedDataParallel(model, device_id=local_rank{}{}) ({}), then make the "
+          "optimizer from model.parameters()",
+          units ? fmt::format(", auto_wrap_policy=ModuleWrapPolicy({{{}}})",
+                              fmt::join(r.fsdp.classes, ", "))
+                : "",
+          mixed,
+          units ? fmt::format("each {} its own unit: {}", fmt::join(r.fsdp.classes, " or "),
+                              fmt::join(fsdp.wrap, ", "))
+                : "the whole model one unit"));
     } else {
       std::string ddp = "model = DistributedDataParallel(model, device_ids=[local_rank]";
       if (r.plan.request.ddp.gradient_as_bucket_view) ddp += ", gradient_as_bucket_view=True";
@@ -111,12 +116,13 @@ Result<LaunchReport> make_launch_report(const TrainingRequest& request,
   r.model = resolved.model.name;
   r.gpu = request.device.gpu_display;
   r.link = request.device.timing->link;
-  // FSDP over the model's blocks (1.13 cannot flatten frozen and trained parameters into one
-  // unit, so not with --freeze).
+  // FSDP over the model's blocks, or the units asked for with --strategy fsdp (1.13 cannot
+  // flatten frozen and trained parameters into one unit, so not tried with --freeze).
   std::optional<std::vector<std::string>> fsdp_wrap;
-  if (options.max_gpus > 1 && request.freeze.empty() && !request.strategy) {
+  if (request.strategy == Strategy::kFsdp ||
+      (options.max_gpus > 1 && request.freeze.empty() && !request.strategy)) {
     TF_ASSIGN_OR_RETURN(r.fsdp, fsdp_blocks(resolved));
-    fsdp_wrap = r.fsdp.patterns;
+    if (!request.strategy) fsdp_wrap = r.fsdp.patterns;
   }
   PipelineEstimator estimator;
   TF_ASSIGN_OR_RETURN(
