@@ -125,7 +125,8 @@ def import_fsdp():
 
 
 class StorageBytes(TorchDispatchMode):
-    """Peak of live tensor bytes, each storage counted at its current size after every op."""
+    """Peak of live tensor bytes, each storage counted at its current size after every op; and
+    the peak of each phase."""
 
     def __init__(self):
         super().__init__()
@@ -134,6 +135,7 @@ class StorageBytes(TorchDispatchMode):
         self.iteration = 0
         self.peak = 0
         self.peak_at = None
+        self.phase_peak = {}
 
     def track(self, t):
         if not isinstance(t, torch.Tensor) or t.is_meta:
@@ -157,20 +159,19 @@ class StorageBytes(TorchDispatchMode):
         for t in tree_flatten((out, args, kwargs))[0]:
             self.track(t)
         live = self.live()
+        self.phase_peak[self.phase] = max(self.phase_peak.get(self.phase, 0), live)
         if live > self.peak:
             self.peak = live
             self.peak_at = (self.phase, self.iteration, str(func))
         return out
 
 
-def rank_main(rank, port, name, batch, image, optimizer, wrap, sharding, mixed, out):
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+def fsdp_training(model, units, optimizer, make_batch, loss_fn, sharding="full_shard",
+                  mixed=False):
+    """Wraps `model` in FSDP (each module of `units` its own unit) inside a StorageBytes count
+    and trains two iterations as check_peak.py does; returns the count. The process group is
+    the caller's."""
     fsdp = import_fsdp()
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    torch.set_num_threads(1)
-    case = torch_models.build(name, batch=batch, image=image)
-    model = case.model
-    units = {m for path, m in model.named_modules() if any(module_matches(path, p) for p in wrap)}
     mode = StorageBytes()
     for t in list(model.parameters()) + list(model.buffers()):
         mode.track(t)
@@ -189,19 +190,41 @@ def rank_main(rank, port, name, batch, image, optimizer, wrap, sharding, mixed, 
         for it in range(2):
             mode.iteration = it + 1
             mode.phase = "forward"
-            inputs, targets = [torch.randn(batch, *image)], [torch.randint(0, 1000, (batch,))]
-            out_ = model(*inputs)
-            loss = case.loss_fn(out_, *targets)
+            inputs, targets = make_batch()
+            out = model(*inputs)
+            loss = loss_fn(out, *targets)
             mode.phase = "backward"
             loss.backward()
             mode.phase = "optimizer"
             opt.step()
             opt.zero_grad(set_to_none=True)
-            del inputs, targets, out_, loss
+            del inputs, targets, out, loss
+    return mode
+
+
+def join_gloo(rank, port):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    torch.set_num_threads(1)
+
+
+def finish_rank(rank, out, result):
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
-        json.dump({"peak": mode.peak, "where": list(mode.peak_at)}, f)
+        json.dump(result, f)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def rank_main(rank, port, name, batch, image, optimizer, wrap, sharding, mixed, out):
+    join_gloo(rank, port)
+    case = torch_models.build(name, batch=batch, image=image)
+    units = {m for path, m in case.model.named_modules()
+             if any(module_matches(path, p) for p in wrap)}
+    mode = fsdp_training(
+        case.model, units, optimizer,
+        lambda: ([torch.randn(batch, *image)], [torch.randint(0, 1000, (batch,))]),
+        case.loss_fn, sharding, mixed)
+    finish_rank(rank, out, {"peak": mode.peak, "where": list(mode.peak_at)})
 
 
 def main():

@@ -71,12 +71,12 @@ TEST(FsdpLowering, UnitsFlattenPadAndShard) {
   EXPECT_EQ(root->fsdp[0].flat_bytes, (1001000 * 2 + 10010) * 4);
 }
 
-// PyTorch 1.13's FSDP on two gloo ranks (validation/check_fsdp.py's CPU stand-ins for its
-// streams and collectives) ran this model, each Linear wrapped, FULL_SHARD, SGD, two iterations,
-// the batch and the model's output held through each: rank 0's live tensor bytes peaked at
-// 18,090,368 in the first backward, as the first Linear's gradients were flattened
+// PyTorch 1.13's FSDP on two gloo ranks (validation/fsdp_mlp.py, with check_fsdp.py's CPU
+// stand-ins for its streams and collectives) ran this model, each Linear wrapped, FULL_SHARD, SGD,
+// two iterations, the batch and the model's output held through each: rank 0's live tensor bytes
+// peaked at 18,090,368 in the first backward, as the first Linear's gradients were flattened
 // (torch.cat): its gathered parameters, its weight's gradient and the flat gradient, 4,004,000
-// bytes each, over the shards and what autograd keeps.
+// bytes each, over the shards and what autograd keeps. The other phases peak as measured too.
 TEST(FsdpLowering, PeakAsMeasuredOnTwoRanks) {
   const Result<EventList> list =
       lower_training_step(three_linears(kCpu), fsdp(2, {"0", "2", "4"}), {});
@@ -84,12 +84,15 @@ TEST(FsdpLowering, PeakAsMeasuredOnTwoRanks) {
   const Replayed r = replay(*list);
   EXPECT_EQ(r.peak_phase, Phase::kBackward);
   EXPECT_EQ(r.peak, 18090368);
+  EXPECT_EQ(r.phase_peak[static_cast<size_t>(Phase::kSetup)], 14054040);
+  EXPECT_EQ(r.phase_peak[static_cast<size_t>(Phase::kForward)], 8124596);
+  EXPECT_EQ(r.phase_peak[static_cast<size_t>(Phase::kOptimizer)], 8080656);
 }
 
 // The same run under MixedPrecision(param_dtype=reduce_dtype=buffer_dtype=torch.bfloat16), x in
-// fp32: the peak of each phase as measured. Construction peaks highest (the fp32 parameters,
-// the flat parameter and its shard); backward gathers, flattens and reduces in bf16, and casts
-// each reduced shard to fp32 for SGD.
+// fp32: the peak of each phase as validation/fsdp_mlp.py measured it. Construction peaks highest
+// (the fp32 parameters, the flat parameter and its shard); backward gathers, flattens and reduces
+// in bf16, and casts each reduced shard to fp32 for SGD.
 TEST(FsdpLowering, MixedPrecisionPhasePeaksAsMeasuredOnTwoRanks) {
   TrainingConfig c = fsdp(2, {"0", "2", "4"});
   c.distributed.fsdp.mixed_precision_bf16 = true;
