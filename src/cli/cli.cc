@@ -39,6 +39,10 @@ constexpr Command kCommands[] = {
      "DataLoader settings that feed the GPU, from a probe of your Dataset: workers, prefetch, "
      "host RAM, /dev/shm",
      setup_loader},
+    {"schedule",
+     "a learning-rate scheduler over a run, and ReduceLROnPlateau and early stopping replayed "
+     "on a logged validation curve",
+     setup_schedule},
     {"doctor", "check this host for training and fixed-rate loops; says what to fix (read-only)",
      setup_doctor},
     {"latency", "a fixed-rate loop at several rates: wake-up lateness, work time, CPU clock",

@@ -37,6 +37,7 @@ CommandRun setup_models(CLI::App& app);
 CommandRun setup_ops(CLI::App& app);
 CommandRun setup_loader(CLI::App& app);
 CommandRun setup_launch(CLI::App& app);
+CommandRun setup_schedule(CLI::App& app);
 CommandRun setup_doctor(CLI::App& app);
 CommandRun setup_latency(CLI::App& app);
 CommandRun setup_monitor(CLI::App& app);

@@ -48,4 +48,13 @@ Result<std::shared_ptr<const LoaderProfile>> read_loader_profile_file(const std:
   return std::make_shared<const LoaderProfile>(std::move(profile));
 }
 
+Result<MetricsCurve> read_metrics_file(const std::string& path, const std::string& column) {
+  TF_ASSIGN_OR_RETURN(
+      const std::string text,
+      read_text(path, "metrics file",
+                "give a CSV with one validation value per epoch (a logger's metrics.csv, or "
+                "TensorBoard's scalars downloaded as CSV)"));
+  return parse_metrics_csv(text, path, column);
+}
+
 }  // namespace trainfit

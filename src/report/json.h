@@ -13,6 +13,7 @@
 #include "report/fit_report.h"
 #include "report/launch_report.h"
 #include "report/loader_report.h"
+#include "schedule/schedule.h"
 
 namespace trainfit {
 
@@ -29,5 +30,8 @@ nlohmann::json compare_json(const std::vector<CompareEntry>& entries);  // {"mod
 nlohmann::json summary_json(const Summary& summary, int max_depth);
 nlohmann::json loader_json(const LoaderReport& report);
 nlohmann::json launch_json(const LaunchReport& report);
+// `lr` is group 0's learning rate at every step; `lr_groups` every group's, with more than one.
+nlohmann::json schedule_json(const Schedule& schedule);
+std::string_view interval_name(StepInterval interval);  // "epoch" / "step"
 
 }  // namespace trainfit

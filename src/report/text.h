@@ -13,6 +13,7 @@
 #include "report/fit_report.h"
 #include "report/launch_report.h"
 #include "report/loader_report.h"
+#include "schedule/schedule.h"
 
 namespace trainfit {
 
@@ -23,6 +24,8 @@ std::string compare_text(const std::vector<CompareEntry>& entries);
 std::string summary_text(const Summary& summary, int max_depth);
 std::string loader_text(const LoaderReport& report);
 std::string launch_text(const LaunchReport& report);
+// The learning rate as a terminal plot, with the plateau and early-stopping replays.
+std::string schedule_text(const Schedule& schedule);
 // The plan's settings as Python: "DataLoader(dataset, batch_size=32, num_workers=2, ...)".
 std::string dataloader_call(const LoaderPlan& plan);
 
