@@ -2,13 +2,13 @@
 # Installs the Debian packages trainfit needs and does not find, with apt-get.
 #   scripts/deps.sh build   compilers, CMake and the libraries trainfit links
 #   scripts/deps.sh test    also GoogleTest, PyTorch and torchvision (CPU), Pillow (the loader
-#                           checks decode JPEGs), clang-format, clang-tidy,
-#                           pyflakes and mypy
+#                           checks decode JPEGs), Chromium (opens the HTML reports headless),
+#                           clang-format, clang-tidy, pyflakes and mypy
 set -euo pipefail
 
 packages=(g++ cmake make libfmt-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev pybind11-dev python3-dev)
 if [ "${1:-build}" = test ]; then
-  packages+=(libgtest-dev python3-torch python3-torchvision python3-pil clang-format clang-tidy pyflakes3
+  packages+=(libgtest-dev python3-torch python3-torchvision python3-pil chromium clang-format clang-tidy pyflakes3
              mypy)
 fi
 

@@ -18,6 +18,7 @@ import functools
 import json
 import math
 import os
+import warnings
 
 import numpy as np
 import torch
@@ -252,6 +253,8 @@ def worst_relative(ours, theirs):
 
 
 def main():
+    # SequentialLR steps a scheduler with step(0) at a milestone, which PyTorch warns about.
+    warnings.filterwarnings("ignore", message="The epoch parameter", category=UserWarning)
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainfit", required=True)
     ap.add_argument("--record", action="store_true",

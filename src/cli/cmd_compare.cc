@@ -8,7 +8,9 @@
 #include <algorithm>
 
 #include "cli/cli.h"
+#include "cli/input_files.h"
 #include "cli/request_flags.h"
+#include "report/html.h"
 #include "report/json.h"
 #include "report/text.h"
 
@@ -51,6 +53,20 @@ int run_compare(const CLI::App& app, std::ostream& out, std::ostream& err) {
   const auto json_end = std::remove(args.begin(), args.end(), std::string("--json"));
   const bool json = json_end != args.end();
   args.erase(json_end, args.end());
+  std::string html;
+  for (auto it = args.begin(); it != args.end();) {
+    if (*it == "--html" || it->starts_with("--html=")) {
+      const bool joined = it->starts_with("--html=");
+      if (!joined && it + 1 == args.end()) {
+        return report_error(err,
+                            invalid_argument("--html needs a file name", "--html compare.html"));
+      }
+      html = joined ? it->substr(7) : *(it + 1);
+      it = args.erase(it, it + (joined ? 1 : 2));
+    } else {
+      ++it;
+    }
+  }
   // Split at each --model or --trace; what comes before the first applies to all.
   std::vector<std::string> shared;
   std::vector<std::vector<std::string>> models;
@@ -74,6 +90,10 @@ int run_compare(const CLI::App& app, std::ostream& out, std::ostream& err) {
   }
   Result<std::vector<CompareEntry>> entries = make_compare_report(requests);
   if (!entries.ok()) return report_error(err, entries.status());
+  if (!html.empty()) {
+    Status st = write_report_file("--html", html, compare_html(*entries));
+    if (!st.ok()) return report_error(err, st);
+  }
   if (json) {
     out << compare_json(*entries).dump(2) << '\n';
   } else {
@@ -89,7 +109,7 @@ CommandRun setup_compare(CLI::App& app) {
   app.allow_extras();
   app.footer(
       "Usage: trainfit compare [SHARED OPTIONS] --model A [OPTIONS] --model B [OPTIONS] ... "
-      "[--json]\n\n"
+      "[--json] [--html FILE]\n\n"
       "Each --model (a zoo model) or --trace (your traced model) starts a model source with its\n"
       "own options (batch, --set keys, precision, optimizer); options before the first one\n"
       "apply to every model, and a model's own value wins. For each model: parameters and bytes "
@@ -102,6 +122,8 @@ CommandRun setup_compare(CLI::App& app) {
       "  trainfit compare --model act --set use_vae=false --model act --set chunk_size=50\n"
       "  trainfit compare --precision amp-bf16 --model resnet50 --batch 64 --model vit_b_16 "
       "--batch 64 --json\n"
+      "  trainfit compare --gpu rtx4090 --model act --batch 48 --model diffusion --batch 64 "
+      "--html act-vs-diffusion.html\n"
       "  trainfit compare --gpu rtx4090 --trace mine.trace.json --batch 32 --model resnet50 "
       "--batch 32");
   return [&app](std::ostream& out, std::ostream& err) { return run_compare(app, out, err); };

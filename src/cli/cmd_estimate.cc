@@ -6,8 +6,10 @@
 #include <memory>
 
 #include "cli/cli.h"
+#include "cli/input_files.h"
 #include "cli/request_flags.h"
 #include "report/csv.h"
+#include "report/html.h"
 #include "report/json.h"
 #include "report/text.h"
 
@@ -17,6 +19,7 @@ namespace {
 struct EstimateFlags {
   RequestFlags request;
   std::string timeline;
+  std::string html;
   bool json = false;
   bool explain = false;
 };
@@ -24,17 +27,17 @@ struct EstimateFlags {
 int run_estimate(const EstimateFlags& o, std::ostream& out, std::ostream& err) {
   Result<TrainingRequest> request = to_request(o.request);
   if (!request.ok()) return report_error(err, request.status());
-  Result<EstimateReport> report =
-      make_estimate_report(*request, {.timeline = !o.timeline.empty(), .explain = o.explain});
+  const bool html = !o.html.empty();
+  Result<EstimateReport> report = make_estimate_report(
+      *request, {.timeline = !o.timeline.empty() || html, .explain = o.explain || html});
   if (!report.ok()) return report_error(err, report.status());
   if (!o.timeline.empty()) {
-    std::ofstream f(o.timeline);
-    if (!f) {
-      return report_error(err,
-                          invalid_argument(fmt::format("cannot write --timeline '{}'", o.timeline),
-                                           "check that its folder exists and is writable"));
-    }
-    f << timeline_csv(*report);
+    Status st = write_report_file("--timeline", o.timeline, timeline_csv(*report));
+    if (!st.ok()) return report_error(err, st);
+  }
+  if (html) {
+    Status st = write_report_file("--html", o.html, estimate_html(*report));
+    if (!st.ok()) return report_error(err, st);
   }
   if (o.json) {
     out << estimate_json(*report).dump(2) << '\n';
@@ -59,6 +62,7 @@ CommandRun setup_estimate(CLI::App& app) {
       "--gpu a100-80gb\n"
       "  trainfit estimate --model resnet50 --batch 256 --checkpoint 'layer3.*' --json\n"
       "  trainfit estimate --model gpt2 --seq-len 1024 --batch 8 --timeline memory.csv\n"
+      "  trainfit estimate --model resnet50 --batch 64 --gpu rtx4090 --html resnet50.html\n"
       "  trainfit estimate --model resnet50 --batch 64 --gpu rtx4090 --gpus 2   (DDP: one rank's "
       "memory)\n"
       "  trainfit estimate --model resnet50 --batch 32 --gpus 2 --baseline-batch 256 "
@@ -71,6 +75,9 @@ CommandRun setup_estimate(CLI::App& app) {
   app.add_option("--timeline", o->timeline,
                  "write allocated and reserved bytes after every event as CSV");
   app.add_flag("--explain", o->explain, "also list the largest tensors alive at the peak");
+  app.add_option("--html", o->html,
+                 "also write a self-contained HTML report: memory over both iterations, the "
+                 "breakdown, the largest tensors");
   app.add_flag("--json", o->json, "print one JSON object");
   return [o](std::ostream& out, std::ostream& err) { return run_estimate(*o, out, err); };
 }

@@ -3,7 +3,9 @@
 #include <memory>
 
 #include "cli/cli.h"
+#include "cli/input_files.h"
 #include "cli/request_flags.h"
+#include "report/html.h"
 #include "report/json.h"
 #include "report/text.h"
 
@@ -16,6 +18,8 @@ struct FitFlags {
   int64_t target_batch = 0;
   bool allow_model_changes = false;
   std::string rank = "memory";
+  bool curve = false;
+  std::string html;
   bool json = false;
 };
 
@@ -36,6 +40,7 @@ Result<FitRequest> to_fit_request(FitFlags o, bool batch_given) {
   f.what_if = o.what_if;
   f.target_batch = o.target_batch;
   f.allow_model_changes = o.allow_model_changes;
+  f.curve = o.curve || !o.html.empty();
   TF_ASSIGN_OR_RETURN(f.rank, parse_enum(kRankNames, "--rank", o.rank));
   TF_ASSIGN_OR_RETURN(f.request, to_request(flags));
   return f;
@@ -46,6 +51,10 @@ int run_fit(const FitFlags& o, bool batch_given, std::ostream& out, std::ostream
   if (!request.ok()) return report_error(err, request.status());
   Result<FitReport> report = make_fit_report(*request);
   if (!report.ok()) return report_error(err, report.status());
+  if (!o.html.empty()) {
+    Status st = write_report_file("--html", o.html, fit_html(*report));
+    if (!st.ok()) return report_error(err, st);
+  }
   if (o.json) {
     out << fit_json(*report).dump(2) << '\n';
   } else {
@@ -76,7 +85,8 @@ CommandRun setup_fit(CLI::App& app) {
       "  trainfit fit --model act --set cameras=640x360,640x480,640x480 --gpu all\n"
       "  trainfit fit --model act --set chunk_size=100 --batch 48 --gpu rtx4090 --what-if\n"
       "  trainfit fit --model resnet50 --gpu all --rank time\n"
-      "  trainfit fit --model vit_b_16 --gpu a100-80gb --target-batch 512 --json");
+      "  trainfit fit --model vit_b_16 --gpu a100-80gb --target-batch 512 --json\n"
+      "  trainfit fit --model resnet50 --gpu rtx4090 --what-if --html fit.html");
   add_request_flags(app, o->request);
   app.get_option("--gpu")->description(
       "GPU from the catalog (see `trainfit gpus`), or all: one row per catalog GPU");
@@ -89,7 +99,12 @@ CommandRun setup_fit(CLI::App& app) {
                "let --target-batch change the model (chunk_size, layers, image size, ...)");
   app.add_option("--rank", o->rank,
                  "memory (default: largest batch first) or time (fastest step first)");
+  app.add_flag("--curve", o->curve,
+               "also show memory against batch size, from batch 1 to past the largest");
   app.add_flag("--json", o->json, "print one JSON object");
+  app.add_option("--html", o->html,
+                 "also write a self-contained HTML report: memory against batch per GPU with "
+                 "its budget, the knobs as bars, the target plan (implies --curve)");
   return [o, &app](std::ostream& out, std::ostream& err) {
     return run_fit(*o, app.get_option("--batch")->count() > 0, out, err);
   };

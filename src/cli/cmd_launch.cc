@@ -8,7 +8,9 @@
 #include <thread>
 
 #include "cli/cli.h"
+#include "cli/input_files.h"
 #include "cli/request_flags.h"
+#include "report/html.h"
 #include "report/json.h"
 #include "report/text.h"
 
@@ -18,6 +20,7 @@ namespace {
 struct LaunchFlags {
   RequestFlags request;
   int cores = 0;  // 0: this host's
+  std::string html;
   bool json = false;
 };
 
@@ -55,6 +58,10 @@ int run_launch(const LaunchFlags& o, std::ostream& out, std::ostream& err) {
   Result<LaunchReport> report =
       make_launch_report(*request, {.max_gpus = request->gpus, .host_cores = cores});
   if (!report.ok()) return report_error(err, report.status());
+  if (!o.html.empty()) {
+    Status st = write_report_file("--html", o.html, launch_html(*report));
+    if (!st.ok()) return report_error(err, st);
+  }
   if (o.json) {
     out << launch_json(*report).dump(2) << '\n';
   } else {
@@ -88,6 +95,9 @@ CommandRun setup_launch(CLI::App& app) {
                  "CPU cores of the node the run will use (default: this host's): "
                  "OMP_NUM_THREADS is its share per rank");
   app.add_flag("--json", o->json, "print one JSON object");
+  app.add_option("--html", o->html,
+                 "also write a self-contained HTML report: step time and GPU-seconds of every "
+                 "configuration, the torchrun line");
   return [o](std::ostream& out, std::ostream& err) { return run_launch(*o, out, err); };
 }
 

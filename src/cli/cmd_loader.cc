@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "cli/input_files.h"
 #include "cli/request_flags.h"
+#include "report/html.h"
 #include "report/json.h"
 #include "report/text.h"
 
@@ -28,6 +29,7 @@ struct LoaderFlags {
   std::string memory_limit;
   std::string commit_limit;
   std::optional<int64_t> cpus;
+  std::string html;
   bool json = false;
 };
 
@@ -90,6 +92,10 @@ int run_loader(const LoaderFlags& o, bool batch_given, std::ostream& out, std::o
   if (!request.ok()) return report_error(err, request.status());
   Result<LoaderReport> report = make_loader_report(*request);
   if (!report.ok()) return report_error(err, report.status());
+  if (!o.html.empty()) {
+    Status st = write_report_file("--html", o.html, loader_html(*report));
+    if (!st.ok()) return report_error(err, st);
+  }
   if (o.json) {
     out << loader_json(*report).dump(2) << '\n';
   } else {
@@ -138,6 +144,9 @@ CommandRun setup_loader(CLI::App& app) {
                  "a commit limit as vm.overcommit_memory=2 enforces, if not this host's");
   app.add_option("--cpus", o->cpus, "the cores the run may use, if not the probe's");
   app.add_flag("--json", o->json, "print one JSON object");
+  app.add_option("--html", o->html,
+                 "also write a self-contained HTML report: throughput against workers with the "
+                 "GPU's rate, host memory, the DataLoader line");
   return [o, &app](std::ostream& out, std::ostream& err) {
     return run_loader(*o, app.get_option("--batch")->count() > 0, out, err);
   };

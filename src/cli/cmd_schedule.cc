@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "cli/input_files.h"
+#include "report/html.h"
 #include "report/json.h"
 #include "report/text.h"
 #include "schedule/lr_scheduler.h"
@@ -24,6 +25,7 @@ struct ScheduleFlags {
   std::string metrics;
   std::string column;
   std::vector<std::string> early_stopping;
+  std::string html;
   bool json = false;
 };
 
@@ -80,6 +82,10 @@ int run_schedule(const ScheduleFlags& o, std::ostream& out, std::ostream& err) {
   if (!request.ok()) return report_error(err, request.status());
   Result<Schedule> schedule = make_schedule(*request);
   if (!schedule.ok()) return report_error(err, schedule.status());
+  if (!o.html.empty()) {
+    Status st = write_report_file("--html", o.html, schedule_html(*schedule));
+    if (!st.ok()) return report_error(err, st);
+  }
   if (o.json) {
     out << schedule_json(*schedule).dump(2) << '\n';
   } else {
@@ -135,6 +141,7 @@ CommandRun setup_schedule(CLI::App& app) {
                  "replay note 004's EarlyStopping: patience=N, min_delta=X, mode=min|max "
                  "(repeatable)");
   app.add_flag("--json", o->json, "print one JSON object");
+  app.add_option("--html", o->html, "also write a self-contained HTML report with the plots");
   return [o](std::ostream& out, std::ostream& err) { return run_schedule(*o, out, err); };
 }
 

@@ -3,7 +3,9 @@
 #include <memory>
 
 #include "cli/cli.h"
+#include "cli/input_files.h"
 #include "cli/request_flags.h"
+#include "report/html.h"
 #include "report/json.h"
 #include "report/summary_report.h"
 #include "report/text.h"
@@ -14,6 +16,7 @@ namespace {
 struct SummaryFlags {
   RequestFlags request;  // the MODEL-SOURCE flags only
   int depth = -1;
+  std::string html;
   bool json = false;
 };
 
@@ -24,6 +27,10 @@ int run_summary(const SummaryFlags& o, std::ostream& out, std::ostream& err) {
   if (!request.ok()) return report_error(err, request.status());
   Result<Summary> s = make_summary(*request);
   if (!s.ok()) return report_error(err, s.status());
+  if (!o.html.empty()) {
+    Status st = write_report_file("--html", o.html, summary_html(*s, o.depth));
+    if (!st.ok()) return report_error(err, st);
+  }
   if (o.json) {
     out << summary_json(*s, o.depth).dump(2) << '\n';
   } else {
@@ -47,6 +54,9 @@ CommandRun setup_summary(CLI::App& app) {
   add_source_flags(app, o->request);
   app.add_option("--depth", o->depth, "deepest module level to show (text default 3, JSON all)");
   app.add_flag("--json", o->json, "print one JSON object");
+  app.add_option("--html", o->html,
+                 "also write a self-contained HTML report: the module table with bars (all "
+                 "levels unless --depth)");
   return [o](std::ostream& out, std::ostream& err) { return run_summary(*o, out, err); };
 }
 

@@ -1,5 +1,6 @@
 // The planning commands' reports, text and JSON, against golden files: what `estimate`, `fit`,
-// `compare` and `summary` print must not change unless a figure changes for a measured reason.
+// `compare`, `summary` and `schedule` print must not change unless a figure changes for a measured
+// reason.
 //
 // tests/data/golden/cli/<name> holds stdout, or for a refused command "exit N" and stderr.
 // Paths under the test data folder print as tests/data/..., wherever the checkout is.
@@ -172,6 +173,39 @@ INSTANTIATE_TEST_SUITE_P(
         GoldenCase{"fit_trace_what_if.txt",
                    {"fit", "--trace", kTiny, "--gpu", "rtx4090", "--what-if"}},
         GoldenCase{"fit_trace_all.json", {"fit", "--trace", kTiny, "--gpu", "all", "--json"}}));
+
+const std::string kCurves = kData + "/schedules";
+const std::string kWarmupThenSteps =
+    "SequentialLR(schedulers=[LinearLR(start_factor=0.1, total_iters=3), "
+    "MultiStepLR(milestones=[6, 9])], milestones=[3])";
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedule, CliGolden,
+    ::testing::Values(
+        GoldenCase{"schedule_warm_restarts.txt",
+                   {"schedule", "--scheduler", "CosineAnnealingWarmRestarts", "--set", "T_0=10",
+                    "--set", "T_mult=2", "--set", "eta_min=1e-6", "--lr", "0.1", "--epochs", "70"}},
+        GoldenCase{"schedule_sequential_warmup.json",
+                   {"schedule", "--scheduler", kWarmupThenSteps, "--lr", "0.1,0.01", "--epochs",
+                    "12", "--json"}},
+        GoldenCase{"schedule_plateau_early_stopping.txt",
+                   {"schedule", "--scheduler", "ReduceLROnPlateau(factor=0.5, patience=3)", "--lr",
+                    "0.01", "--metrics", kCurves + "/lightning_metrics.csv", "--column", "val_loss",
+                    "--early-stopping", "patience=10", "--early-stopping", "min_delta=0.001"}},
+        GoldenCase{"schedule_plateau_early_stopping.json",
+                   {"schedule", "--scheduler", "ReduceLROnPlateau(mode='max', patience=2)", "--lr",
+                    "0.1", "--metrics", kCurves + "/tensorboard_val_acc.csv", "--early-stopping",
+                    "mode=max", "--json"}},
+        GoldenCase{"fit_trace_curve.txt", {"fit", "--trace", kTiny, "--gpu", "rtx4090", "--curve"}},
+        GoldenCase{"error_schedule_t0.txt",
+                   {"schedule", "--scheduler", "CosineAnnealingWarmRestarts(T_0=0)", "--lr", "0.1",
+                    "--epochs", "10"}},
+        GoldenCase{"error_schedule_milestones.txt",
+                   {"schedule", "--scheduler", "MultiStepLR", "--set", "milestones=80,30", "--lr",
+                    "0.1", "--epochs", "100"}},
+        GoldenCase{"error_schedule_nan.txt",
+                   {"schedule", "--scheduler", "StepLR(step_size=2)", "--lr", "0.1", "--metrics",
+                    kCurves + "/diverged.csv", "--early-stopping", "patience=3"}}));
 
 INSTANTIATE_TEST_SUITE_P(
     Refused, CliGolden,

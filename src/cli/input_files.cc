@@ -48,6 +48,17 @@ Result<std::shared_ptr<const LoaderProfile>> read_loader_profile_file(const std:
   return std::make_shared<const LoaderProfile>(std::move(profile));
 }
 
+Status write_report_file(std::string_view option, const std::string& path,
+                         const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  if (f) f << text;
+  if (!f) {
+    return invalid_argument(fmt::format("cannot write {} '{}'", option, path),
+                            "check that its folder exists and is writable");
+  }
+  return {};
+}
+
 Result<MetricsCurve> read_metrics_file(const std::string& path, const std::string& column) {
   TF_ASSIGN_OR_RETURN(
       const std::string text,

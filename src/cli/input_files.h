@@ -1,5 +1,6 @@
 // The files the command line reads from disk: traces (`python3 -m trainfit.trace --out FILE`),
-// metrics logs (`trainfit schedule --metrics`), GPU profiles (`python3 -m trainfit.calibrate --out FILE`) and loader profiles
+// metrics logs (`trainfit schedule --metrics`), GPU profiles (`python3 -m trainfit.calibrate --out
+// FILE`) and loader profiles
 // (`python3 -m trainfit.loader --out FILE`). The library parses the text
 // (sources/trace load_trace, sources/calibration parse_gpu_profile, sources/loader
 // parse_loader_profile).
@@ -22,5 +23,7 @@ Result<std::shared_ptr<const TraceModel>> read_trace_file(const std::string& pat
 Result<std::shared_ptr<const GpuProfile>> read_gpu_profile_file(const std::string& path);
 Result<std::shared_ptr<const LoaderProfile>> read_loader_profile_file(const std::string& path);
 Result<MetricsCurve> read_metrics_file(const std::string& path, const std::string& column);
+// Writes a report (--html FILE, --timeline FILE): "cannot write --html 'PATH'" on failure.
+Status write_report_file(std::string_view option, const std::string& path, const std::string& text);
 
 }  // namespace trainfit

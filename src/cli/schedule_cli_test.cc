@@ -10,7 +10,9 @@
 namespace trainfit {
 namespace {
 
-std::string data_dir() { return TRAINFIT_TEST_DATA_DIR; }
+std::string data_dir() {
+  return TRAINFIT_TEST_DATA_DIR;
+}
 
 std::string with_data(std::string arg) {
   size_t at = arg.find("{data}");
@@ -52,9 +54,9 @@ TEST(ScheduleCli, EveryRecordedCaseEqualsPyTorch) {
 }
 
 TEST(ScheduleCli, TextShowsThePlotAndTheReplays) {
-  const CliRun r = run({"schedule", "--scheduler", "ReduceLROnPlateau(factor=0.5, patience=2)",
-                        "--lr", "0.1", "--metrics", data_dir() + "/schedules/val_loss.csv",
-                        "--early-stopping", "patience=5"});
+  const CliRun r =
+      run({"schedule", "--scheduler", "ReduceLROnPlateau(factor=0.5, patience=2)", "--lr", "0.1",
+           "--metrics", data_dir() + "/schedules/val_loss.csv", "--early-stopping", "patience=5"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("+----"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ReduceLROnPlateau lowers the rate (v) from epochs"), std::string::npos);
@@ -66,13 +68,13 @@ TEST(ScheduleCli, TextShowsThePlotAndTheReplays) {
 }
 
 TEST(ScheduleCli, PerStepByDefaultWithStepsPerEpoch) {
-  const nlohmann::json j = run_json({"schedule", "--scheduler", "StepLR(step_size=2)", "--lr",
-                                     "1", "--epochs", "3", "--steps-per-epoch", "4"});
+  const nlohmann::json j = run_json({"schedule", "--scheduler", "StepLR(step_size=2)", "--lr", "1",
+                                     "--epochs", "3", "--steps-per-epoch", "4"});
   EXPECT_EQ(j["interval"], "step");
   EXPECT_EQ(j["lr"].size(), 12u);
-  const nlohmann::json e = run_json({"schedule", "--scheduler", "StepLR(step_size=2)", "--lr", "1",
-                                     "--epochs", "3", "--steps-per-epoch", "4", "--interval",
-                                     "epoch"});
+  const nlohmann::json e =
+      run_json({"schedule", "--scheduler", "StepLR(step_size=2)", "--lr", "1", "--epochs", "3",
+                "--steps-per-epoch", "4", "--interval", "epoch"});
   EXPECT_EQ(e["lr"].size(), 3u);
 }
 
@@ -85,11 +87,12 @@ TEST(ScheduleCli, BadInputIsOneLineAndExitTwo) {
   write(dir + "/empty.csv", "");
   write(dir + "/words.csv", "epoch,note\n0,good\n1,bad\n");
   write(dir + "/nan.csv", "val_loss\n0.5\nnan\n");
-  write(dir + "/garbage.csv", std::string("\x89PNG\r\n\x1a\n\0\0\0", 12));
+  write(dir + "/garbage.csv", std::string("\x89PNG\r\n\x1a\n\0\0\0", 11));
   write(dir + "/ragged.csv", "epoch,val_loss\n0,0.5\n1\n");
   write(dir + "/two.csv", "loss_a,loss_b\n1,2\n");
   const std::vector<std::vector<std::string>> bad = {
-      {"--scheduler", "CosineAnnealingWarmRestarts", "--set", "T_0=0", "--lr", "0.1", "--epochs", "10"},
+      {"--scheduler", "CosineAnnealingWarmRestarts", "--set", "T_0=0", "--lr", "0.1", "--epochs",
+       "10"},
       {"--scheduler", "MultiStepLR(milestones=[30, 20])", "--lr", "0.1", "--epochs", "10"},
       {"--scheduler", "MultiStepLR", "--set", "milestones=5,5", "--lr", "0.1", "--epochs", "10"},
       {"--scheduler", "SequentialLR(schedulers=[ConstantLR(), StepLR(3)], milestones=[5, 9])",
@@ -103,7 +106,8 @@ TEST(ScheduleCli, BadInputIsOneLineAndExitTwo) {
       {"--scheduler", "StepLR(3)", "--lr", "fast", "--epochs", "10"},
       {"--scheduler", "StepLR(3)", "--epochs", "10"},
       {"--scheduler", "StepLR(3)", "--lr", "0.1"},
-      {"--scheduler", "StepLR(3)", "--lr", "0.1", "--epochs", "1000000", "--steps-per-epoch", "1000000"},
+      {"--scheduler", "StepLR(3)", "--lr", "0.1", "--epochs", "1000000", "--steps-per-epoch",
+       "1000000"},
       {"--scheduler", "ReduceLROnPlateau", "--lr", "0.1", "--epochs", "10"},
       {"--scheduler", "ReduceLROnPlateau(factor=2)", "--lr", "0.1", "--metrics",
        data_dir() + "/schedules/val_loss.csv"},
@@ -116,9 +120,10 @@ TEST(ScheduleCli, BadInputIsOneLineAndExitTwo) {
       {"--scheduler", "StepLR(3)", "--lr", "0.1", "--metrics", dir + "/missing.csv"},
       {"--scheduler", "StepLR(3)", "--lr", "0.1", "--metrics",
        data_dir() + "/schedules/val_loss.csv", "--epochs", "500"},
-      {"--scheduler", "StepLR(3)", "--lr", "0.1", "--epochs", "10", "--early-stopping", "patience=3"},
-      {"--scheduler", "StepLR(3)", "--lr", "0.1", "--metrics", data_dir() + "/schedules/val_loss.csv",
-       "--early-stopping", "patiense=3"},
+      {"--scheduler", "StepLR(3)", "--lr", "0.1", "--epochs", "10", "--early-stopping",
+       "patience=3"},
+      {"--scheduler", "StepLR(3)", "--lr", "0.1", "--metrics",
+       data_dir() + "/schedules/val_loss.csv", "--early-stopping", "patiense=3"},
   };
   for (std::vector<std::string> args : bad) {
     args.insert(args.begin(), "schedule");

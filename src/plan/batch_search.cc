@@ -31,6 +31,23 @@ Result<BatchSearch::Probe> BatchSearch::unbounded(const DeviceProfile& device, i
   return p;
 }
 
+Result<std::vector<BatchPoint>> BatchSearch::curve(const DeviceProfile& device,
+                                                   const BatchFit& fit) {
+  constexpr int64_t kSteps = 12;  // evenly spaced batches, besides 1, the largest and the next
+  const int64_t top = std::min(kMaxSearchBatch, std::max<int64_t>(4, (fit.max_batch + 1) * 5 / 4));
+  std::vector<int64_t> batches = {1, fit.max_batch, fit.max_batch + 1};
+  for (int64_t k = 1; k <= kSteps; ++k) batches.push_back(std::max<int64_t>(1, top * k / kSteps));
+  std::sort(batches.begin(), batches.end());
+  batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+  std::vector<BatchPoint> points;
+  for (int64_t b : batches) {
+    if (b < 1 || b > kMaxSearchBatch) continue;
+    TF_ASSIGN_OR_RETURN(const Probe p, unbounded(device, b));
+    points.push_back({b, p.allocated, p.reserved, p.device_used});
+  }
+  return points;
+}
+
 Result<bool> BatchSearch::fits(const DeviceProfile& device, double margin, int64_t batch) {
   const int64_t budget = device.total_bytes - margin_bytes(device.total_bytes, margin);
   TF_ASSIGN_OR_RETURN(const Probe open, unbounded(device, batch));

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include "pipeline/estimator.h"
 
@@ -20,6 +21,14 @@ inline constexpr int64_t kMaxSearchBatch = int64_t{1} << 16;
 // The default share of the GPU's memory `fit` keeps free: room for what two simulated
 // iterations do not show (fragmentation over a long run, other processes, varying inputs).
 inline constexpr double kDefaultMargin = 0.05;
+
+// One batch size's figures with no memory limit: a point of memory against batch size.
+struct BatchPoint {
+  int64_t batch = 0;
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  int64_t device_used_bytes = 0;
+};
 
 struct BatchFit {
   int64_t max_batch = 0;         // 0: not even batch 1 fits
@@ -44,6 +53,9 @@ class BatchSearch {
   // The largest batch whose device use stays within the device's memory less `margin` of it.
   Result<BatchFit> fit(const DeviceProfile& device, double margin);
   int estimates() const { return estimates_; }
+  // Memory at each batch on `device` without its limit (the estimates the search made are
+  // reused): batches from 1 to past the largest that fits, that batch and the next one.
+  Result<std::vector<BatchPoint>> curve(const DeviceProfile& device, const BatchFit& fit);
 
  private:
   struct Probe {

@@ -17,6 +17,17 @@ nlohmann::json batch_fit_json(const BatchFit& f) {
   return j;
 }
 
+nlohmann::json curve_json(const std::vector<BatchPoint>& curve) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const BatchPoint& p : curve) {
+    points.push_back({{"batch", p.batch},
+                      {"peak_allocated_bytes", p.peak_allocated_bytes},
+                      {"peak_reserved_bytes", p.peak_reserved_bytes},
+                      {"device_used_bytes", p.device_used_bytes}});
+  }
+  return points;
+}
+
 nlohmann::json knob_json(const Knob& k) {
   return {{"name", k.name},
           {"kind", knob_kind_name(k.kind)},
@@ -37,6 +48,7 @@ nlohmann::json every_gpu_json(const FitReport& r) {
       j["step_time_s"] = g.time->step_s;
       j["samples_per_s"] = g.time->samples_per_s;
     }
+    if (!g.curve.empty()) j["curve"] = curve_json(g.curve);
     rows.push_back(j);
     by_name[std::string(g.gpu.name)] = g.fit.max_batch;
   }
@@ -107,6 +119,7 @@ nlohmann::json fit_json(const FitReport& r) {
     j["world_size"] = d.world_size;  // max_batch is per rank
     j["strategy"] = strategy_name(d.strategy);
   }
+  if (!r.curve.empty()) j["curve"] = curve_json(r.curve);
   if (r.what_if) j["what_if"] = what_if_json(*r.what_if);
   if (r.target) j["target"] = target_json(*r.target);
   j["estimates"] = r.estimates;

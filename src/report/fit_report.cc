@@ -35,7 +35,8 @@ Status check(const FitRequest& f) {
 }
 
 // --gpu all: the search shares its estimates on an unbounded device between GPUs of one class.
-Status fit_every_gpu(FitReport& report, const TrainingRequest& request, Estimator& estimator) {
+Status fit_every_gpu(FitReport& report, const TrainingRequest& request, Estimator& estimator,
+                     bool curve) {
   BatchSearch search(estimator, request);
   for (const GpuSpec& gpu : gpu_catalog()) {
     DeviceProfile device = cuda_profile(gpu);
@@ -48,7 +49,11 @@ Status fit_every_gpu(FitReport& report, const TrainingRequest& request, Estimato
       at.device = device;
       TF_ASSIGN_OR_RETURN(time, predict_step_time(at));
     }
-    report.gpus.push_back({gpu, fit, time});
+    std::vector<BatchPoint> points;
+    if (curve) {
+      TF_ASSIGN_OR_RETURN(points, search.curve(device, fit));
+    }
+    report.gpus.push_back({gpu, fit, time, std::move(points)});
   }
   report.estimates = search.estimates();
   if (report.rank == Rank::kTime) {
@@ -75,13 +80,16 @@ Result<FitReport> make_fit_report(const FitRequest& f) {
   report.freeze = request.freeze;
   PipelineEstimator estimator;
   if (f.all_gpus) {
-    TF_RETURN_IF_ERROR(fit_every_gpu(report, request, estimator));
+    TF_RETURN_IF_ERROR(fit_every_gpu(report, request, estimator, f.curve));
     return report;
   }
   report.device = request.device;
   report.margin_bytes = resolved.options.margin_bytes;
   BatchSearch search(estimator, request);
   TF_ASSIGN_OR_RETURN(report.fit, search.fit(request.device, report.margin));
+  if (f.curve) {
+    TF_ASSIGN_OR_RETURN(report.curve, search.curve(request.device, report.fit));
+  }
   report.estimates = search.estimates();
 
   // The batch the what-if rows are estimated at: the user's, else the largest that fits.

@@ -27,6 +27,7 @@ struct FitRequest {
   bool what_if = false;
   int64_t target_batch = 0;  // 0: none
   bool allow_model_changes = false;
+  bool curve = false;  // memory against batch size for each GPU (BatchSearch::curve)
   // Rank::kTime: what-if rows fastest first, the target batch's knobs by least step time, and
   // with all_gpus the GPUs by samples/s (else catalog order).
   Rank rank = Rank::kMemory;
@@ -35,7 +36,8 @@ struct FitRequest {
 struct GpuFit {
   GpuSpec gpu;
   BatchFit fit;
-  std::optional<StepTime> time;  // at the largest batch
+  std::optional<StepTime> time;   // at the largest batch
+  std::vector<BatchPoint> curve;  // with FitRequest::curve
 };
 
 struct WhatIfReport {
@@ -53,8 +55,9 @@ struct FitReport {
   int64_t margin_bytes = 0;
 
   Rank rank = Rank::kMemory;
-  std::vector<GpuFit> gpus;  // with FitRequest::all_gpus, in catalog order or by samples/s
-  BatchFit fit;              // on the one GPU
+  std::vector<GpuFit> gpus;       // with FitRequest::all_gpus, in catalog order or by samples/s
+  BatchFit fit;                   // on the one GPU
+  std::vector<BatchPoint> curve;  // on the one GPU, with FitRequest::curve
   std::optional<WhatIfReport> what_if;
   std::optional<TargetPlan> target;
   int estimates = 0;  // estimates the plan took

@@ -149,6 +149,23 @@ std::string what_if_text(const WhatIfReport& w, const BatchFit& base_fit, Rank r
   return s;
 }
 
+std::string curve_text(const std::vector<BatchPoint>& curve, const BatchFit& fit) {
+  TextTable t({{"batch", Align::kRight},
+               {"peak allocated", Align::kRight},
+               {"peak reserved", Align::kRight},
+               {"device used", Align::kRight},
+               {"", Align::kLeft}});
+  for (const BatchPoint& p : curve) {
+    t.add_row({std::to_string(p.batch), format_bytes(p.peak_allocated_bytes),
+               format_bytes(p.peak_reserved_bytes), format_bytes(p.device_used_bytes),
+               p.batch == fit.max_batch                  ? "largest that fits"
+               : p.device_used_bytes <= fit.budget_bytes ? ""
+               : p.batch < fit.max_batch                 ? "fits by freeing the allocator's cache"
+                                                         : "over the budget"});
+  }
+  return "\nMemory against batch size (no limit)\n" + t.render(100);
+}
+
 // The plan's step time against the request as given at the target batch (which does not fit).
 std::string time_line(const TargetPlan& p) {
   if (!p.estimate.time || !p.step_change) return "";
@@ -200,6 +217,7 @@ std::string target_text(const TargetPlan& p, Rank rank) {
 std::string fit_text(const FitReport& r) {
   if (!r.gpus.empty()) return every_gpu_text(r);
   std::string s = describe(r) + '\n' + budget_line(r) + "\n\n" + largest_batch_text(r.fit);
+  if (!r.curve.empty()) s += curve_text(r.curve, r.fit);
   if (r.what_if) s += what_if_text(*r.what_if, r.fit, r.rank);
   if (r.target) s += target_text(*r.target, r.rank);
   return s;

@@ -3,7 +3,9 @@
 namespace trainfit {
 namespace {
 
-std::string_view mode_name(MetricMode m) { return m == MetricMode::kMin ? "min" : "max"; }
+std::string_view mode_name(MetricMode m) {
+  return m == MetricMode::kMin ? "min" : "max";
+}
 
 nlohmann::json stop_json(const StopReplay& r) {
   return {{"patience", r.patience},
@@ -14,14 +16,17 @@ nlohmann::json stop_json(const StopReplay& r) {
 
 }  // namespace
 
-std::string_view interval_name(StepInterval i) { return i == StepInterval::kEpoch ? "epoch" : "step"; }
+std::string_view interval_name(StepInterval i) {
+  return i == StepInterval::kEpoch ? "epoch" : "step";
+}
 
 nlohmann::json schedule_json(const Schedule& s) {
   nlohmann::json j;
   j["scheduler"] = s.scheduler;
   j["interval"] = interval_name(s.interval);
   j["epochs"] = s.epochs;
-  j["steps_per_epoch"] = s.steps_per_epoch > 0 ? nlohmann::json(s.steps_per_epoch) : nlohmann::json();
+  j["steps_per_epoch"] =
+      s.steps_per_epoch > 0 ? nlohmann::json(s.steps_per_epoch) : nlohmann::json();
   j["steps"] = s.lrs.front().size();
   j["lr"] = s.lrs.front();
   if (s.lrs.size() > 1) j["lr_groups"] = s.lrs;
@@ -48,14 +53,16 @@ nlohmann::json schedule_json(const Schedule& s) {
     }
   }
   if (s.stop) {
-    j["stopped_epoch"] = s.stop->stopped_epoch ? nlohmann::json(*s.stop->stopped_epoch) : nlohmann::json();
+    j["stopped_epoch"] =
+        s.stop->stopped_epoch ? nlohmann::json(*s.stop->stopped_epoch) : nlohmann::json();
     j["best_epoch"] = s.stop->best_epoch;
     j["best_value"] = s.stop->best_value;
     j["early_stopping"] = {{"patience", s.early_stopping->patience},
                            {"min_delta", s.early_stopping->min_delta},
                            {"mode", mode_name(s.early_stopping->mode)}};
     j["early_stopping"]["patience_sweep"] = nlohmann::json::array();
-    for (const StopReplay& r : s.stop_sweep) j["early_stopping"]["patience_sweep"].push_back(stop_json(r));
+    for (const StopReplay& r : s.stop_sweep)
+      j["early_stopping"]["patience_sweep"].push_back(stop_json(r));
   }
   return j;
 }

@@ -14,7 +14,9 @@ namespace {
 constexpr size_t kPlotWidth = 64;   // columns of points
 constexpr size_t kPlotHeight = 12;  // rows
 
-std::string lr_text(double lr) { return fmt::format("{:.4g}", lr); }
+std::string lr_text(double lr) {
+  return fmt::format("{:.4g}", lr);
+}
 
 // The curve as rows of text: every column covers an equal share of the steps and draws the
 // span of values in it, so a drop within one column shows as a vertical run. `marks` labels
@@ -25,9 +27,12 @@ std::string plot(const std::vector<double>& v, const std::vector<std::pair<int64
   const size_t width = std::min(n, kPlotWidth);
   double lo = *std::min_element(v.begin(), v.end());
   double hi = *std::max_element(v.begin(), v.end());
+  // Two decades or more, none of them 0: rows are equal ratios, not equal steps.
+  const bool log = lo > 0 && hi / lo >= 100;
   auto row_of = [&](double x) {
     if (hi == lo) return kPlotHeight / 2;
-    return static_cast<size_t>(std::lround((x - lo) / (hi - lo) * (kPlotHeight - 1)));
+    double share = log ? std::log(x / lo) / std::log(hi / lo) : (x - lo) / (hi - lo);
+    return static_cast<size_t>(std::lround(share * (kPlotHeight - 1)));
   };
   auto column_of = [&](size_t i) { return i * width / n; };
   std::vector<std::string> grid(kPlotHeight, std::string(width, ' '));
@@ -50,14 +55,17 @@ std::string plot(const std::vector<double>& v, const std::vector<std::pair<int64
   out += fmt::format("  {:>{}} +{}\n", "", label, std::string(width, '-'));
   std::string under(width, ' ');
   for (const auto& [step, mark] : marks) {
-    if (step >= 0 && static_cast<size_t>(step) < n) under[column_of(static_cast<size_t>(step))] = mark;
+    if (step >= 0 && static_cast<size_t>(step) < n)
+      under[column_of(static_cast<size_t>(step))] = mark;
   }
   if (under.find_first_not_of(' ') != std::string::npos) {
     out += fmt::format("  {:>{}}  {}\n", "", label, under);
   }
   std::string last = std::to_string(n - 1);
-  std::string axis = "0" + std::string(width > last.size() + 1 ? width - last.size() - 1 : 1, ' ') + last;
-  out += fmt::format("  {:>{}}  {}  {}\n", "", label, axis, x_label);
+  std::string axis =
+      "0" + std::string(width > last.size() + 1 ? width - last.size() - 1 : 1, ' ') + last;
+  out += fmt::format("  {:>{}}  {}  {}{}\n", "", label, axis, x_label,
+                     log ? " (lr on a log scale)" : "");
   return out;
 }
 
@@ -81,9 +89,9 @@ std::vector<int64_t> rises(const std::vector<double>& v) {
 std::string group_line(const std::vector<double>& v, std::string_view unit) {
   auto lo = std::min_element(v.begin(), v.end());  // the first lowest
   auto hi = std::max_element(v.begin(), v.end());
-  return fmt::format("starts {}, highest {} at {} {}, lowest {} at {} {}, ends {}", lr_text(v.front()),
-                     lr_text(*hi), unit, hi - v.begin(), lr_text(*lo), unit, lo - v.begin(),
-                     lr_text(v.back()));
+  return fmt::format("starts {}, highest {} at {} {}, lowest {} at {} {}, ends {}",
+                     lr_text(v.front()), lr_text(*hi), unit, hi - v.begin(), lr_text(*lo), unit,
+                     lo - v.begin(), lr_text(v.back()));
 }
 
 }  // namespace
@@ -92,9 +100,9 @@ std::string schedule_text(const Schedule& s) {
   const bool per_step = s.interval == StepInterval::kStep;
   const std::string_view unit = per_step ? "step" : "epoch";
   std::string out = fmt::format("{}\n", s.scheduler);
-  out += fmt::format(
-      "  stepped after every {}, {} epochs{}: {} values of lr\n", unit, s.epochs,
-      per_step ? fmt::format(" of {} steps", s.steps_per_epoch) : "", s.lrs.front().size());
+  out += fmt::format("  stepped after every {}, {} epochs{}: {} values of lr\n", unit, s.epochs,
+                     per_step ? fmt::format(" of {} steps", s.steps_per_epoch) : "",
+                     s.lrs.front().size());
   for (const std::string& note : s.notes) out += fmt::format("  note: {}\n", note);
   out += "\n";
 
@@ -117,14 +125,18 @@ std::string schedule_text(const Schedule& s) {
                        m.size(), lr_text(m.front()), lr_text(m.back()));
   }
   if (s.plateau) {
-    out += fmt::format("\nReduceLROnPlateau lowers the rate (v) from epoch{}: ", s.drops.size() == 1 ? "" : "s");
+    out += fmt::format("\nReduceLROnPlateau lowers the rate (v) from epoch{}: ",
+                       s.drops.size() == 1 ? "" : "s");
     if (s.drops.empty()) out += "never";
     for (size_t i = 0; i < s.drops.size() && i < 8; ++i) {
-      out += fmt::format("{}{} ({})", i ? ", " : "", s.drops[i].epoch, lr_text(s.drops[i].lrs.front()));
+      out += fmt::format("{}{} ({})", i ? ", " : "", s.drops[i].epoch,
+                         lr_text(s.drops[i].lrs.front()));
     }
     if (s.drops.size() > 8) out += fmt::format(", ... ({} in all)", s.drops.size());
     out += "\n";
-    TextTable t({{"patience", Align::kLeft}, {"lowers at epochs", Align::kLeft, true}, {"final lr", Align::kRight}});
+    TextTable t({{"patience", Align::kLeft},
+                 {"lowers at epochs", Align::kLeft, true},
+                 {"final lr", Align::kRight}});
     for (const PlateauReplay& r : s.plateau_sweep) {
       t.add_row({fmt::format("{}{}", r.patience, r.patience == s.plateau->patience ? " *" : ""),
                  epochs_list(r.drop_epochs), lr_text(r.final_lr)});
@@ -141,8 +153,10 @@ std::string schedule_text(const Schedule& s) {
       out += fmt::format("; best epoch {} ({})", s.stop->best_epoch, lr_text(s.stop->best_value));
     }
     out += "\n";
-    TextTable t({{"patience", Align::kLeft}, {"stops at", Align::kRight},
-                 {"best epoch", Align::kRight}, {"best value", Align::kRight}});
+    TextTable t({{"patience", Align::kLeft},
+                 {"stops at", Align::kRight},
+                 {"best epoch", Align::kRight},
+                 {"best value", Align::kRight}});
     for (const StopReplay& r : s.stop_sweep) {
       t.add_row({fmt::format("{}{}", r.patience, r.patience == o.patience ? " *" : ""),
                  r.stopped_epoch ? std::to_string(*r.stopped_epoch) : "-",

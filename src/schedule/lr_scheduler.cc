@@ -83,9 +83,10 @@ class StepLR final : public LRScheduler {
     return lrs;
   }
   std::optional<std::vector<double>> closed_form_lr() const override {
+    const int64_t decays = last_epoch / step_size_;  // Python's //; both are non-negative
     std::vector<double> lrs;
     for (double base : base_lrs_) {
-      lrs.push_back(base * std::pow(gamma_, static_cast<double>(last_epoch / step_size_)));
+      lrs.push_back(base * std::pow(gamma_, static_cast<double>(decays)));
     }
     return lrs;
   }
@@ -107,10 +108,11 @@ class MultiStepLR final : public LRScheduler {
     return lrs;
   }
   std::optional<std::vector<double>> closed_form_lr() const override {
-    auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch) -
-                  milestones_.begin();
+    auto passed =
+        std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch) - milestones_.begin();
     std::vector<double> lrs;
-    for (double base : base_lrs_) lrs.push_back(base * std::pow(gamma_, static_cast<double>(passed)));
+    for (double base : base_lrs_)
+      lrs.push_back(base * std::pow(gamma_, static_cast<double>(passed)));
     return lrs;
   }
   std::vector<int64_t> milestones_;  // sorted
@@ -441,8 +443,8 @@ class LinearWarmupScheduler final : public LRScheduler {
   Result<std::vector<double>> get_lr() override {
     if (last_epoch >= warmup_steps_) return base_lrs_;
     std::vector<double> lrs;
-    double ratio = std::min(1.0, static_cast<double>(last_epoch) /
-                                     static_cast<double>(warmup_steps_));
+    double ratio =
+        std::min(1.0, static_cast<double>(last_epoch) / static_cast<double>(warmup_steps_));
     for (double base : base_lrs_) lrs.push_back(base * ratio);
     return lrs;
   }
@@ -468,11 +470,11 @@ class SequentialLR final : public LRScheduler {
 
   Status step(std::optional<int64_t> /*epoch*/) override {
     ++last_epoch;
-    auto idx = std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch) -
-               milestones_.begin();
+    auto idx =
+        std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch) - milestones_.begin();
     LRScheduler& s = *schedulers_[static_cast<size_t>(idx)];
-    Status st = (idx > 0 && milestones_[static_cast<size_t>(idx) - 1] == last_epoch) ? s.step(0)
-                                                                                     : s.step();
+    Status st =
+        (idx > 0 && milestones_[static_cast<size_t>(idx) - 1] == last_epoch) ? s.step(0) : s.step();
     last_lr_ = s.last_lr();
     return st;
   }
@@ -532,7 +534,8 @@ Built started(std::unique_ptr<LRScheduler> s) {
 Status increasing(const SchedulerArgs& a, const std::vector<int64_t>& milestones) {
   for (size_t i = 0; i < milestones.size(); ++i) {
     if (milestones[i] < 0 || (i > 0 && milestones[i] <= milestones[i - 1])) {
-      return impossible(a, fmt::format("milestones [{}] do not increase", fmt::join(milestones, ", ")),
+      return impossible(a,
+                        fmt::format("milestones [{}] do not increase", fmt::join(milestones, ", ")),
                         "list each milestone once, smallest first, from 0");
     }
   }
@@ -571,8 +574,9 @@ Built build_linear(const SchedulerArgs& a, Optimizer& o, const ScheduleContext&)
   TF_ASSIGN_OR_RETURN(auto end, a.number("end_factor"));
   TF_ASSIGN_OR_RETURN(auto total_iters, a.integer("total_iters"));
   if (start <= 0 || start > 1 || end < 0 || end > 1) {
-    return impossible(a, fmt::format("start_factor={} or end_factor={} is outside its range", start, end),
-                      "start_factor in (0, 1], end_factor in [0, 1]");
+    return impossible(
+        a, fmt::format("start_factor={} or end_factor={} is outside its range", start, end),
+        "start_factor in (0, 1], end_factor in [0, 1]");
   }
   if (total_iters < 1) {
     return impossible(a, fmt::format("total_iters={} is below 1", total_iters),
@@ -693,8 +697,9 @@ Built build_cyclic(const SchedulerArgs& a, Optimizer& o, const ScheduleContext&)
                       "they are the steps of the rising and falling halves of a cycle");
   }
   using M = CyclicLR::Mode;
-  M m = mode == "triangular" ? M::kTriangular : mode == "triangular2" ? M::kTriangular2
-                                                                      : M::kExpRange;
+  M m = mode == "triangular"    ? M::kTriangular
+        : mode == "triangular2" ? M::kTriangular2
+                                : M::kExpRange;
   for (size_t i = 0; i < groups; ++i) o.param_groups[i].lr = base_lrs[i];
   auto s = std::make_unique<CyclicLR>(o, base_lrs, max_lrs, up, down, m, gamma);
   TF_RETURN_IF_ERROR(s->initial_step());
@@ -729,8 +734,9 @@ Built build_sequential(const SchedulerArgs& a, Optimizer& o, const ScheduleConte
   auto schedulers = build_all(a, o, context);
   if (!schedulers.ok()) return schedulers.status();
   if (milestones.size() + 1 != schedulers->size()) {
-    return impossible(a, fmt::format("{} schedulers need {} milestones, {} given",
-                                     schedulers->size(), schedulers->size() - 1, milestones.size()),
+    return impossible(a,
+                      fmt::format("{} schedulers need {} milestones, {} given", schedulers->size(),
+                                  schedulers->size() - 1, milestones.size()),
                       "milestone i is the step at which scheduler i+1 takes over");
   }
   auto s = std::make_unique<SequentialLR>(o, std::move(*schedulers), milestones);
@@ -741,26 +747,41 @@ Built build_sequential(const SchedulerArgs& a, Optimizer& o, const ScheduleConte
 Built build_chained(const SchedulerArgs& a, Optimizer& o, const ScheduleContext& context) {
   auto schedulers = build_all(a, o, context);
   if (!schedulers.ok()) return schedulers.status();
-  return std::unique_ptr<LRScheduler>(std::make_unique<ChainedScheduler>(o, std::move(*schedulers)));
+  return std::unique_ptr<LRScheduler>(
+      std::make_unique<ChainedScheduler>(o, std::move(*schedulers)));
 }
 
 const std::vector<SchedulerEntry>& entries() {
   static const std::vector<SchedulerEntry> kEntries = {
-      {"StepLR", {{"step_size"}, {"gamma", "0.1"}}, "multiply by gamma every step_size", build_step},
-      {"MultiStepLR", {{"milestones"}, {"gamma", "0.1"}}, "multiply by gamma at each milestone",
+      {"StepLR",
+       {{"step_size"}, {"gamma", "0.1"}},
+       "multiply by gamma every step_size",
+       build_step},
+      {"MultiStepLR",
+       {{"milestones"}, {"gamma", "0.1"}},
+       "multiply by gamma at each milestone",
        build_multi_step},
-      {"ConstantLR", {{"factor", "0.3333333333333333"}, {"total_iters", "5"}},
-       "factor x lr until total_iters, then lr", build_constant},
+      {"ConstantLR",
+       {{"factor", "0.3333333333333333"}, {"total_iters", "5"}},
+       "factor x lr until total_iters, then lr",
+       build_constant},
       {"LinearLR",
        {{"start_factor", "0.3333333333333333"}, {"end_factor", "1.0"}, {"total_iters", "5"}},
-       "linear from start_factor x lr to end_factor x lr over total_iters", build_linear},
+       "linear from start_factor x lr to end_factor x lr over total_iters",
+       build_linear},
       {"ExponentialLR", {{"gamma"}}, "multiply by gamma every step", build_exponential},
-      {"PolynomialLR", {{"total_iters", "5"}, {"power", "1.0"}},
-       "(1 - t/total_iters)^power decay to 0", build_polynomial},
-      {"CosineAnnealingLR", {{"T_max"}, {"eta_min", "0"}},
-       "cosine from lr down to eta_min over T_max", build_cosine},
-      {"CosineAnnealingWarmRestarts", {{"T_0"}, {"T_mult", "1"}, {"eta_min", "0"}},
-       "cosine restarted every cycle, cycles T_0, T_0*T_mult, ...", build_warm_restarts},
+      {"PolynomialLR",
+       {{"total_iters", "5"}, {"power", "1.0"}},
+       "(1 - t/total_iters)^power decay to 0",
+       build_polynomial},
+      {"CosineAnnealingLR",
+       {{"T_max"}, {"eta_min", "0"}},
+       "cosine from lr down to eta_min over T_max",
+       build_cosine},
+      {"CosineAnnealingWarmRestarts",
+       {{"T_0"}, {"T_mult", "1"}, {"eta_min", "0"}},
+       "cosine restarted every cycle, cycles T_0, T_0*T_mult, ...",
+       build_warm_restarts},
       {"OneCycleLR",
        {{"max_lr"},
         {"total_steps", "None"},
@@ -789,19 +810,27 @@ const std::vector<SchedulerEntry>& entries() {
         {"cycle_momentum", "True"},
         {"base_momentum", "0.8"},
         {"max_momentum", "0.9"}},
-       "triangle waves between base_lr and max_lr", build_cyclic},
-      {"SequentialLR", {{"schedulers"}, {"milestones"}},
-       "one scheduler after another, switching at the milestones", build_sequential},
-      {"ChainedScheduler", {{"schedulers"}}, "every scheduler stepped together, effects multiplied",
+       "triangle waves between base_lr and max_lr",
+       build_cyclic},
+      {"SequentialLR",
+       {{"schedulers"}, {"milestones"}},
+       "one scheduler after another, switching at the milestones",
+       build_sequential},
+      {"ChainedScheduler",
+       {{"schedulers"}},
+       "every scheduler stepped together, effects multiplied",
        build_chained},
-      {"LinearWarmupScheduler", {{"warmup_steps"}},
-       "note 004's warm-up: base_lr * min(1, step/warmup_steps), from 0", build_warmup},
+      {"LinearWarmupScheduler",
+       {{"warmup_steps"}},
+       "note 004's warm-up: base_lr * min(1, step/warmup_steps), from 0",
+       build_warmup},
   };
   return kEntries;
 }
 
 std::string signature_text(const std::vector<SchedulerParam>& params) {
   std::vector<std::string> parts;
+  parts.reserve(params.size());
   for (const SchedulerParam& p : params) {
     parts.push_back(p.default_value ? fmt::format("{}={}", p.name, *p.default_value) : p.name);
   }
@@ -816,7 +845,7 @@ Result<std::unique_ptr<LRScheduler>> make_lr_scheduler(const SchedulerSpec& spec
   std::vector<std::string> names;
   for (const SchedulerEntry& e : entries()) {
     if (e.name != spec.name) {
-      names.push_back(e.name);
+      names.emplace_back(e.name);
       continue;
     }
     std::vector<SchedulerParam> signature = e.signature;
@@ -840,7 +869,7 @@ Result<std::unique_ptr<LRScheduler>> make_lr_scheduler(const SchedulerSpec& spec
     return invalid_argument("ReduceLROnPlateau cannot be nested in another scheduler",
                             "give it alone, with --metrics FILE.csv");
   }
-  names.push_back(std::string(kReduceLROnPlateau));
+  names.emplace_back(kReduceLROnPlateau);
   std::string near = closest(spec.name, names);
   return not_found(fmt::format("unknown scheduler '{}'", spec.name),
                    near.empty() ? "see trainfit schedule --help for the list"

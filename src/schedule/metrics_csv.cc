@@ -67,9 +67,9 @@ std::optional<double> to_number(std::string_view s) {
 
 bool is_counter(std::string_view name) {
   static const std::vector<std::string> kCounters = {
-      "epoch", "step", "global_step", "wall time", "wall_time", "walltime", "time",
-      "timestamp", "iteration", "iter", "created_at", "lr", "learning_rate", "lr-sgd",
-      "lr-adam", "lr-adamw"};
+      "epoch",         "step",      "global_step", "wall time", "wall_time",  "walltime",
+      "time",          "timestamp", "iteration",   "iter",      "created_at", "lr",
+      "learning_rate", "lr-sgd",    "lr-adam",     "lr-adamw"};
   std::string l = lower(name);
   return std::find(kCounters.begin(), kCounters.end(), l) != kCounters.end() ||
          l.rfind("lr-", 0) == 0 || l.rfind("lr_", 0) == 0;
@@ -97,7 +97,8 @@ Result<MetricsCurve> parse_metrics_csv(std::string_view text, std::string_view f
       return parse_error(fmt::format("{}:{}: a NUL byte: this is not a CSV file", file, line_no),
                          "give the metrics as a text CSV file");
     }
-    if (!trim(line).empty() && trim(line).front() != '#') rows.push_back({line_no, split_fields(line)});
+    if (!trim(line).empty() && trim(line).front() != '#')
+      rows.push_back({line_no, split_fields(line)});
     start = end + 1;
   }
   if (rows.empty()) {
@@ -112,7 +113,8 @@ Result<MetricsCurve> parse_metrics_csv(std::string_view text, std::string_view f
     header = rows[0].fields;
     rows.erase(rows.begin());
   } else {
-    for (size_t i = 0; i < rows[0].fields.size(); ++i) header.push_back(fmt::format("column {}", i + 1));
+    for (size_t i = 0; i < rows[0].fields.size(); ++i)
+      header.push_back(fmt::format("column {}", i + 1));
   }
   for (const Row& r : rows) {
     if (r.fields.size() != header.size()) {
@@ -155,6 +157,7 @@ Result<MetricsCurve> parse_metrics_csv(std::string_view text, std::string_view f
     }
     if (candidates.size() > 1) {
       std::vector<std::string> names;
+      names.reserve(candidates.size());
       for (size_t c : candidates) names.push_back(header[c]);
       return invalid_argument(
           fmt::format("{} has several metric columns: {}", file, fmt::join(names, ", ")),
@@ -169,8 +172,9 @@ Result<MetricsCurve> parse_metrics_csv(std::string_view text, std::string_view f
     if (f.empty()) continue;  // a row that logged other metrics
     std::optional<double> v = to_number(f);
     if (!v) {
-      return parse_error(fmt::format("{}:{}: {} '{}' is not a number", file, r.line, curve.column, f),
-                         "every value of the column must be a number");
+      return parse_error(
+          fmt::format("{}:{}: {} '{}' is not a number", file, r.line, curve.column, f),
+          "every value of the column must be a number");
     }
     if (!std::isfinite(*v)) {
       return parse_error(fmt::format("{}:{}: {} is {}", file, r.line, curve.column, f),

@@ -17,9 +17,8 @@ TEST(MetricsCsv, ReadsTheLoggersFormats) {
   EXPECT_EQ(lightning->values, (std::vector<double>{1.25, 0.75}));
   EXPECT_EQ(lightning->lines, (std::vector<int64_t>{3, 5}));
   // TensorBoard's export: the value beside wall time and step.
-  Result<MetricsCurve> tb =
-      parse_metrics_csv("Wall time,Step,Value\n1700000000.5,100,0.9\n1700000010.5,200,0.8\n",
-                        "run.csv", "");
+  Result<MetricsCurve> tb = parse_metrics_csv(
+      "Wall time,Step,Value\n1700000000.5,100,0.9\n1700000010.5,200,0.8\n", "run.csv", "");
   ASSERT_TRUE(tb.ok());
   EXPECT_EQ(tb->column, "Value");
   EXPECT_EQ(tb->values, (std::vector<double>{0.9, 0.8}));
@@ -28,7 +27,8 @@ TEST(MetricsCsv, ReadsTheLoggersFormats) {
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->column, "column 1");
   EXPECT_EQ(plain->values.size(), 2u);
-  Result<MetricsCurve> named = parse_metrics_csv("\"val acc\",val_loss\n0.5,1\n", "v.csv", "val acc");
+  Result<MetricsCurve> named =
+      parse_metrics_csv("\"val acc\",val_loss\n0.5,1\n", "v.csv", "val acc");
   ASSERT_TRUE(named.ok());
   EXPECT_EQ(named->values, (std::vector<double>{0.5}));
 }

@@ -8,9 +8,8 @@ namespace trainfit {
 
 const std::vector<SchedulerParam>& plateau_signature() {
   static const std::vector<SchedulerParam> kSignature = {
-      {"mode", "'min'"},     {"factor", "0.1"},  {"patience", "10"},
-      {"threshold", "1e-4"}, {"threshold_mode", "'rel'"},
-      {"cooldown", "0"},     {"min_lr", "0"},    {"eps", "1e-8"},
+      {"mode", "'min'"},           {"factor", "0.1"}, {"patience", "10"}, {"threshold", "1e-4"},
+      {"threshold_mode", "'rel'"}, {"cooldown", "0"}, {"min_lr", "0"},    {"eps", "1e-8"},
       {"verbose", "False"}};
   return kSignature;
 }

@@ -97,9 +97,9 @@ Result<Schedule> make_schedule(const ScheduleRequest& request) {
                             "add --steps-per-epoch M (len(train_loader))");
   }
   if ((plateau || request.early_stopping) && !request.metrics) {
-    return invalid_argument(
-        fmt::format("{} replays a validation curve", plateau ? "ReduceLROnPlateau" : "early stopping"),
-        "add --metrics FILE.csv with one value per epoch");
+    return invalid_argument(fmt::format("{} replays a validation curve",
+                                        plateau ? "ReduceLROnPlateau" : "early stopping"),
+                            "add --metrics FILE.csv with one value per epoch");
   }
   if (request.metrics && metric_count < s.epochs) {
     return invalid_argument(
@@ -107,13 +107,12 @@ Result<Schedule> make_schedule(const ScheduleRequest& request) {
                     request.metrics->column, s.epochs),
         fmt::format("leave --epochs out to replay the {} logged epochs", metric_count));
   }
-  std::optional<int64_t> count = checked_mul(
-      s.epochs, request.interval == StepInterval::kStep ? request.steps_per_epoch : 1);
+  std::optional<int64_t> count =
+      checked_mul(s.epochs, request.interval == StepInterval::kStep ? request.steps_per_epoch : 1);
   if (!count || *count > kMaxScheduleSteps) {
-    return out_of_range(
-        fmt::format("{} epochs of {} steps is more than {} scheduler steps", s.epochs,
-                    request.steps_per_epoch, kMaxScheduleSteps),
-        "show the schedule per epoch (--interval epoch) or over fewer epochs");
+    return out_of_range(fmt::format("{} epochs of {} steps is more than {} scheduler steps",
+                                    s.epochs, request.steps_per_epoch, kMaxScheduleSteps),
+                        "show the schedule per epoch (--interval epoch) or over fewer epochs");
   }
 
   std::vector<double> metrics;
@@ -134,7 +133,8 @@ Result<Schedule> make_schedule(const ScheduleRequest& request) {
       PlateauOptions o = options;
       o.patience = p;
       PlateauRun r = replay_plateau(request.lrs, o, metrics, s.epochs);
-      PlateauReplay replay{.patience = p, .final_lr = r.drops.empty() ? request.lrs[0] : r.drops.back().lrs[0]};
+      PlateauReplay replay{.patience = p,
+                           .final_lr = r.drops.empty() ? request.lrs[0] : r.drops.back().lrs[0]};
       for (const PlateauDrop& d : r.drops) replay.drop_epochs.push_back(d.epoch);
       s.plateau_sweep.push_back(std::move(replay));
     }
@@ -154,7 +154,8 @@ Result<Schedule> make_schedule(const ScheduleRequest& request) {
       for (const auto& [k, v] : request.scheduler.keywords) {
         given = given || k == "total_steps" || k == "epochs";
       }
-      if (!given) s.notes.push_back(fmt::format("OneCycleLR's total_steps is the run's {} steps", *count));
+      if (!given)
+        s.notes.push_back(fmt::format("OneCycleLR's total_steps is the run's {} steps", *count));
     }
   }
   if (request.early_stopping) {

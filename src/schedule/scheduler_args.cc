@@ -13,11 +13,13 @@ Result<SchedulerArgs> SchedulerArgs::bind(const SchedulerSpec& spec,
   SchedulerArgs args;
   args.scheduler_ = spec.name;
   std::vector<std::string> names;
+  names.reserve(signature.size());
   for (const SchedulerParam& p : signature) names.push_back(p.name);
   if (spec.positional.size() > signature.size()) {
-    return invalid_argument(fmt::format("{} takes at most {} arguments after the optimizer, {} given",
-                                        spec.name, signature.size(), spec.positional.size()),
-                            fmt::format("its keywords: {}", fmt::join(names, ", ")));
+    return invalid_argument(
+        fmt::format("{} takes at most {} arguments after the optimizer, {} given", spec.name,
+                    signature.size(), spec.positional.size()),
+        fmt::format("its keywords: {}", fmt::join(names, ", ")));
   }
   std::vector<std::optional<SpecValue>> given(signature.size());
   for (size_t i = 0; i < spec.positional.size(); ++i) given[i] = spec.positional[i];
@@ -71,9 +73,9 @@ const SpecValue& SchedulerArgs::value(const std::string& name) const {
 }
 
 Status SchedulerArgs::type_error(const std::string& name, std::string_view expected) const {
-  return invalid_argument(fmt::format("{}: {}={} is not {}", scheduler_, name,
-                                      value(name).to_python(), expected),
-                          fmt::format("give {} as {}", name, expected));
+  return invalid_argument(
+      fmt::format("{}: {}={} is not {}", scheduler_, name, value(name).to_python(), expected),
+      fmt::format("give {} as {}", name, expected));
 }
 
 Result<int64_t> SchedulerArgs::integer(const std::string& name) const {
@@ -103,8 +105,7 @@ Result<bool> SchedulerArgs::boolean(const std::string& name) const {
   return v.boolean;
 }
 
-Result<std::vector<double>> SchedulerArgs::per_group(const std::string& name,
-                                                     size_t groups) const {
+Result<std::vector<double>> SchedulerArgs::per_group(const std::string& name, size_t groups) const {
   const SpecValue& v = value(name);
   if (v.kind == SpecValue::Kind::kNumber) return std::vector<double>(groups, v.number);
   if (v.kind != SpecValue::Kind::kList) return type_error(name, "a number or a list of numbers");

@@ -12,7 +12,9 @@ namespace {
 
 constexpr size_t kMaxDepth = 16;  // nested calls and lists; deeper input is refused
 
-bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
 
 // Recursive descent over one expression; `pos_` is where the next token starts.
 class Parser {
@@ -134,10 +136,9 @@ class Parser {
   Result<SpecValue> number() {
     size_t start = pos_;
     if (peek() == '-' || peek() == '+') ++pos_;
-    while (pos_ < text_.size() &&
-           (is_name_char(text_[pos_]) || text_[pos_] == '.' ||
-            ((text_[pos_] == '-' || text_[pos_] == '+') &&
-             (text_[pos_ - 1] == 'e' || text_[pos_ - 1] == 'E')))) {
+    while (pos_ < text_.size() && (is_name_char(text_[pos_]) || text_[pos_] == '.' ||
+                                   ((text_[pos_] == '-' || text_[pos_] == '+') &&
+                                    (text_[pos_ - 1] == 'e' || text_[pos_ - 1] == 'E')))) {
       ++pos_;
     }
     std::string token(text_.substr(start, pos_ - start));
@@ -163,9 +164,8 @@ class Parser {
     return pos_ >= text_.size();
   }
   Status trailing() const {
-    return invalid_argument(
-        fmt::format("unexpected '{}' after the scheduler", text_.substr(pos_)),
-        "write one call such as StepLR(step_size=30, gamma=0.1)");
+    return invalid_argument(fmt::format("unexpected '{}' after the scheduler", text_.substr(pos_)),
+                            "write one call such as StepLR(step_size=30, gamma=0.1)");
   }
 
  private:
@@ -185,10 +185,9 @@ class Parser {
   }
   Status error(std::string_view expected) const {
     std::string_view rest = text_.substr(std::min(pos_, text_.size()));
-    return invalid_argument(
-        fmt::format("expected {} at '{}' in '{}'", expected, rest.empty() ? "the end" : rest,
-                    text_),
-        "write the scheduler as in Python: StepLR(step_size=30, gamma=0.1)");
+    return invalid_argument(fmt::format("expected {} at '{}' in '{}'", expected,
+                                        rest.empty() ? "the end" : rest, text_),
+                            "write the scheduler as in Python: StepLR(step_size=30, gamma=0.1)");
   }
 
   std::string_view text_;

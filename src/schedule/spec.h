@@ -1,8 +1,8 @@
 // A scheduler as the user writes it: PyTorch's class name and keyword names, in the Python call
 // syntax people copy from their training scripts, or a bare name with `--set key=value` pairs.
 //
-//   Result<SchedulerSpec> s = parse_scheduler_spec("CosineAnnealingWarmRestarts(T_0=10, T_mult=2)");
-//   Result<SpecValue> v = parse_spec_value("30,80");        // a list of two integers
+//   Result<SchedulerSpec> s = parse_scheduler_spec("CosineAnnealingWarmRestarts(T_0=10,
+//   T_mult=2)"); Result<SpecValue> v = parse_spec_value("30,80");        // a list of two integers
 //   Result<SchedulerSpec> w = parse_scheduler_spec(
 //       "SequentialLR(schedulers=[LinearLR(start_factor=0.1, total_iters=5), "
 //       "CosineAnnealingLR(T_max=95)], milestones=[5])");

@@ -12,7 +12,8 @@ TEST(SchedulerSpec, ParsesPythonCallsAndPrintsThemBack) {
       {"StepLR", "StepLR()"},
       {"StepLR(30)", "StepLR(30)"},
       {" StepLR ( step_size = 30 , gamma=0.5 ) ", "StepLR(step_size=30, gamma=0.5)"},
-      {"MultiStepLR(milestones=[30, 80], gamma=1e-1)", "MultiStepLR(milestones=[30, 80], gamma=0.1)"},
+      {"MultiStepLR(milestones=[30, 80], gamma=1e-1)",
+       "MultiStepLR(milestones=[30, 80], gamma=0.1)"},
       {"OneCycleLR(max_lr=(0.1, 0.01), anneal_strategy=\"linear\", three_phase=True)",
        "OneCycleLR(max_lr=[0.1, 0.01], anneal_strategy='linear', three_phase=True)"},
       {"ReduceLROnPlateau(mode=max, min_lr=-inf)", "ReduceLROnPlateau(mode='max', min_lr=-inf)"},
@@ -39,10 +40,10 @@ TEST(SchedulerSpec, SetAddsKeywordsAndListsFromCommas) {
 }
 
 TEST(SchedulerSpec, RefusesMalformedText) {
-  for (const char* text : {"", "(", "StepLR(", "StepLR(step_size=)", "StepLR(1,, 2)",
-                           "StepLR(gamma=0.1, 30)", "StepLR(x=1, x=2)", "StepLR() extra",
-                           "StepLR(step_size='30)", "StepLR(1e999)", "StepLR(99999999999999999)",
-                           "StepLR(-)", "StepLR([1, 2)"}) {
+  for (const char* text :
+       {"", "(", "StepLR(", "StepLR(step_size=)", "StepLR(1,, 2)", "StepLR(gamma=0.1, 30)",
+        "StepLR(x=1, x=2)", "StepLR() extra", "StepLR(step_size='30)", "StepLR(1e999)",
+        "StepLR(99999999999999999)", "StepLR(-)", "StepLR([1, 2)"}) {
     EXPECT_FALSE(parse_scheduler_spec(text).ok()) << text;
   }
   std::string deep = "A(x=";
