@@ -21,7 +21,7 @@ case "${1:-}" in
     build="${2:?usage: scripts/lint.sh python BUILD_DIR}"
     /usr/bin/python3 -m pyflakes python tests/python tests/data/traces validation bench
     /usr/bin/python3 -m mypy --strict --follow-imports=silent --cache-dir "$build/mypy_cache" \
-      python/trainfit/api.py python/trainfit/_trainfit.pyi
+      python/trainfit/api.py python/trainfit/live.py python/trainfit/_trainfit.pyi
     echo "pyflakes and mypy: clean"
     ;;
   *)

@@ -3,6 +3,7 @@ PyTorch model's training step for trainfit.
 
     import trainfit
     trainfit.estimate("resnet50", batch=64, gpu="rtx4090")["peak_reserved_bytes"]
+    trainfit.estimate(model, torch.randn(2, 3, 224, 224), batch=64, gpu="rtx4090")  # nn.Module
     trace = trainfit.trace(model, make_batch, loss_fn, make_optimizer)   # needs torch
     trainfit.fit(trace=trainfit.load_trace(trace), gpu="all")
 """

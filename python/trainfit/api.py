@@ -21,16 +21,32 @@ $TRAINFIT_BUILD/python/trainfit.
 from __future__ import annotations
 
 import glob
+import html as _html
 import importlib.util
 import json
 import os
 from types import ModuleType
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 Shape = Union[Tuple[int, ...], Sequence[int], str]  # (3, 224, 224) or "3x224x224"
 Size = Union[int, str]  # bytes, or "24GiB"
 TraceSource = Union["Trace", str, "os.PathLike[str]", Mapping[str, Any]]
-Report = Dict[str, Any]
+
+
+class Report(Dict[str, Any]):
+    """A report as `--json` prints it (a dict); in a notebook it shows as the `--html` page."""
+
+    def __init__(self, data: Mapping[str, Any], html: Optional[Callable[[], str]] = None):
+        super().__init__(data)
+        self._html = html
+
+    def _repr_html_(self) -> Optional[str]:
+        """The HTML report in an iframe, so that its style stays inside it."""
+        if self._html is None:
+            return None
+        page = _html.escape(self._html(), quote=True)
+        return (f'<iframe srcdoc="{page}" style="width:100%;height:760px;border:0" '
+                'title="trainfit report"></iframe>')
 
 
 class Error(ValueError):
@@ -75,11 +91,14 @@ def load_trace(source: Union[str, "os.PathLike[str]", Mapping[str, Any]]) -> Tra
     return Trace(_binding().load_trace(text, path))
 
 
-def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None, batch: int = 1,
+def estimate(model: Union[str, Any, None] = None, example_batch: Any = None, *,
+             loss_fn: Optional[Callable[[Any, Any], Any]] = None,
+             trace: Optional[TraceSource] = None, batch: int = 1,
              input: Optional[Shape] = None, seq_len: Optional[int] = None,
              set: Optional[Mapping[str, Any]] = None, precision: str = "fp32",
              device_profile: str = "cuda", freeze: Union[str, Sequence[str], None] = None,
-             optimizer: Optional[str] = None, optimizer_impl: str = "default",
+             optimizer: Union[str, Callable[[Any], Any], None] = None,
+             optimizer_impl: str = "default",
              weight_decay: Optional[float] = None,
              checkpoint: Union[str, Sequence[str], None] = None, grad_accum: int = 1,
              tf32: bool = False, memory_format: str = "channels_first",
@@ -102,8 +121,11 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
     """Peak GPU memory of two training iterations: allocated, reserved, device used, breakdown;
     with a gpu, the predicted step time (step_time_s, samples_per_s, time_breakdown).
 
-    model: a zoo name (`trainfit models`), or trace: a Trace, a trace file's path, or the dict
-    trainfit.trace returned. set: the model's keys ({"num_classes": 10}). input: CxHxW of image
+    model: a zoo name (`trainfit models`); or a live torch.nn.Module with example_batch, what it
+    is called with (traced here on the CPU, nothing written; loss_fn(output, inputs) when the
+    default cross-entropy on random classes does not apply; optimizer: the one to trace with,
+    a name or a function of the parameters); or trace: a Trace, a trace file's path, or the
+    dict trainfit.trace returned. set: the model's keys ({"num_classes": 10}). input: CxHxW of image
     models; seq_len: tokens of sequence models. precision: fp32, amp-fp16, amp-bf16 or bf16.
     device_profile: cuda (PyTorch 2.x) or cpu (PyTorch 1.13 CPU kernels). optimizer: sgd,
     momentum, adam, adamw, adam8bit or adamw8bit (default: the model's preset, else adamw);
@@ -128,16 +150,22 @@ def estimate(model: Optional[str] = None, *, trace: Optional[TraceSource] = None
     explain: list the largest tensors alive at the peak. timeline: write
     allocated and reserved bytes after every event to this CSV file.
     """
-    options = _request_options(locals(), ("explain", "timeline"))
+    if model is not None and not isinstance(model, str):
+        return _live("estimate", locals())
+    if example_batch is not None or loss_fn is not None:
+        raise Error("example_batch and loss_fn go with a torch.nn.Module (hint: "
+                    "trainfit.estimate(model, example_batch, batch=...))")
+    options = _request_options(locals(), ("explain", "timeline", "example_batch", "loss_fn"))
     text, csv = _binding().estimate(options, explain, timeline is not None)
     if timeline is not None:
         with open(timeline, "w", encoding="utf-8") as f:
             f.write(csv)
-    return _report(text)
+    return _report(text, lambda: str(_binding().estimate_html(dict(options))))
 
 
-def fit(model: Optional[str] = None, *, trace: Optional[TraceSource] = None,
-        batch: Optional[int] = None, input: Optional[Shape] = None,
+def fit(model: Union[str, Any, None] = None, example_batch: Any = None, *,
+        loss_fn: Optional[Callable[[Any, Any], Any]] = None,
+        trace: Optional[TraceSource] = None, batch: Optional[int] = None, input: Optional[Shape] = None,
         seq_len: Optional[int] = None, set: Optional[Mapping[str, Any]] = None,
         precision: str = "fp32", freeze: Union[str, Sequence[str], None] = None,
         optimizer: Optional[str] = None, optimizer_impl: str = "default",
@@ -157,12 +185,19 @@ def fit(model: Optional[str] = None, *, trace: Optional[TraceSource] = None,
     target_batch=N gives the cheapest knobs that make N fit, or a gradient-accumulation plan;
     allow_model_changes lets it change the model. rank="time" puts the fastest first (what-if
     rows by step time, the target's knobs by step time, gpu="all"'s cards by samples/s).
-    Other keywords as for trainfit.estimate.
+    A live torch.nn.Module with example_batch (and loss_fn) is traced as trainfit.estimate
+    does. Other keywords as for trainfit.estimate.
     """
-    options = _request_options(locals(),
-                               ("what_if", "target_batch", "allow_model_changes", "rank"))
-    return _report(_binding().fit(options, what_if, target_batch or 0, allow_model_changes,
-                                  rank))
+    if model is not None and not isinstance(model, str):
+        return _live("fit", locals())
+    if example_batch is not None or loss_fn is not None:
+        raise Error("example_batch and loss_fn go with a torch.nn.Module (hint: "
+                    "trainfit.fit(model, example_batch, gpu=...))")
+    options = _request_options(locals(), ("what_if", "target_batch", "allow_model_changes",
+                                          "rank", "example_batch", "loss_fn"))
+    return _report(_binding().fit(dict(options), what_if, target_batch or 0,
+                                  allow_model_changes, rank),
+                   lambda: str(_binding().fit_html(dict(options))))
 
 
 def launch(model: Optional[str] = None, *, gpu: str, gpus: int, baseline_batch: int,
@@ -203,6 +238,23 @@ def summary(model: Optional[str] = None, *, batch: int = 1, input: Optional[Shap
     """Per module of a zoo model: output shape, parameters, bytes kept for backward (per sample
     and for the batch), down to `depth` (-1: every module)."""
     return _report(_binding().summary(_request_options(locals(), ("depth",)), depth))
+
+
+def _live(command: str, given: Mapping[str, Any]) -> Report:
+    """estimate or fit of a live nn.Module: traced here, then estimated from the trace."""
+    from .live import trace_module  # imports torch, which the other calls do not need
+
+    if given.get("example_batch") is None:
+        raise Error("a torch.nn.Module needs example_batch, what it is called with (hint: "
+                    f"trainfit.{command}(model, torch.randn(2, 3, 224, 224), ...))")
+    if given.get("trace") is not None:
+        raise Error("give a model or trace=, not both (hint: drop trace=)")
+    traced = trace_module(given["model"], given["example_batch"], loss_fn=given.get("loss_fn"),
+                          optimizer=given.get("optimizer") or "adamw")
+    options = {k: v for k, v in given.items()
+               if k not in ("model", "example_batch", "loss_fn", "optimizer")}
+    options["trace"] = traced
+    return estimate(**options) if command == "estimate" else fit(**options)
 
 
 def _request_options(given: Mapping[str, Any], not_request: Sequence[str]) -> Dict[str, Any]:
@@ -246,9 +298,8 @@ def _set_value(value: Any) -> str:
     return str(value)
 
 
-def _report(text: str) -> Report:
-    report: Report = json.loads(text)
-    return report
+def _report(text: str, html: Optional[Callable[[], str]] = None) -> Report:
+    return Report(json.loads(text), html)
 
 
 _module: Optional[ModuleType] = None

@@ -18,6 +18,7 @@
 
 #include "base/suggest.h"
 #include "report/csv.h"
+#include "report/html.h"
 #include "report/json.h"
 #include "report/summary_report.h"
 
@@ -380,6 +381,34 @@ PYBIND11_MODULE(_trainfit, m) {
       },
       py::arg("options"), py::arg("explain") = false, py::arg("timeline") = false,
       "(the `estimate --json` text, the timeline CSV or '') for one request.");
+
+  m.def(
+      "estimate_html",
+      [m](const py::dict& options) {
+        const TrainingRequest request = value_or_raise(m, request_of(options));
+        const EstimateReport report = value_or_raise(
+            m, without_gil([&] {
+              return make_estimate_report(request, {.timeline = true, .explain = true});
+            }));
+        return estimate_html(report);
+      },
+      py::arg("options"), "The `estimate --html` page for one request.");
+
+  m.def(
+      "fit_html",
+      [m](py::dict options) {
+        FitRequest f;
+        if (options.contains("gpu") && py::str(options["gpu"]).cast<std::string>() == "all") {
+          f.all_gpus = true;
+          PyDict_DelItemString(options.ptr(), "gpu");
+        }
+        f.batch_given = options.contains("batch");
+        f.curve = true;
+        f.request = value_or_raise(m, request_of(options));
+        const FitReport report = value_or_raise(m, without_gil([&] { return make_fit_report(f); }));
+        return fit_html(report);
+      },
+      py::arg("options"), "The `fit --html` page (the largest batch and its curve).");
 
   m.def(
       "fit",

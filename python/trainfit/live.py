@@ -1,0 +1,182 @@
+"""A live nn.Module estimated in one call: traced in this process on the CPU at two small
+batch sizes (no files), then estimated at any batch by the library.
+
+    import torch, torchvision, trainfit
+    model = torchvision.models.convnext_tiny()
+    trainfit.estimate(model, torch.randn(2, 3, 128, 128), batch=64, gpu="rtx4090")
+
+`example_batch` is what the model is called with: a tensor, a tuple or list of tensors
+(model(*batch)) or a dict (model(**batch)), each tensor with the batch as its first dimension.
+The traced batches have its shapes and dtypes with random values (integers within its range). The default loss is cross-entropy against random classes of
+the right shape, for a classifier's [N, C] output or a segmenter's [N, C, H, W]; any other output
+needs `loss_fn(output, inputs) -> scalar`.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+
+import torch
+
+from .api import Error
+
+# Traced at 2 and 3: at batch 1 some models take another path (a copy PyTorch skips, a view
+# instead of a new tensor), which would not line up with the larger batch.
+TRACE_BATCHES = (2, 3)
+
+OPTIMIZERS: Dict[str, Callable[[Any], torch.optim.Optimizer]] = {
+    "sgd": lambda p: torch.optim.SGD(p, lr=0.01),
+    "momentum": lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
+    "adam": lambda p: torch.optim.Adam(p, lr=1e-3),
+    "adamw": lambda p: torch.optim.AdamW(p, lr=1e-3),
+}
+
+OptimizerSpec = Union[str, Callable[[Any], torch.optim.Optimizer]]
+LossFn = Callable[[Any, Any], torch.Tensor]
+
+
+def _leading(tensors: Sequence[torch.Tensor]) -> int:
+    sizes = {t.shape[0] for t in tensors if t.dim() > 0}
+    if len(sizes) != 1:
+        raise Error(f"the example batch's tensors have first dimensions {sorted(sizes)} (hint: give "
+                    "tensors that all start with the batch dimension)")
+    return int(sizes.pop())
+
+
+def _flatten(batch: Any) -> list[torch.Tensor]:
+    if isinstance(batch, torch.Tensor):
+        return [batch]
+    if isinstance(batch, (tuple, list)):
+        return [t for item in batch for t in _flatten(item)]
+    if isinstance(batch, dict):
+        return [t for item in batch.values() for t in _flatten(item)]
+    return []
+
+
+def _like(batch: Any, n: int) -> Any:
+    """A batch of n shaped and typed like `batch`, each tensor made by one op (so that the trace
+    sees the batch and nothing else): normal floats, integers within the example's range
+    (token ids stay valid), booleans and other types filled with the example's first value."""
+    if isinstance(batch, torch.Tensor):
+        if batch.dim() == 0:
+            return batch
+        shape = (n, *batch.shape[1:])
+        if batch.is_floating_point():
+            return torch.randn(shape, dtype=batch.dtype)
+        if batch.dtype != torch.bool and not batch.is_complex():
+            low, high = int(batch.min()), int(batch.max())
+            return torch.randint(low, high + 1, shape, dtype=batch.dtype)
+        return torch.full(shape, batch.flatten()[0].item(), dtype=batch.dtype)
+    if isinstance(batch, tuple):
+        return tuple(_like(item, n) for item in batch)
+    if isinstance(batch, list):
+        return [_like(item, n) for item in batch]
+    if isinstance(batch, dict):
+        return {k: _like(v, n) for k, v in batch.items()}
+    return batch
+
+
+def _call(model: torch.nn.Module, inputs: Any) -> Any:
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def _logits(output: Any) -> torch.Tensor:
+    """The tensor the default loss applies to, or an Error saying what to pass instead."""
+    if isinstance(output, torch.Tensor):
+        tensor = output
+    elif isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor):
+        tensor = output[0]  # a namedtuple such as Inception's (logits, aux_logits)
+    elif isinstance(output, dict):
+        raise Error(f"the model returns a dict (keys {', '.join(map(str, output))}), which the "
+                    "default cross-entropy cannot score (hint: pass loss_fn=lambda output, inputs: "
+                    "... returning a scalar, e.g. output['out'].mean())")
+    else:
+        raise Error(f"the model returns a {type(output).__name__}, not a tensor (hint: pass "
+                    "loss_fn=lambda output, inputs: ... returning a scalar)")
+    if not tensor.is_floating_point() or tensor.dim() < 2:
+        raise Error(f"the model's output has shape {list(tensor.shape)}, not [N, classes, ...] "
+                    "(hint: pass loss_fn=lambda output, inputs: ... returning a scalar)")
+    return tensor
+
+
+def _probe(model: torch.nn.Module, inputs: Any) -> torch.Tensor:
+    """One forward in training mode without gradients, buffers (BatchNorm's running statistics)
+    put back afterwards: the output's shape, for the default loss's target."""
+    buffers = {name: b.clone() for name, b in model.named_buffers()}
+    try:
+        with torch.no_grad():
+            return _logits(_call(model, inputs))
+    finally:
+        with torch.no_grad():
+            for name, b in model.named_buffers():
+                b.copy_(buffers[name])
+
+
+def _optimizer(spec: OptimizerSpec) -> Callable[[Any], torch.optim.Optimizer]:
+    if callable(spec):
+        return spec
+    if spec not in OPTIMIZERS:
+        raise Error(f"unknown optimizer '{spec}' (hint: one of {', '.join(OPTIMIZERS)}, or a "
+                    "function of the parameters that returns a torch.optim optimizer)")
+    return OPTIMIZERS[spec]
+
+
+def trace_module(model: torch.nn.Module, example_batch: Any, *, loss_fn: Optional[LossFn] = None,
+                 optimizer: OptimizerSpec = "adamw",
+                 batch_sizes: Tuple[int, ...] = TRACE_BATCHES) -> Dict[str, Any]:
+    """The trace of `model` training on batches like `example_batch`, as a dict (nothing is
+    written): pass it as trace= to trainfit.estimate or trainfit.fit."""
+    from .tracer import trace
+
+    if not isinstance(model, torch.nn.Module):
+        raise Error(f"model is a {type(model).__name__}, not a torch.nn.Module or a zoo name "
+                    "(hint: trainfit.estimate(model, example_batch, batch=...))")
+    tensors = _flatten(example_batch)
+    if not tensors:
+        raise Error("the example batch has no tensors (hint: pass what the model is called with, "
+                    "e.g. torch.randn(2, 3, 224, 224))")
+    _leading(tensors)
+    make_optimizer = _optimizer(optimizer)
+    targets: Optional[Tuple[int, Tuple[int, ...]]] = None
+    if loss_fn is None:
+        logits = _probe(model, example_batch)
+        targets = (int(logits.shape[1]), tuple(int(d) for d in logits.shape[2:]))
+
+    def make_batch(n: int) -> Tuple[Any, Any]:
+        inputs = _like(example_batch, n)
+        if targets is None:
+            return inputs, inputs
+        classes, rest = targets
+        return inputs, torch.randint(0, classes, (n, *rest))
+
+    def default_loss(output: Any, target: Any) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(_logits(output), target)
+
+    def given_loss(output: Any, inputs: Any) -> torch.Tensor:
+        assert loss_fn is not None
+        loss = loss_fn(output, inputs)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise Error("loss_fn must return a scalar tensor (hint: reduce it, e.g. .mean())")
+        return loss
+
+    # Tracing trains the model for real (optimizer steps, BatchNorm statistics): its weights,
+    # buffers, gradients and mode are put back afterwards, so the caller's model is unchanged.
+    training = model.training
+    with torch.no_grad():
+        state = [(t, t.clone()) for t in list(model.parameters()) + list(model.buffers())]
+    grads = [(p, p.grad) for p in model.parameters()]
+    try:
+        traced: Dict[str, Any] = trace(  # type: ignore[no-untyped-call]
+            model, make_batch, given_loss if loss_fn is not None else default_loss,
+            make_optimizer, batch_sizes=batch_sizes, name=type(model).__name__)
+        return traced
+    finally:
+        with torch.no_grad():
+            for t, saved in state:
+                t.copy_(saved)
+        for p, grad in grads:
+            p.grad = grad
+        model.train(training)

@@ -1,0 +1,134 @@
+"""trainfit.estimate and trainfit.fit on a live torch.nn.Module: traced in process (no files),
+the default loss for classifiers and segmenters, one-line errors for what needs a loss_fn, and
+convnext_tiny (which a trace at batch 1 cannot extrapolate) against real PyTorch within 1%.
+
+    TRAINFIT_BUILD=build/release /usr/bin/python3 tests/python/live_test.py
+"""
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "validation"))
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import trainfit  # noqa: E402
+
+
+def tiny_classifier():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
+                               torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                               torch.nn.Linear(8, 10))
+
+
+class DictOutput(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        return {"out": self.conv(x), "aux": self.conv(x).mean()}
+
+
+class Live(unittest.TestCase):
+    def test_classifier_estimates_like_its_trace(self):
+        model = tiny_classifier()
+        state = [t.clone() for t in list(model.parameters()) + list(model.buffers())]
+        live = trainfit.estimate(model, torch.randn(2, 3, 16, 16), batch=32,
+                                 device_profile="cpu", optimizer="sgd")
+        unchanged = [torch.equal(before, after) for before, after in
+                     zip(state, list(model.parameters()) + list(model.buffers()))]
+        unchanged.append(all(p.grad is None for p in model.parameters()))
+        traced = trainfit.trace(model, lambda n: (torch.randn(n, 3, 16, 16),
+                                                  torch.randint(0, 10, (n,))),
+                                F.cross_entropy, lambda p: torch.optim.SGD(p, lr=0.01),
+                                batch_sizes=(2, 3))
+        from_trace = trainfit.estimate(trace=traced, batch=32, device_profile="cpu")
+        self.assertEqual(live["peak_allocated_bytes"], from_trace["peak_allocated_bytes"])
+        self.assertEqual(live["parameters"], sum(p.numel() for p in model.parameters()))
+        # Tracing trains the model; its weights, BatchNorm statistics and mode are put back.
+        self.assertTrue(model.training)
+        self.assertTrue(all(unchanged))
+
+    def test_segmenter_gets_a_per_pixel_target(self):
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 5, 3, padding=1))
+        r = trainfit.estimate(model, torch.randn(2, 3, 8, 8), batch=4, device_profile="cpu")
+        self.assertGreater(r["peak_allocated_bytes"], 0)
+
+    def test_fit_on_a_live_model(self):
+        r = trainfit.fit(tiny_classifier(), torch.randn(2, 3, 16, 16), gpu="rtx4090")
+        self.assertGreater(r["max_batch"], 1000)
+
+    def test_a_dict_output_needs_a_loss(self):
+        with self.assertRaises(trainfit.Error) as e:
+            trainfit.estimate(DictOutput(), torch.randn(2, 3, 8, 8), batch=4)
+        message = str(e.exception)
+        self.assertNotIn("\n", message)
+        self.assertIn("returns a dict (keys out, aux)", message)
+        self.assertIn("loss_fn=", message)
+        r = trainfit.estimate(DictOutput(), torch.randn(2, 3, 8, 8), batch=4, device_profile="cpu",
+                              loss_fn=lambda out, inputs: out["out"].mean() + out["aux"])
+        self.assertGreater(r["peak_allocated_bytes"], 0)
+
+    def test_a_notebook_shows_the_html_report(self):
+        for report in (trainfit.estimate("resnet18", batch=2, gpu="rtx4090"),
+                       trainfit.fit(tiny_classifier(), torch.randn(2, 3, 16, 16), gpu="rtx4090")):
+            html = report._repr_html_()
+            self.assertTrue(html.startswith("<iframe srcdoc=\"&lt;!DOCTYPE html&gt;"))
+            self.assertIn("id=&quot;trainfit-data&quot;", html)
+            self.assertIn("data-chart=&quot;", html)
+        self.assertIsInstance(report, dict)
+
+    def test_bad_arguments_are_one_line(self):
+        cases = [
+            lambda: trainfit.estimate(tiny_classifier(), batch=4),
+            lambda: trainfit.estimate(tiny_classifier(), torch.randn(2, 3, 16, 16),
+                                      optimizer="lion"),
+            lambda: trainfit.estimate(tiny_classifier(), "not a tensor"),
+            lambda: trainfit.estimate(tiny_classifier(), (torch.randn(2, 3), torch.randn(3, 3))),
+            lambda: trainfit.estimate("resnet50", torch.randn(2, 3, 16, 16)),
+            lambda: trainfit.estimate(torch.nn.Flatten(0), torch.randn(2, 4)),  # [N * 4]
+            lambda: trainfit.estimate(torch.nn.Linear(4, 3), torch.randn(2, 4),
+                                      loss_fn=lambda out, inputs: out),  # not a scalar
+        ]
+        for case in cases:
+            with self.assertRaises(trainfit.Error) as e:
+                case()
+            self.assertNotIn("\n", str(e.exception))
+            self.assertIn("(hint: ", str(e.exception))
+
+    def test_convnext_tiny_within_one_percent_of_pytorch_and_no_files(self):
+        import torchvision
+        from harness import training_peak
+        from torch_models import Case
+        torch.manual_seed(0)
+        model = torchvision.models.convnext_tiny()
+        # Run in an empty folder with an empty temporary folder: both stay empty.
+        with tempfile.TemporaryDirectory() as work, tempfile.TemporaryDirectory() as tmp:
+            cwd, tempdir = os.getcwd(), tempfile.tempdir
+            os.chdir(work)
+            tempfile.tempdir = tmp
+            try:
+                ours = trainfit.estimate(model, torch.randn(2, 3, 128, 128), batch=4,
+                                         device_profile="cpu")["peak_allocated_bytes"]
+            finally:
+                os.chdir(cwd)
+                tempfile.tempdir = tempdir
+            self.assertEqual(os.listdir(work), [])
+            self.assertEqual(os.listdir(tmp), [])
+
+        def make_batch():
+            return [torch.randn(4, 3, 128, 128)], [torch.randint(0, 1000, (4,))]
+        measured, where = training_peak(Case(model, [], [], F.cross_entropy), "adamw", make_batch)
+        error = (ours - measured) / measured
+        print(f"\nconvnext_tiny b4 128x128 adamw: torch {measured:,} ({where[0]}, iteration "
+              f"{where[1]}), trainfit {ours:,}, {error:+.3%}", flush=True)
+        self.assertLessEqual(abs(error), 0.01)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
