@@ -86,7 +86,8 @@ class Browser:
         if not exe:
             raise SystemExit("chromium is not installed: scripts/deps.sh test installs it")
         self.proc = subprocess.Popen(
-            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
+            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             "--remote-debugging-pipe",
              "--no-first-run", "--no-default-browser-check", "--disable-extensions",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--hide-scrollbars", "--mute-audio", f"--user-data-dir={profile_dir}", "about:blank"],
