@@ -195,9 +195,12 @@ def fit(model: Union[str, Any, None] = None, example_batch: Any = None, *,
                     "trainfit.fit(model, example_batch, gpu=...))")
     options = _request_options(locals(), ("what_if", "target_batch", "allow_model_changes",
                                           "rank", "example_batch", "loss_fn"))
+    def page() -> str:
+        return str(_binding().fit(dict(options), what_if, target_batch or 0, allow_model_changes,
+                                  rank, True))
+
     return _report(_binding().fit(dict(options), what_if, target_batch or 0,
-                                  allow_model_changes, rank),
-                   lambda: str(_binding().fit_html(dict(options))))
+                                  allow_model_changes, rank), page)
 
 
 def launch(model: Optional[str] = None, *, gpu: str, gpus: int, baseline_batch: int,

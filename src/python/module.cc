@@ -395,25 +395,9 @@ PYBIND11_MODULE(_trainfit, m) {
       py::arg("options"), "The `estimate --html` page for one request.");
 
   m.def(
-      "fit_html",
-      [m](py::dict options) {
-        FitRequest f;
-        if (options.contains("gpu") && py::str(options["gpu"]).cast<std::string>() == "all") {
-          f.all_gpus = true;
-          PyDict_DelItemString(options.ptr(), "gpu");
-        }
-        f.batch_given = options.contains("batch");
-        f.curve = true;
-        f.request = value_or_raise(m, request_of(options));
-        const FitReport report = value_or_raise(m, without_gil([&] { return make_fit_report(f); }));
-        return fit_html(report);
-      },
-      py::arg("options"), "The `fit --html` page (the largest batch and its curve).");
-
-  m.def(
       "fit",
       [m](py::dict options, bool what_if, int64_t target_batch, bool allow_model_changes,
-          const std::string& rank) {
+          const std::string& rank, bool html) {
         FitRequest f;
         if (options.contains("gpu") && py::str(options["gpu"]).cast<std::string>() == "all") {
           f.all_gpus = true;
@@ -424,13 +408,14 @@ PYBIND11_MODULE(_trainfit, m) {
         f.target_batch = target_batch;
         f.allow_model_changes = allow_model_changes;
         f.rank = value_or_raise(m, parse_enum(kRankNames, "rank", rank));
+        f.curve = html;
         f.request = value_or_raise(m, request_of(options));
         const FitReport report = value_or_raise(m, without_gil([&] { return make_fit_report(f); }));
-        return fit_json(report).dump(2);
+        return html ? fit_html(report) : fit_json(report).dump(2);
       },
       py::arg("options"), py::arg("what_if") = false, py::arg("target_batch") = 0,
-      py::arg("allow_model_changes") = false, py::arg("rank") = "memory",
-      "The `fit --json` text for one request.");
+      py::arg("allow_model_changes") = false, py::arg("rank") = "memory", py::arg("html") = false,
+      "The `fit --json` text for one request; with html, the `fit --html` page.");
 
   m.def(
       "launch",

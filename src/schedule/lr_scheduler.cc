@@ -505,11 +505,7 @@ class ChainedScheduler final : public LRScheduler {
   std::vector<std::unique_ptr<LRScheduler>> schedulers_;
 };
 
-}  // namespace
-}  // namespace trainfit
-namespace trainfit {
-namespace {
-
+// The registry: each scheduler's signature after the optimizer, and how it is built from it.
 using Built = Result<std::unique_ptr<LRScheduler>>;
 using Build = Built (*)(const SchedulerArgs&, Optimizer&, const ScheduleContext&);
 
