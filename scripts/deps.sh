@@ -3,13 +3,14 @@
 #   scripts/deps.sh build   compilers, CMake and the libraries trainfit links
 #   scripts/deps.sh test    also GoogleTest, PyTorch and torchvision (CPU), Pillow (the loader
 #                           checks decode JPEGs), Chromium (opens the HTML reports headless),
-#                           clang-format, clang-tidy, pyflakes and mypy
+#                           clang-format, clang-tidy, pyflakes and mypy, venv, pip, setuptools
+#                           and wheel (`pip install .` is tested in a fresh virtual environment)
 set -euo pipefail
 
 packages=(g++ cmake make libfmt-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev pybind11-dev python3-dev)
 if [ "${1:-build}" = test ]; then
   packages+=(libgtest-dev python3-torch python3-torchvision python3-pil chromium clang-format clang-tidy pyflakes3
-             mypy)
+             mypy python3-venv python3-pip python3-setuptools python3-wheel)
 fi
 
 missing=()

@@ -19,9 +19,20 @@ case "${1:-}" in
     ;;
   python)
     build="${2:?usage: scripts/lint.sh python BUILD_DIR}"
-    /usr/bin/python3 -m pyflakes python tests/python tests/data/traces validation bench
-    /usr/bin/python3 -m mypy --strict --follow-imports=silent --cache-dir "$build/mypy_cache" \
-      python/trainfit/api.py python/trainfit/live.py python/trainfit/_trainfit.pyi
+    /usr/bin/python3 -m pyflakes python tests/python tests/data/traces validation bench setup.py
+    /usr/bin/python3 -m mypy --strict --allow-untyped-calls --follow-imports=silent --cache-dir "$build/mypy_cache" \
+      python/trainfit/*.py python/trainfit/_trainfit.pyi
+    # Every function of the package has a docstring.
+    /usr/bin/python3 - python/trainfit/*.py <<'PY'
+import ast, sys
+missing = [f"{path}:{node.lineno}: {node.name} has no docstring"
+           for path in sys.argv[1:]
+           for node in ast.walk(ast.parse(open(path).read()))
+           if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+           and not ast.get_docstring(node)]
+print("\n".join(missing) or "docstrings: every function has one")
+sys.exit(1 if missing else 0)
+PY
     echo "pyflakes and mypy: clean"
     ;;
   *)

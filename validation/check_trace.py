@@ -195,7 +195,7 @@ def command_line(report, binary, directory):
                                      "--device-profile", "cpu", "--json"])
         error = (ours["peak_allocated_bytes"] - measured) / measured
         report.check(abs(error) <= TOLERANCE,
-                     f"mnasnet0_5 sgd b8 from the command line: torch {measured:,} trace@1,2 "
+                     f"mnasnet0_5 sgd b8 from the command line: torch {measured:,} trace@2,3 (the default) "
                      f"{ours['peak_allocated_bytes']:,} {error:+.3%}")
     for bad in (["--model", "torchvision.models:nope", "--out", path],
                 ["--model", "nocolon", "--out", path],

@@ -6,16 +6,23 @@ PyTorch model's training step for trainfit.
     trainfit.estimate(model, torch.randn(2, 3, 224, 224), batch=64, gpu="rtx4090")  # nn.Module
     trace = trainfit.trace(model, make_batch, loss_fn, make_optimizer)   # needs torch
     trainfit.fit(trace=trainfit.load_trace(trace), gpu="all")
+    with trainfit.check(model, optimizer, gpu="rtx4090"):  # around a script's first step
+        ...
 """
 from .api import Error, Trace, compare, estimate, fit, launch, load_trace, summary
 
-__all__ = ["trace", "estimate", "fit", "launch", "compare", "summary", "load_trace", "Trace",
+__all__ = ["trace", "check", "estimate", "fit", "launch", "compare", "summary", "load_trace",
+           "Trace",
            "Error", "FORMAT", "VERSION"]
 
 
 def __getattr__(name: str) -> object:
     # The tracer imports torch; the estimates do not need it.
+    """The tracer and the check hook, imported on first use (they need torch)."""
     if name in ("trace", "FORMAT", "VERSION"):
         from . import tracer
         return getattr(tracer, name)
+    if name == "check":
+        from .hook import check
+        return check
     raise AttributeError(f"module 'trainfit' has no attribute '{name}'")

@@ -10,6 +10,7 @@ class UsageError(Exception):
 
 
 def load_callable(spec: str, flag: str, example: str) -> Callable[..., Any]:
+    """The callable `spec` (PKG.MODULE:NAME, NAME may be dotted) names, or a UsageError."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise UsageError(f"{flag} '{spec}' is not PKG.MODULE:NAME (for example {example})")
@@ -24,7 +25,8 @@ def load_callable(spec: str, flag: str, example: str) -> Callable[..., Any]:
             raise UsageError(f"{flag}: {module_name} has no '{attr}'")
     if not callable(found):
         raise UsageError(f"{flag}: {spec} is not callable")
-    return found
+    function: Callable[..., Any] = found
+    return function
 
 
 def parse_kwargs(text: str, example: str) -> Dict[str, Any]:

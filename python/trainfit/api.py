@@ -37,6 +37,7 @@ class Report(Dict[str, Any]):
     """A report as `--json` prints it (a dict); in a notebook it shows as the `--html` page."""
 
     def __init__(self, data: Mapping[str, Any], html: Optional[Callable[[], str]] = None):
+        """data: the report's fields; html: makes the HTML page when a notebook asks."""
         super().__init__(data)
         self._html = html
 
@@ -57,10 +58,12 @@ class Trace:
     """A trace parsed and fitted once; pass it as `trace=` to any number of estimates."""
 
     def __init__(self, handle: Any):
+        """handle: the binding's loaded trace."""
         self._handle = handle
 
     @property
     def model(self) -> str:
+        """The traced model's name."""
         return str(self._handle.model)
 
     @property
@@ -70,9 +73,11 @@ class Trace:
 
     @property
     def source(self) -> str:
+        """Where the trace came from: its path."""
         return str(self._handle.source)
 
     def __repr__(self) -> str:
+        """The trace's model, batch sizes and source."""
         return repr(self._handle)
 
 
@@ -196,6 +201,7 @@ def fit(model: Union[str, Any, None] = None, example_batch: Any = None, *,
     options = _request_options(locals(), ("what_if", "target_batch", "allow_model_changes",
                                           "rank", "example_batch", "loss_fn"))
     def page() -> str:
+        """The fit --html page of this request."""
         return str(_binding().fit(dict(options), what_if, target_batch or 0, allow_model_changes,
                                   rank, True))
 
@@ -234,17 +240,37 @@ def compare(models: Sequence[Mapping[str, Any]], **shared: Any) -> Report:
     return _report(_binding().compare(requests))
 
 
-def summary(model: Optional[str] = None, *, batch: int = 1, input: Optional[Shape] = None,
-            seq_len: Optional[int] = None, set: Optional[Mapping[str, Any]] = None,
-            precision: str = "fp32", device_profile: str = "cuda",
-            freeze: Union[str, Sequence[str], None] = None, depth: int = -1) -> Report:
-    """Per module of a zoo model: output shape, parameters, bytes kept for backward (per sample
-    and for the batch), down to `depth` (-1: every module)."""
-    return _report(_binding().summary(_request_options(locals(), ("depth",)), depth))
+def summary(model: Union[str, Any, None] = None, example_batch: Any = None, *,
+            loss_fn: Optional[Callable[[Any, Any], Any]] = None,
+            trace: Optional[TraceSource] = None, batch: Optional[int] = None,
+            input: Optional[Shape] = None, seq_len: Optional[int] = None,
+            set: Optional[Mapping[str, Any]] = None, precision: str = "fp32",
+            device_profile: str = "cuda", freeze: Union[str, Sequence[str], None] = None,
+            optimizer: Union[str, Callable[[Any], Any], None] = None,
+            depth: int = -1) -> Report:
+    """Per module: type, output shape, parameters, bytes kept for backward (per sample and for
+    the batch), down to `depth` (-1: every module).
+
+    model: a zoo name, or a live torch.nn.Module with example_batch (traced here as
+    trainfit.estimate does; batch defaults to the example's); or trace=. batch defaults to 1
+    for a zoo model or a trace.
+    """
+    if model is not None and not isinstance(model, str):
+        if batch is None and example_batch is not None:
+            batch = _batch_of(example_batch)
+        return _live("summary", locals())
+    if example_batch is not None or loss_fn is not None:
+        raise Error("example_batch and loss_fn go with a torch.nn.Module (hint: "
+                    "trainfit.summary(model, example_batch))")
+    if batch is None:
+        batch = 1
+    options = _request_options(locals(), ("depth", "example_batch", "loss_fn"))
+    return _report(_binding().summary(options, depth),
+                   lambda: str(_binding().summary(dict(options), depth, True)))
 
 
 def _live(command: str, given: Mapping[str, Any]) -> Report:
-    """estimate or fit of a live nn.Module: traced here, then estimated from the trace."""
+    """estimate, fit or summary of a live nn.Module: traced here, then reported from the trace."""
     from .live import trace_module  # imports torch, which the other calls do not need
 
     if given.get("example_batch") is None:
@@ -257,7 +283,18 @@ def _live(command: str, given: Mapping[str, Any]) -> Report:
     options = {k: v for k, v in given.items()
                if k not in ("model", "example_batch", "loss_fn", "optimizer")}
     options["trace"] = traced
-    return estimate(**options) if command == "estimate" else fit(**options)
+    if command == "estimate":
+        return estimate(**options)
+    if command == "fit":
+        return fit(**options)
+    return summary(**options)
+
+
+def _batch_of(example_batch: Any) -> int:
+    """The batch size of a live model's example batch."""
+    from .live import batch_size  # imports torch, which the other calls do not need
+
+    return batch_size(example_batch)
 
 
 def _request_options(given: Mapping[str, Any], not_request: Sequence[str]) -> Dict[str, Any]:
@@ -294,6 +331,7 @@ def _read_gpu_profile(source: Union[str, "os.PathLike[str]"]) -> Tuple[str, str]
 
 
 def _set_value(value: Any) -> str:
+    """A --set value as the command line spells it (true/false, a,b,c)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
@@ -302,6 +340,7 @@ def _set_value(value: Any) -> str:
 
 
 def _report(text: str, html: Optional[Callable[[], str]] = None) -> Report:
+    """A report dict from the binding's JSON text, with its HTML page made on demand."""
     return Report(json.loads(text), html)
 
 
@@ -309,6 +348,7 @@ _module: Optional[ModuleType] = None
 
 
 def _binding() -> Any:
+    """The compiled binding (_trainfit*.so), loaded once."""
     global _module
     if _module is not None:
         return _module

@@ -51,6 +51,7 @@ def _timer(device: str) -> Callable[[Callable[[], Any], int], float]:
     import torch
 
     def on_gpu(fn: Callable[[], Any], reps: int) -> float:
+        """Seconds per call of fn on the GPU, timed with CUDA events after two warm-up calls."""
         for _ in range(2):
             fn()
         start = torch.cuda.Event(enable_timing=True)
@@ -61,9 +62,10 @@ def _timer(device: str) -> Callable[[Callable[[], Any], int], float]:
             fn()
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) / 1e3 / reps
+        return float(start.elapsed_time(end)) / 1e3 / reps
 
     def on_host(fn: Callable[[], Any], reps: int) -> float:
+        """Seconds per call of fn on the host clock, after two warm-up calls."""
         for _ in range(2):
             fn()
         begin = time.perf_counter()
@@ -80,6 +82,7 @@ def _reps(seconds_once: float, budget: float = 0.05) -> int:
 
 
 def _maths(device: str, capability: Tuple[int, int]) -> List[str]:
+    """The matmul precisions worth timing on this device (TF32 and bf16 from Ampere on)."""
     if device != "cuda":
         return ["fp32"]
     maths = ["fp32", "fp16"]
@@ -89,6 +92,7 @@ def _maths(device: str, capability: Tuple[int, int]) -> List[str]:
 
 
 def _dtype(math: str) -> Any:
+    """The torch dtype a precision computes in."""
     import torch
     return {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
             "bf16": torch.bfloat16}[math]
@@ -96,6 +100,7 @@ def _dtype(math: str) -> Any:
 
 def measure_gemms(device: str, maths: Sequence[str],
                   shapes: Sequence[Tuple[int, int, int]]) -> List[Dict[str, Any]]:
+    """Seconds and TFLOP/s of each (m, n, k) matmul in each precision."""
     import torch
     timer = _timer(device)
     rows = []
@@ -116,6 +121,7 @@ def measure_gemms(device: str, maths: Sequence[str],
 
 def measure_convs(device: str, maths: Sequence[str],
                   shapes: Sequence[Tuple[int, int, int, int, int, int]]) -> List[Dict[str, Any]]:
+    """Seconds and TFLOP/s of each convolution shape in each precision (channels last)."""
     import torch
     timer = _timer(device)
     rows = []
@@ -125,11 +131,12 @@ def measure_convs(device: str, maths: Sequence[str],
         for n, c, hw, k_out, r, stride in shapes:
             x = torch.randn(n, c, hw, hw, device=device, dtype=_dtype(math))
             w = torch.randn(k_out, c, r, r, device=device, dtype=_dtype(math))
-            x = x.to(memory_format=torch.channels_last)
-            w = w.to(memory_format=torch.channels_last)
+            x = x.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+            w = w.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
             pad = r // 2
 
             def run() -> Any:
+                """One convolution."""
                 return torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
 
             once = timer(run, 1)
@@ -141,6 +148,7 @@ def measure_convs(device: str, maths: Sequence[str],
 
 
 def measure_copies(device: str, sizes: Sequence[int]) -> List[Dict[str, Any]]:
+    """Seconds and GB/s of device-to-device copies of each size."""
     import torch
     timer = _timer(device)
     rows = []
@@ -171,7 +179,7 @@ def measure_empty_kernel(device: str, count: int) -> float:
         x.add_(1)
     end.record()
     end.synchronize()
-    return start.elapsed_time(end) / 1e3 / count
+    return float(start.elapsed_time(end)) / 1e3 / count
 
 
 def measure_host(device: str, count: int) -> Tuple[float, float]:
@@ -180,6 +188,7 @@ def measure_host(device: str, count: int) -> Tuple[float, float]:
     import torch
 
     def chain() -> Any:
+        """A chain of tiny ops, for the launch overhead."""
         x = torch.ones(1, device=device, requires_grad=True)
         y = x
         for _ in range(count):
@@ -239,6 +248,7 @@ def measure(device: str = "cuda", quick: bool = False,
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command line; the exit status (2: a usage error, one line)."""
     parser = argparse.ArgumentParser(
         prog="python3 -m trainfit.calibrate",
         description="Measure this machine's CUDA GPU for trainfit's step time (under a minute) "

@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 import torch
 
 from .api import Error
+from .tracer import call_model
 
 # Traced at 2 and 3: at batch 1 some models take another path (a copy PyTorch skips, a view
 # instead of a new tensor), which would not line up with the larger batch.
@@ -35,6 +36,7 @@ LossFn = Callable[[Any, Any], torch.Tensor]
 
 
 def _leading(tensors: Sequence[torch.Tensor]) -> int:
+    """The tensors' common first dimension, or an Error naming the sizes."""
     sizes = {t.shape[0] for t in tensors if t.dim() > 0}
     if len(sizes) != 1:
         raise Error(f"the example batch's tensors have first dimensions {sorted(sizes)} (hint: give "
@@ -42,7 +44,17 @@ def _leading(tensors: Sequence[torch.Tensor]) -> int:
     return int(sizes.pop())
 
 
+def batch_size(example_batch: Any) -> int:
+    """The batch size of an example batch: its tensors' common first dimension."""
+    tensors = _flatten(example_batch)
+    if not tensors:
+        raise Error("the example batch has no tensors (hint: pass what the model is called with, "
+                    "e.g. torch.randn(2, 3, 224, 224))")
+    return _leading(tensors)
+
+
 def _flatten(batch: Any) -> list[torch.Tensor]:
+    """Every tensor in a tensor, tuple, list or dict, in order."""
     if isinstance(batch, torch.Tensor):
         return [batch]
     if isinstance(batch, (tuple, list)):
@@ -75,14 +87,6 @@ def _like(batch: Any, n: int) -> Any:
     return batch
 
 
-def _call(model: torch.nn.Module, inputs: Any) -> Any:
-    if isinstance(inputs, dict):
-        return model(**inputs)
-    if isinstance(inputs, (tuple, list)):
-        return model(*inputs)
-    return model(inputs)
-
-
 def _logits(output: Any) -> torch.Tensor:
     """The tensor the default loss applies to, or an Error saying what to pass instead."""
     if isinstance(output, torch.Tensor):
@@ -108,14 +112,20 @@ def _probe(model: torch.nn.Module, inputs: Any) -> torch.Tensor:
     buffers = {name: b.clone() for name, b in model.named_buffers()}
     try:
         with torch.no_grad():
-            return _logits(_call(model, inputs))
+            output = call_model(model, inputs)
+    except Exception as e:  # the model's own error, on the user's example batch
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise Error(f"the model failed on the example batch: {type(e).__name__}: {first} (hint: "
+                    "pass an example_batch the model accepts, e.g. a larger image)") from e
     finally:
         with torch.no_grad():
             for name, b in model.named_buffers():
                 b.copy_(buffers[name])
+    return _logits(output)
 
 
 def _optimizer(spec: OptimizerSpec) -> Callable[[Any], torch.optim.Optimizer]:
+    """A function of the parameters that makes the optimizer `spec` names."""
     if callable(spec):
         return spec
     if spec not in OPTIMIZERS:
@@ -134,11 +144,12 @@ def trace_module(model: torch.nn.Module, example_batch: Any, *, loss_fn: Optiona
     if not isinstance(model, torch.nn.Module):
         raise Error(f"model is a {type(model).__name__}, not a torch.nn.Module or a zoo name "
                     "(hint: trainfit.estimate(model, example_batch, batch=...))")
-    tensors = _flatten(example_batch)
-    if not tensors:
-        raise Error("the example batch has no tensors (hint: pass what the model is called with, "
-                    "e.g. torch.randn(2, 3, 224, 224))")
-    _leading(tensors)
+    batch_size(example_batch)
+    # torch.compile's wrapper (PyTorch 2.x) is traced as the module it wraps, eagerly: the trace
+    # shows eager PyTorch's tensors, an upper bound for what the compiled step keeps.
+    original = getattr(model, "_orig_mod", None)
+    if isinstance(original, torch.nn.Module):
+        model = original
     make_optimizer = _optimizer(optimizer)
     targets: Optional[Tuple[int, Tuple[int, ...]]] = None
     if loss_fn is None:
@@ -146,6 +157,7 @@ def trace_module(model: torch.nn.Module, example_batch: Any, *, loss_fn: Optiona
         targets = (int(logits.shape[1]), tuple(int(d) for d in logits.shape[2:]))
 
     def make_batch(n: int) -> Tuple[Any, Any]:
+        """Inputs like the example at batch n, and the default loss's target (or the inputs)."""
         inputs = _like(example_batch, n)
         if targets is None:
             return inputs, inputs
@@ -153,9 +165,11 @@ def trace_module(model: torch.nn.Module, example_batch: Any, *, loss_fn: Optiona
         return inputs, torch.randint(0, classes, (n, *rest))
 
     def default_loss(output: Any, target: Any) -> torch.Tensor:
+        """Cross-entropy of the output's logits against random classes."""
         return torch.nn.functional.cross_entropy(_logits(output), target)
 
     def given_loss(output: Any, inputs: Any) -> torch.Tensor:
+        """The caller's loss_fn(output, inputs), checked to be a scalar."""
         assert loss_fn is not None
         loss = loss_fn(output, inputs)
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
@@ -169,7 +183,7 @@ def trace_module(model: torch.nn.Module, example_batch: Any, *, loss_fn: Optiona
         state = [(t, t.clone()) for t in list(model.parameters()) + list(model.buffers())]
     grads = [(p, p.grad) for p in model.parameters()]
     try:
-        traced: Dict[str, Any] = trace(  # type: ignore[no-untyped-call]
+        traced: Dict[str, Any] = trace(
             model, make_batch, given_loss if loss_fn is not None else default_loss,
             make_optimizer, batch_sizes=batch_sizes, name=type(model).__name__)
         return traced

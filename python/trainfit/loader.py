@@ -24,6 +24,7 @@ It never hangs: a Dataset that raises, a worker that dies or a sample slower tha
 the probe with one line and a partial profile ("complete": false), exit status 1.
 """
 import argparse
+import contextlib
 import gc
 import importlib
 import json
@@ -38,7 +39,7 @@ import sys
 import tempfile
 import time
 import types
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ContextManager, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ._specs import UsageError, load_callable, parse_kwargs
 
@@ -57,6 +58,7 @@ class Stopped(Exception):
 # The host and its processes, as /proc and /sys show them.
 
 def _read(path: str) -> Optional[str]:
+    """A file's text, or None when it cannot be read."""
     try:
         with open(path) as f:
             return f.read()
@@ -65,6 +67,7 @@ def _read(path: str) -> Optional[str]:
 
 
 def _int_or_none(text: Optional[str]) -> Optional[int]:
+    """An integer from text (None, empty or 'max' -> None)."""
     if text is None:
         return None
     text = text.strip()
@@ -128,6 +131,7 @@ def process_memory(pid: Any = "self") -> Optional[Dict[str, int]]:
 
 
 def _os_threads() -> Optional[int]:
+    """This process's threads (/proc/self/status)."""
     return _kv_bytes(_read("/proc/self/status")).get("Threads")
 
 
@@ -156,14 +160,15 @@ def _cgroup_limits() -> Dict[str, Any]:
         limits["memory_current"] = _int_or_none(_read(folder + "/memory.usage_in_bytes"))
     if "cpu" in v1:
         folder = f"/sys/fs/cgroup/cpu{v1['cpu']}"
-        quota = _int_or_none(_read(folder + "/cpu.cfs_quota_us"))
-        period = _int_or_none(_read(folder + "/cpu.cfs_period_us"))
-        if quota is not None and quota > 0 and period:
-            limits["cpu_quota"] = quota / period
+        quota_us = _int_or_none(_read(folder + "/cpu.cfs_quota_us"))
+        period_us = _int_or_none(_read(folder + "/cpu.cfs_period_us"))
+        if quota_us is not None and quota_us > 0 and period_us:
+            limits["cpu_quota"] = quota_us / period_us
     return limits
 
 
 def _physical_cores(cpus: Sequence[int]) -> int:
+    """Distinct physical cores among these CPUs (hyperthreads count once)."""
     cores = set()
     for cpu in cpus:
         topology = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
@@ -176,6 +181,8 @@ def _physical_cores(cpus: Sequence[int]) -> int:
 
 
 def host_facts(start_method: str) -> Dict[str, Any]:
+    """What the planner needs to know of this host: cores, memory, limits, shared memory, start
+    method."""
     import torch
 
     affinity = sorted(os.sched_getaffinity(0))
@@ -241,6 +248,7 @@ def _storage_of(t: Any) -> Tuple[int, int]:
 
 
 def _array_owner(a: Any) -> Any:
+    """The array that owns a NumPy view's memory."""
     while getattr(a, "base", None) is not None and hasattr(a.base, "base"):
         a = a.base
     return a
@@ -288,6 +296,7 @@ def inventory(root: Any, budget_s: float) -> Dict[str, Any]:
     sampled = False
 
     def buffer(key: Any, nbytes: int, weight: float, tensor: bool) -> None:
+        """Counts a memory owner once, with the weight of the sample that reached it."""
         if key in owners:
             return
         owners.add(key)
@@ -323,7 +332,7 @@ def inventory(root: Any, budget_s: float) -> Dict[str, Any]:
         totals["python_objects"] += weight
         totals["python_object_bytes"] += sys.getsizeof(o) * weight
         referents = _referents(o, weight)
-        sampled = sampled or (referents and referents[0][1] != weight)
+        sampled = sampled or bool(referents and referents[0][1] != weight)
         stack.extend(referents)
         visited += 1
         if visited % 65536 == 0 and time.monotonic() > deadline:
@@ -368,11 +377,13 @@ def describe(x: Any) -> Dict[str, Any]:
 
 
 def summarize(seconds: Sequence[float]) -> Optional[Dict[str, Any]]:
+    """Count, mean and quantiles of a list of seconds (None when empty)."""
     if not seconds:
         return None
     ordered = sorted(seconds)
 
     def quantile(q: float) -> float:
+        """The q-th quantile of the sorted seconds."""
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
     return {"count": len(ordered), "mean_s": statistics.fmean(ordered),
@@ -384,7 +395,7 @@ def summarize(seconds: Sequence[float]) -> Optional[Dict[str, Any]]:
 # Bounded stages.
 
 class _Late(Exception):
-    pass
+    """The probe ran past its deadline."""
 
 
 class _Deadline:
@@ -392,16 +403,20 @@ class _Deadline:
     collate slower than the budget cannot hold the probe."""
 
     def __init__(self, seconds: float) -> None:
+        """seconds: the budget (at least a millisecond)."""
         self.seconds = max(seconds, 0.001)
 
     def __enter__(self) -> "_Deadline":
+        """Arms the timer."""
         def late(signum: int, frame: Any) -> None:
+            """The alarm fired: the probe is late."""
             raise _Late()
         self.previous = signal.signal(signal.SIGALRM, late)
         signal.setitimer(signal.ITIMER_REAL, self.seconds)
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Disarms the timer and restores the previous handler."""
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, self.previous)
 
@@ -411,15 +426,18 @@ class Probed:
     threads it runs (written to a file per worker in `notes`, read back by the main process)."""
 
     def __init__(self, dataset: Any, notes: str) -> None:
+        """Wraps a dataset; notes: the folder where workers write their memory."""
         self.dataset = dataset
         self.notes = notes
         self.calls = 0
         self.max_threads = 0
 
     def __len__(self) -> int:
+        """The dataset's length."""
         return len(self.dataset)
 
     def __getitem__(self, index: int) -> Any:
+        """The dataset's sample, noting the worker's memory now and then."""
         sample = self.dataset[index]
         self.calls += 1
         if self.calls <= 4 or self.calls % 64 == 0:
@@ -427,6 +445,7 @@ class Probed:
         return sample
 
     def _note(self) -> None:
+        """Writes this worker's pid and memory to the notes folder."""
         import torch
         info = torch.utils.data.get_worker_info()
         if info is None:
@@ -440,6 +459,7 @@ class Probed:
 
 
 def _first_line(e: BaseException) -> str:
+    """The line of an exception that says what went wrong (a worker's original error)."""
     text = str(e).strip().splitlines()
     # A worker's exception comes back as "Caught X in DataLoader worker process N." then its
     # traceback; the last line is the original exception and message.
@@ -450,6 +470,7 @@ def _first_line(e: BaseException) -> str:
 
 def _measure_fetch(dataset: Any, batch_size: int, budget_s: float, rng: random.Random,
                    progress: Callable[[str], None]) -> Tuple[Dict[str, Any], List[Any]]:
+    """Seconds per __getitem__ over random indices within the budget; the samples fetched."""
     n = len(dataset)
     wanted = min(n, max(2 * batch_size, 64))
     order = rng.sample(range(n), wanted)
@@ -496,6 +517,7 @@ def _measure_fetch(dataset: Any, batch_size: int, budget_s: float, rng: random.R
 
 def _measure_batch(collate: Callable[[List[Any]], Any], samples: List[Any], budget_s: float,
                    progress: Callable[[str], None]) -> Dict[str, Any]:
+    """Seconds to collate a batch of the fetched samples and its bytes, within the budget."""
     import torch
     times: List[float] = []
     batch: Any = None
@@ -536,9 +558,10 @@ def _run_workers(probed: Probed, batch_size: int, collate: Callable[[List[Any]],
         kwargs = {"timeout": timeout_s, "multiprocessing_context": start_method}
     generator = torch.Generator()
     generator.manual_seed(rng.randrange(1 << 31))
-    loader = torch.utils.data.DataLoader(probed, batch_size=batch_size, shuffle=True,
-                                         num_workers=num_workers, collate_fn=collate,
-                                         drop_last=True, generator=generator, **kwargs)
+    dataset: Any = probed  # a map-style dataset: __len__ and __getitem__
+    loader: Any = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True,
+                                              num_workers=num_workers, collate_fn=collate,
+                                              drop_last=True, generator=generator, **kwargs)
     result: Dict[str, Any] = {"num_workers": num_workers, "batches": 0}
     arrivals: List[float] = []
     begin = time.perf_counter()
@@ -549,7 +572,10 @@ def _run_workers(probed: Probed, batch_size: int, collate: Callable[[List[Any]],
     last_memory: Dict[int, Optional[Dict[str, int]]] = {}
     sampled = begin
     try:
-        with _Deadline(budget_s + timeout_s) if num_workers == 0 else _NoDeadline():
+        deadline: ContextManager[Any] = contextlib.nullcontext()
+        if num_workers == 0:
+            deadline = _Deadline(budget_s + timeout_s)
+        with deadline:
             # As a training loop: a batch stays alive until the next one replaces it (what the
             # allocator can reuse changes the loader's speed).
             for batch in it:
@@ -613,14 +639,6 @@ def _time_receiving(it: Any, arrivals: List[float], num_workers: int, batch_size
     return statistics.median(taken) if taken else None
 
 
-class _NoDeadline:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
-
-
 def _time_a_few(dataset: Any, rng: random.Random, budget_s: float) -> float:
     """Seconds per sample over up to three samples (the last two where the first, which may
     import or open things, is slow); a Stopped where the first does not finish in the budget."""
@@ -646,6 +664,7 @@ def _time_a_few(dataset: Any, rng: random.Random, budget_s: float) -> float:
 
 
 def default_worker_counts() -> List[int]:
+    """Worker counts to try: 0, powers of two, and every core."""
     cores = len(os.sched_getaffinity(0))
     counts = {0, cores}
     n = 1
@@ -712,6 +731,7 @@ def probe(dataset: Any, batch_size: int = 32, collate_fn: Optional[Callable[...,
             probed = Probed(dataset, notes)
 
             def run(n: int) -> None:
+                """Times a DataLoader at n workers and keeps the result."""
                 if one_batch > 3 * per_count:
                     profile["workers_skipped"] = (
                         f"one batch takes about {one_batch:.1f} s, longer than the "
@@ -762,6 +782,7 @@ def probe(dataset: Any, batch_size: int = 32, collate_fn: Optional[Callable[...,
 
 
 def _read_notes(folder: str) -> Optional[Dict[str, Any]]:
+    """The workers' notes in a folder, merged (None when there are none)."""
     notes = []
     for name in os.listdir(folder):
         try:
@@ -795,6 +816,7 @@ def build_dataset(spec: str, kwargs: Dict[str, Any]) -> Tuple[Any, Dict[str, Any
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command line; the exit status (2: a usage error, one line)."""
     ap = argparse.ArgumentParser(
         prog="python3 -m trainfit.loader",
         description="Measure a Dataset with PyTorch's DataLoader on this host (fetch, collate, "
@@ -819,6 +841,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = ap.parse_args(argv)
 
     def say(line: str) -> None:
+        """A progress line on stderr."""
         print(f"probe: {line}", file=sys.stderr, flush=True)
 
     try:

@@ -5,18 +5,23 @@
     trainfit estimate --trace mobilenet_v2.trace.json --batch 128 --gpu rtx4090
 
 The model is built by calling FACTORY from PKG.MODULE (with --kwargs as keyword arguments) and
-trained on random inputs for two iterations at each batch size (default 1 and 2) on the CPU.
+trained on random inputs for two iterations at each batch size (default 2 and 3) on the CPU.
+Batch 1 is left out by default: there some models take another path (PyTorch skips a copy when
+a dimension has size 1), which would not line up with the larger batch.
 """
+from __future__ import annotations
+
 import argparse
 import sys
 import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
 from ._specs import UsageError, load_callable, parse_kwargs
 from .tracer import trace
 
-OPTIMIZERS = {
+OPTIMIZERS: Dict[str, Callable[[Any], torch.optim.Optimizer]] = {
     "sgd": lambda p: torch.optim.SGD(p, lr=0.01),
     "momentum": lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
     "adam": lambda p: torch.optim.Adam(p, lr=1e-3),
@@ -24,7 +29,8 @@ OPTIMIZERS = {
 }
 
 
-def parse_dims(text):
+def parse_dims(text: str) -> Tuple[int, ...]:
+    """--input: "3x224x224" -> (3, 224, 224), or a UsageError."""
     try:
         dims = tuple(int(d) for d in text.lower().split("x"))
     except ValueError:
@@ -34,11 +40,12 @@ def parse_dims(text):
     return dims
 
 
-def load_factory(spec):
+def load_factory(spec: str) -> Callable[..., Any]:
+    """--model PKG.MODULE:FACTORY: the factory."""
     return load_callable(spec, "--model", "torchvision.models:resnet50")
 
 
-def scalar_loss(output):
+def scalar_loss(output: Any) -> torch.Tensor:
     """--target none: the model returns its loss (a scalar, or an object with .loss / ['loss'])."""
     if isinstance(output, dict) and "loss" in output:
         output = output["loss"]
@@ -49,18 +56,22 @@ def scalar_loss(output):
     return output
 
 
-def first_tensor(output):
+def first_tensor(output: Any) -> torch.Tensor:
+    """The tensor a loss applies to: the output, its first element, or its 'logits'."""
     if isinstance(output, torch.Tensor):
         return output
     if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
         return output[0]
-    if isinstance(output, dict) and "logits" in output:
-        return output["logits"]
+    if isinstance(output, dict) and isinstance(output.get("logits"), torch.Tensor):
+        logits: torch.Tensor = output["logits"]
+        return logits
     raise UsageError("the model's output is not a tensor; use --target none with a model that "
                      "returns its loss, or trace from Python with your own loss_fn")
 
 
-def build(args):
+def build(args: argparse.Namespace) -> Tuple[torch.nn.Module, Callable[[int], Tuple[Any, Any]],
+                                              Callable[[Any, Any], torch.Tensor]]:
+    """The model, make_batch(n) and loss_fn(output, target) the flags describe."""
     factory = load_factory(args.model)
     kwargs = parse_kwargs(args.kwargs, '{"num_classes": 10}')
     model = factory(**kwargs)
@@ -76,38 +87,46 @@ def build(args):
         if classes < 1:
             raise UsageError(f"--target '{target}': use classes:N with N >= 1")
 
-        def make_target(n):
+        def make_target(n: int) -> Optional[torch.Tensor]:
+            """Random classes."""
             return torch.randint(0, classes, (n,))
 
-        def loss_fn(out, y):
+        def loss_fn(out: Any, y: Any) -> torch.Tensor:
+            """Cross-entropy."""
             return torch.nn.functional.cross_entropy(first_tensor(out), y)
     elif target == "regression":
         with torch.no_grad():  # the output's shape per sample, for a target of the same shape
             probe = first_tensor(model(*[torch.randn(1, *d) for d in inputs]))
         per_sample = tuple(probe.shape[1:])
 
-        def make_target(n):
+        def make_target(n: int) -> Optional[torch.Tensor]:
+            """A random target shaped like the output."""
             return torch.randn(n, *per_sample)
 
-        def loss_fn(out, y):
+        def loss_fn(out: Any, y: Any) -> torch.Tensor:
+            """Mean squared error."""
             return torch.nn.functional.mse_loss(first_tensor(out), y)
     elif target == "none":
-        def make_target(n):
+        def make_target(n: int) -> Optional[torch.Tensor]:
+            """No target: the model computes its loss."""
             return None
 
-        def loss_fn(out, y):
+        def loss_fn(out: Any, y: Any) -> torch.Tensor:
+            """The model's own loss."""
             return scalar_loss(out)
     else:
         raise UsageError(f"--target '{target}': use classes:N, regression or none")
 
-    def make_batch(n):
+    def make_batch(n: int) -> Tuple[Any, Any]:
+        """Random inputs of the --input shapes and a target."""
         xs = tuple(torch.randn(n, *d) for d in inputs)
         return xs, make_target(n)
 
     return model, make_batch, loss_fn
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> int:
+    """The command line; the exit status (2: a usage error, one line)."""
     ap = argparse.ArgumentParser(
         prog="python3 -m trainfit.trace",
         description="Record what a model's training step allocates and frees on the CPU, at "
@@ -126,8 +145,8 @@ def main(argv=None):
                          "default classes:1000")
     ap.add_argument("--optimizer", default="adamw", choices=sorted(OPTIMIZERS),
                     help="torch.optim optimizer (default adamw)")
-    ap.add_argument("--batch-sizes", default="1,2", metavar="B1,B2[,B3]",
-                    help="batch sizes to trace (default 1,2; a third checks that sizes grow "
+    ap.add_argument("--batch-sizes", default="2,3", metavar="B1,B2[,B3]",
+                    help="batch sizes to trace (default 2,3; a third checks that sizes grow "
                          "linearly with the batch)")
     ap.add_argument("--name", help="the model's name in reports (default: FACTORY)")
     ap.add_argument("--out", required=True, metavar="FILE", help="where to write the trace (JSON)")
@@ -136,12 +155,13 @@ def main(argv=None):
         try:
             batch_sizes = tuple(int(b) for b in args.batch_sizes.split(","))
         except ValueError:
-            raise UsageError(f"--batch-sizes '{args.batch_sizes}' is not a list like 1,2")
+            raise UsageError(f"--batch-sizes '{args.batch_sizes}' is not a list like 2,3")
         torch.manual_seed(0)
         model, make_batch, loss_fn = build(args)
         name = args.name or args.model.split(":", 1)[1]
 
-        def progress(batch, seconds):
+        def progress(batch: int, seconds: float) -> None:
+            """One line per traced batch size."""
             print(f"traced {name} at batch {batch} ({seconds:.1f} s)", file=sys.stderr, flush=True)
 
         start = time.monotonic()

@@ -1,7 +1,7 @@
 """Records what a real PyTorch training step allocates and frees, op by op, on the CPU.
 
     import trainfit
-    trainfit.trace(model, make_batch, loss_fn, make_optimizer, batch_sizes=(1, 2),
+    trainfit.trace(model, make_batch, loss_fn, make_optimizer, batch_sizes=(2, 3),
                    out="model.trace.json")
 
 For each batch size the model trains `iterations` steps (forward and loss, backward,
@@ -13,9 +13,12 @@ settled afterwards from what the run showed: storages autograd saved during forw
 activations, storages that became a parameter's .grad are gradients, storages the optimizer
 keeps in its state are optimizer state. The format is documented in docs/trace-format.md.
 """
+from __future__ import annotations
+
 import json
 import os
 import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
@@ -39,7 +42,8 @@ _TORCH1 = torch.__version__.startswith("1.")
 _PHASES = ("setup", "forward", "backward", "optimizer")
 
 
-def _storage(t):
+def _storage(t: torch.Tensor) -> Any:
+    """A tensor's untyped storage, on PyTorch 1.13 and 2.x."""
     if hasattr(t, "untyped_storage"):
         return t.untyped_storage()
     s = t.storage()
@@ -51,12 +55,13 @@ def _storage(t):
 _expired = getattr(torch.UntypedStorage, "_expired", None)
 
 
-def _dtype_name(dtype):
+def _dtype_name(dtype: torch.dtype) -> str:
+    """torch.float32 -> "float32"."""
     return str(dtype).replace("torch.", "")
 
 
-def _op_name(func):
-    # OpOverload "aten.convolution.default" -> "aten::convolution"
+def _op_name(func: Any) -> str:
+    """An OpOverload's name without its overload: aten.convolution.default -> aten::convolution."""
     name = getattr(func, "__name__", str(func))
     packet = getattr(func, "overloadpacket", None)
     if packet is not None:
@@ -68,28 +73,34 @@ def _op_name(func):
 class _Recorder(TorchDispatchMode):
     """Turns the ops of one run into alloc/free events."""
 
-    def __init__(self, static_ptrs):
+    def __init__(self, static_ptrs: Set[int]) -> None:
+        """static_ptrs: the storages of parameters and buffers, allocated before the run."""
         super().__init__()
         self.static = static_ptrs  # parameters and buffers: allocated before the run
-        self.live = {}  # storage data_ptr -> [weak ref, event id]
-        self.events = []
-        self.allocs = {}  # event id -> the alloc event (a dict, completed after the run)
+        self.live: Dict[int, List[Any]] = {}  # storage data_ptr -> [weak ref, event id]
+        self.events: List[Dict[str, Any]] = []
+        # event id -> the alloc event (a dict, completed after the run)
+        self.allocs: Dict[int, Dict[str, Any]] = {}
         self.next_id = 0
         self.phase = "setup"
         self.iteration = 0
-        self.modules = []  # forward module path stack
+        self.modules: List[str] = []  # forward module path stack
         self.backward_module = ""
+        self.outputs: Dict[str, List[int]] = {}  # module path -> its first output's shape, first call of iteration 1
 
-    def mark(self, phase, iteration):
+    def mark(self, phase: str, iteration: int) -> None:
+        """Starts a phase of an iteration: a phase mark in the events."""
         self.phase, self.iteration = phase, iteration
         self.events.append({"phase": phase, "iteration": iteration})
 
-    def module(self):
+    def module(self) -> str:
+        """The path of the module the next op runs in ("" outside modules)."""
         if self.phase == "backward":
             return self.backward_module
         return self.modules[-1] if self.modules else ""
 
-    def poll_frees(self):
+    def poll_frees(self) -> None:
+        """Free events for the storages that died since the last poll."""
         if _expired is not None:
             dead = [ptr for ptr, (ref, _) in self.live.items() if _expired(ref.cdata)]
         else:
@@ -97,7 +108,8 @@ class _Recorder(TorchDispatchMode):
         for ptr in dead:
             self.events.append({"free": self.live.pop(ptr)[1]})
 
-    def note(self, t, op):
+    def note(self, t: Any, op: str) -> Optional[Dict[str, Any]]:
+        """The alloc event of a CPU tensor's storage not seen before (None otherwise)."""
         if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
             return None
         s = _storage(t)
@@ -114,13 +126,24 @@ class _Recorder(TorchDispatchMode):
         self.next_id += 1
         return event
 
-    def id_of(self, t):
+    def note_output(self, path: str, output: Any) -> None:
+        """Keeps the shape of the first tensor in a module's output, once per path."""
+        if path in self.outputs:
+            return
+        tensors = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor)]
+        if tensors:
+            self.outputs[path] = list(tensors[0].shape)
+
+    def id_of(self, t: Any) -> Optional[int]:
+        """The event id of a live tensor's storage, or None."""
         if not isinstance(t, torch.Tensor):
             return None
         entry = self.live.get(_storage(t).data_ptr())
         return entry[1] if entry else None
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func: Any, types: Any, args: Sequence[Any] = (),
+                           kwargs: Optional[Dict[str, Any]] = None) -> Any:
+        """Runs the op, then records the frees since the last op and the op's new storages."""
         out = func(*args, **(kwargs or {}))
         if (not isinstance(out, torch.Tensor) and isinstance(out, (int, float, bool)) and args
                 and _op_name(func) in ("aten::detach", "aten::alias")):
@@ -151,23 +174,31 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
-def _module_hooks(model, recorder):
+def _module_hooks(model: torch.nn.Module, recorder: _Recorder) -> List[Any]:
     """Forward hooks keep the module path stack; a hook on each module's output gradient
     tells backward which module it is in."""
     handles = []
 
-    def enter(path):
-        def hook(module, inputs):
+    def enter(path: str) -> Callable[[torch.nn.Module, Any], None]:
+        """The pre-hook of the module at `path`: pushes it on the stack."""
+        def hook(module: torch.nn.Module, inputs: Any) -> None:
+            """Entering the module."""
             recorder.modules.append(path)
         return hook
 
-    def leave(path):
-        def grad_hook(grad):
+    def leave(path: str) -> Callable[[torch.nn.Module, Any, Any], None]:
+        """The forward hook of the module at `path`: pops it, keeps its output's shape, and
+        hooks its output's gradient."""
+        def grad_hook(grad: torch.Tensor) -> None:
+            """Backward reaches the module's output."""
             recorder.backward_module = path
 
-        def hook(module, inputs, output):
+        def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
+            """Leaving the module."""
             if recorder.modules:
                 recorder.modules.pop()
+            if recorder.iteration == 1 and recorder.phase == "forward":
+                recorder.note_output(path, output)
             if torch.is_grad_enabled():
                 for t in tree_flatten(output)[0]:
                     if isinstance(t, torch.Tensor) and t.requires_grad:
@@ -182,7 +213,8 @@ def _module_hooks(model, recorder):
     return handles
 
 
-def _call(model, inputs):
+def call_model(model: torch.nn.Module, inputs: Any) -> Any:
+    """model(**inputs) for a dict, model(*inputs) for a tuple or list, else model(inputs)."""
     if isinstance(inputs, dict):
         return model(**inputs)
     if isinstance(inputs, (tuple, list)):
@@ -190,14 +222,14 @@ def _call(model, inputs):
     return model(inputs)
 
 
-def _describe_optimizer(opt, index_of):
+def _describe_optimizer(opt: torch.optim.Optimizer, index_of: Dict[int, int]) -> Dict[str, Any]:
     """The optimizer as trainfit's replay needs it: its kind, implementation and groups."""
     name = type(opt).__name__
     groups = []
-    kind = None
+    kind: Optional[str] = None
     impl = "loop"
     for g in opt.param_groups:
-        group = {"params": [index_of[id(p)] for p in g["params"] if id(p) in index_of]}
+        group: Dict[str, Any] = {"params": [index_of[id(p)] for p in g["params"] if id(p) in index_of]}
         for key in ("lr", "weight_decay", "momentum", "dampening", "nesterov", "amsgrad",
                     "maximize", "foreach", "fused"):
             if key in g and (g[key] is None or isinstance(g[key], (int, float, bool))):
@@ -215,27 +247,47 @@ def _describe_optimizer(opt, index_of):
     return {"type": name, "kind": kind, "impl": impl, "groups": groups}
 
 
-def _run(model, make_batch, loss_fn, make_optimizer, batch, iterations, params):
+def _unpack(t: torch.Tensor) -> torch.Tensor:
+    """Autograd's saved tensors come back as they were packed."""
+    return t
+
+
+MakeBatch = Callable[[int], Tuple[Any, Any]]
+LossFn = Callable[[Any, Any], torch.Tensor]
+MakeOptimizer = Callable[[Any], torch.optim.Optimizer]
+Params = List[Tuple[str, torch.Tensor]]
+
+
+def _run(model: torch.nn.Module, make_batch: MakeBatch, loss_fn: LossFn,
+         make_optimizer: MakeOptimizer, batch: int, iterations: int,
+         params: Params) -> Tuple[List[Dict[str, Any]], Dict[str, List[int]], Dict[str, Any]]:
+    """One run at `batch`: its events, its modules' output shapes and the optimizer's
+    description."""
     static = {_storage(t).data_ptr() for _, t in params}
     recorder = _Recorder(static)
     handles = _module_hooks(model, recorder)
     opt = make_optimizer([p for _, p in params if isinstance(p, torch.nn.Parameter)
                           and p.requires_grad])
     index_of = {id(t): i for i, (_, t) in enumerate(params)}
-    saved = set()
+    saved: Set[int] = set()
     # loss_fn's ops are reported under a module of their own, as trainfit's zoo does.
     paths = {path for path, _ in model.named_modules()}
     loss_path = next((p for p in ("loss", "loss_fn") if p not in paths), "(loss)")
 
-    def pack(t):
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        """Autograd saves t: it is an activation. A tensor with a grad_fn is saved detached,
+        as autograd saves a node's own output without its grad_fn: the tensor itself would
+        make a cycle (node -> tensor -> node) that outlives a branch backward never reaches
+        (GoogLeNet's auxiliary heads), and the trace would keep what PyTorch frees. (Detaching
+        a scalar autograd wrapped from a Python number fails under 1.13; it has no grad_fn.)"""
         i = recorder.id_of(t)
         if i is not None:
             saved.add(i)
-        return t
+        return t.detach() if t.grad_fn is not None else t
 
     # Parameters and buffers (tied ones share a storage) exist before the run.
     recorder.mark("setup", 0)
-    seen = {}
+    seen: Dict[int, int] = {}
     for index, (_, t) in enumerate(params):
         s = _storage(t)
         if s.data_ptr() in seen or s.nbytes() == 0:
@@ -246,12 +298,14 @@ def _run(model, make_batch, loss_fn, make_optimizer, batch, iterations, params):
                                 "shape": list(t.shape), "param": index})
         recorder.next_id += 1
     try:
-        with recorder, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with recorder, torch.autograd.graph.saved_tensors_hooks(pack, _unpack):
             for it in range(1, iterations + 1):
                 recorder.mark("forward", it)
                 inputs, target = make_batch(batch)
                 batch_ids = {recorder.id_of(t) for t in tree_flatten((inputs, target))[0]}
-                out = _call(model, inputs)
+                out = call_model(model, inputs)
+                if it == 1:
+                    recorder.note_output("", out)
                 recorder.modules.append(loss_path)
                 loss = loss_fn(out, target)
                 recorder.modules.pop()
@@ -284,11 +338,13 @@ def _run(model, make_batch, loss_fn, make_optimizer, batch, iterations, params):
     finally:
         for h in handles:
             h.remove()
-    return recorder.events, _describe_optimizer(opt, index_of)
+    return recorder.events, recorder.outputs, _describe_optimizer(opt, index_of)
 
 
-def trace(model, make_batch, loss_fn, make_optimizer, batch_sizes=(1, 2), out=None,
-          iterations=2, name=None, progress=None):
+def trace(model: torch.nn.Module, make_batch: MakeBatch, loss_fn: LossFn,
+          make_optimizer: MakeOptimizer, batch_sizes: Sequence[int] = (2, 3),
+          out: Optional[str] = None, iterations: int = 2, name: Optional[str] = None,
+          progress: Optional[Callable[[int, float], None]] = None) -> Dict[str, Any]:
     """Traces `iterations` training steps at each batch size; returns the trace as a dict and
     writes it to `out` (a path) when given.
 
@@ -298,11 +354,11 @@ def trace(model, make_batch, loss_fn, make_optimizer, batch_sizes=(1, 2), out=No
     progress(batch, seconds), when given, is called after each batch size.
     """
     if len(batch_sizes) < 2 or len(set(batch_sizes)) != len(batch_sizes):
-        raise ValueError("batch_sizes needs at least two different sizes, e.g. (1, 2)")
+        raise ValueError("batch_sizes needs at least two different sizes, e.g. (2, 3)")
     if any(int(b) < 1 for b in batch_sizes):
         raise ValueError("batch sizes must be at least 1")
     model.train()
-    params = list(model.named_parameters()) + [(n, b) for n, b in model.named_buffers()]
+    params: Params = list(model.named_parameters()) + list(model.named_buffers())
     parameters = []
     for n, t in params:
         parameters.append({"name": n, "bytes": _storage(t).nbytes(), "dtype": _dtype_name(t.dtype),
@@ -318,9 +374,10 @@ def trace(model, make_batch, loss_fn, make_optimizer, batch_sizes=(1, 2), out=No
     try:
         for b in batch_sizes:
             begun = time.monotonic()
-            events, optimizer = _run(model, make_batch, loss_fn, make_optimizer, int(b),
-                                     iterations, params)
-            runs.append({"batch": int(b), "iterations": iterations, "events": events})
+            events, outputs, optimizer = _run(model, make_batch, loss_fn, make_optimizer, int(b),
+                                              iterations, params)
+            runs.append({"batch": int(b), "iterations": iterations, "outputs": outputs,
+                         "events": events})
             if progress is not None:
                 progress(int(b), time.monotonic() - begun)
     finally:
@@ -334,6 +391,7 @@ def trace(model, make_batch, loss_fn, make_optimizer, batch_sizes=(1, 2), out=No
         "seconds": round(time.monotonic() - start, 3),
         "optimizer": optimizer,
         "parameters": parameters,
+        "modules": [{"path": path, "type": type(m).__name__} for path, m in model.named_modules()],
         "runs": runs,
     }
     if out is not None:

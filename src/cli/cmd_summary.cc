@@ -50,7 +50,8 @@ CommandRun setup_summary(CLI::App& app) {
       "Examples:\n"
       "  trainfit summary --model resnet50 --batch 32\n"
       "  trainfit summary --model vit_b_16 --depth 2 --json\n"
-      "  trainfit summary --model gpt2 --seq-len 512 --precision amp-bf16");
+      "  trainfit summary --model gpt2 --seq-len 512 --precision amp-bf16\n"
+      "  trainfit summary --trace model.trace.json --batch 64   (python3 -m trainfit.trace)");
   add_source_flags(app, o->request);
   app.add_option("--depth", o->depth, "deepest module level to show (text default 3, JSON all)");
   app.add_flag("--json", o->json, "print one JSON object");

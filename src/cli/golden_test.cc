@@ -134,6 +134,8 @@ INSTANTIATE_TEST_SUITE_P(
         GoldenCase{"summary_gpt2_amp_bf16.txt",
                    {"summary", "--model", "gpt2", "--seq-len", "512", "--precision", "amp-bf16"}},
         GoldenCase{"summary_act_3cams.json", with({"summary", "--batch", "8", "--json"}, kAct3)},
+        GoldenCase{"summary_trace_tiny_cnn.txt",
+                   {"summary", "--trace", kTiny, "--batch", "16", "--device-profile", "cpu"}},
         GoldenCase{"summary_resnet50_cpu_freeze.json",
                    {"summary", "--model", "resnet50", "--batch", "4", "--device-profile", "cpu",
                     "--freeze", "layer1", "--json", "--depth", "2"}},

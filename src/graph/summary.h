@@ -52,6 +52,9 @@ struct Summary {
   int64_t activation_bytes_per_sample = -1;
   std::vector<ModuleRow> modules;
   std::vector<GraphFact> facts;  // what the model derives from its keys (ACT's encoder tokens)
+  // Made from a trace: per-sample figures are the growth from the batch to one more, and the
+  // inputs are known by their bytes only.
+  bool from_trace = false;
 };
 
 // `per_sample` is the same model built at batch 1 (may be null).

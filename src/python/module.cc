@@ -450,10 +450,12 @@ PYBIND11_MODULE(_trainfit, m) {
 
   m.def(
       "summary",
-      [m](const py::dict& options, int depth) {
+      [m](const py::dict& options, int depth, bool html) {
         const TrainingRequest request = value_or_raise(m, request_of(options));
         const Summary s = value_or_raise(m, without_gil([&] { return make_summary(request); }));
-        return summary_json(s, depth).dump(2);
+        return html ? summary_html(s, depth) : summary_json(s, depth).dump(2);
       },
-      py::arg("options"), py::arg("depth") = -1, "The `summary --json` text for a zoo model.");
+      py::arg("options"), py::arg("depth") = -1, py::arg("html") = false,
+      "The `summary --json` text for a zoo model or a trace; with html, the `summary --html` "
+      "page.");
 }

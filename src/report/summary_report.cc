@@ -3,11 +3,8 @@
 namespace trainfit {
 
 Result<Summary> make_summary(const TrainingRequest& request) {
-  if (request.trace) {
-    return unsupported("summary lists a zoo model's modules; a trace has no module table",
-                       "give --model NAME, or use trainfit estimate --trace");
-  }
   TF_ASSIGN_OR_RETURN(const ResolvedRequest resolved, resolve(request));
+  if (resolved.trace) return summarize_trace(*resolved.trace, request.batch, resolved.options);
   TF_ASSIGN_OR_RETURN(const Graph graph, build_model(resolved.model));
   ModelRequest one = resolved.model;
   one.batch = 1;

@@ -10,8 +10,8 @@
 
 namespace trainfit {
 
-// A zoo model's summary at the request's batch, inputs, precision and profile; the training
-// and device settings do not change it.
+// A zoo model's or a trace's summary at the request's batch, inputs, precision and profile;
+// the training and device settings do not change it.
 Result<Summary> make_summary(const TrainingRequest& request);
 
 }  // namespace trainfit

@@ -57,11 +57,16 @@ std::string summary_text(const Summary& s, int max_depth) {
                      format_count(s.trainable_parameters),
                      format_count(s.parameters - s.trainable_parameters));
   out += fmt::format("Buffers:            {}\n", format_bytes(s.buffer_bytes));
-  out += fmt::format("Inputs:             {} ({})\n", inputs_line(s), format_bytes(s.input_bytes));
+  if (s.inputs.empty()) {
+    out += fmt::format("Inputs:             {}\n", format_bytes(s.input_bytes));
+  } else {
+    out +=
+        fmt::format("Inputs:             {} ({})\n", inputs_line(s), format_bytes(s.input_bytes));
+  }
   std::string per_sample;
   if (s.activation_bytes_per_sample >= 0) {
-    per_sample = fmt::format(" ({} per sample, measured at batch 1)",
-                             format_bytes(s.activation_bytes_per_sample));
+    per_sample = fmt::format(" ({} per sample, {})", format_bytes(s.activation_bytes_per_sample),
+                             s.from_trace ? "from the traced batches" : "measured at batch 1");
   }
   out += fmt::format("Kept for backward:  {} at batch {}{}\n", format_bytes(s.activation_bytes),
                      s.batch, per_sample);

@@ -101,6 +101,80 @@ class Live(unittest.TestCase):
             self.assertNotIn("\n", str(e.exception))
             self.assertIn("(hint: ", str(e.exception))
 
+    def test_a_compiled_model_is_traced_as_the_module_it_wraps(self):
+        class Compiled(torch.nn.Module):
+            """Stands in for torch.compile's OptimizedModule, which keeps the original in
+            _orig_mod (PyTorch 2.x; 1.13 has no torch.compile)."""
+
+            def __init__(self, module):
+                super().__init__()
+                self._orig_mod = module
+
+            def forward(self, x):
+                raise RuntimeError("a compiled graph is not traced")
+
+        model = tiny_classifier()
+        x = torch.randn(2, 3, 16, 16)
+        self.assertEqual(
+            trainfit.estimate(Compiled(model), x, batch=8, device_profile="cpu"),
+            trainfit.estimate(model, x, batch=8, device_profile="cpu"))
+
+    def test_summary_of_a_live_model_is_its_module_table(self):
+        import torchvision
+        torch.manual_seed(0)
+        model = torchvision.models.resnet18()
+        table = trainfit.summary(model, torch.randn(4, 3, 32, 32), device_profile="cpu")
+        self.assertEqual(table["batch"], 4)  # the example's batch
+        self.assertEqual(table["parameters"], sum(p.numel() for p in model.parameters()))
+        rows = {m["path"]: m for m in table["modules"]}
+        self.assertEqual(rows[""]["type"], "ResNet")
+        self.assertEqual(rows[""]["output_shape"], [4, 1000])
+        self.assertEqual(rows["layer2.0.conv1"]["type"], "Conv2d")
+        self.assertEqual(rows["layer2.0.conv1"]["output_shape"], [4, 128, 4, 4])
+        self.assertEqual(rows["layer2.0.conv1"]["parameters"], 64 * 128 * 9)
+        self.assertEqual(rows["layer1"]["parameters"],
+                         sum(p.numel() for p in model.layer1.parameters()))
+        # The bytes kept for backward at batch 4, by module, are the zoo's resnet18 (same
+        # torchvision model) on the cpu profile, to the byte.
+        zoo = trainfit.summary("resnet18", batch=4, input=(3, 32, 32), device_profile="cpu")
+        zoo_rows = {m["path"]: m for m in zoo["modules"]}
+        for path in ("conv1", "layer1.0.conv1", "layer4.1.bn2", "fc"):
+            self.assertEqual(rows[path]["kept_bytes"], zoo_rows[path]["kept_bytes"], path)
+        self.assertEqual(table["activation_bytes"], zoo["activation_bytes"])
+        self.assertIn("&lt;svg", table._repr_html_() or "")
+
+    def test_check_predicts_the_first_step_and_leaves_training_alone(self):
+        import io
+        model = tiny_classifier()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        out = io.StringIO()
+        x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+        with trainfit.check(model, optimizer, out=out) as check:
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        lines = out.getvalue().splitlines()
+        self.assertTrue(lines[0].startswith("trainfit.check: batch 8: first step peak allocated"),
+                        lines)
+        self.assertIn("not on a CUDA GPU", lines[1])
+        # The same prediction as estimating the traced model at batch 8 on the cpu profile; the
+        # first step's peak is at most the later steps'.
+        reference = trainfit.estimate(model, x, batch=8, device_profile="cpu", optimizer="sgd")
+        self.assertEqual(check.report["peak_allocated_bytes"],
+                         reference["peak_allocated_bytes"])
+        self.assertLessEqual(check.predicted["allocated"], reference["peak_allocated_bytes"])
+        self.assertGreater(check.predicted["allocated"], 0)
+        self.assertIsNone(check.measured)
+        # The step itself ran: the optimizer moved the weights once, and no hook is left.
+        self.assertFalse(model._forward_pre_hooks)
+        silent = io.StringIO()
+        with trainfit.check(model, optimizer, enabled=False, out=silent):
+            model(x)
+        self.assertEqual(silent.getvalue(), "")
+        with self.assertRaises(trainfit.Error):
+            trainfit.check("resnet50", optimizer)
+
     def test_convnext_tiny_within_one_percent_of_pytorch_and_no_files(self):
         import torchvision
         from harness import training_peak

@@ -70,9 +70,32 @@ Result<TraceOptimizer> parse_optimizer(const json& j, size_t params) {
   return o;
 }
 
+// A run's "outputs": {"module path": [dims...]}.
+Result<std::vector<TraceOutput>> parse_outputs(const JsonFields& f) {
+  std::vector<TraceOutput> outputs;
+  if (!f.has("outputs")) return outputs;
+  const json& j = f.json().at("outputs");
+  if (!j.is_object()) return f.error("'outputs' must be an object of module paths and shapes");
+  for (const auto& [path, shape] : j.items()) {
+    TraceOutput out{.path = path, .shape = {}};
+    if (!shape.is_array()) {
+      return f.error(fmt::format("outputs '{}' must be a list of sizes", path));
+    }
+    for (const json& d : shape) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) {
+        return f.error(fmt::format("outputs '{}' has {}, not a size", path, d.dump()));
+      }
+      out.shape.push_back(d.get<int64_t>());
+    }
+    outputs.push_back(std::move(out));
+  }
+  return outputs;
+}
+
 Result<TraceRun> parse_run(const JsonFields& f, Trace& trace, Tables& tables) {
   TraceRun run;
   TF_ASSIGN_OR_RETURN(run.batch, f.integer("batch", 1));
+  TF_ASSIGN_OR_RETURN(run.outputs, parse_outputs(f));
   TF_ASSIGN_OR_RETURN(const int64_t iterations, f.integer("iterations", 1));
   if (iterations > 255) return f.error("'iterations' must be at most 255");
   run.iterations = static_cast<int>(iterations);
@@ -187,6 +210,16 @@ Result<Trace> parse_document(const json& doc) {
     TF_ASSIGN_OR_RETURN(param.buffer, p.boolean_or("buffer", false));
     TF_ASSIGN_OR_RETURN(param.trainable, p.boolean_or("trainable", !param.buffer));
     trace.params.push_back(std::move(param));
+  }
+  if (f.has("modules")) {
+    TF_ASSIGN_OR_RETURN(const json* modules, f.array("modules"));
+    for (size_t i = 0; i < modules->size(); ++i) {
+      TF_ASSIGN_OR_RETURN(const JsonFields m, object_at(*modules, i, "modules", kHint));
+      TraceModuleInfo info;
+      TF_ASSIGN_OR_RETURN(info.path, m.string("path"));
+      TF_ASSIGN_OR_RETURN(info.type, m.string("type"));
+      trace.module_info.push_back(std::move(info));
+    }
   }
   if (!doc.contains("optimizer")) return f.error("'optimizer' is missing");
   TF_ASSIGN_OR_RETURN(trace.optimizer, parse_optimizer(doc.at("optimizer"), trace.params.size()));

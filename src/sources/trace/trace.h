@@ -16,6 +16,7 @@
 
 #include "base/id_vector.h"
 #include "base/status.h"
+#include "graph/shape.h"
 #include "lower/events.h"
 #include "lower/training.h"
 
@@ -61,11 +62,24 @@ struct TraceEvent {
   int32_t sums = -1;
 };
 
+// The shape of the first tensor a module's first call returned in a run's first iteration.
+struct TraceOutput {
+  std::string path;
+  Dims shape;
+};
+
 struct TraceRun {
   int64_t batch = 0;
   int iterations = 0;
   int32_t allocations = 0;
   IdVector<TraceEvent> events;
+  std::vector<TraceOutput> outputs;  // optional in the file: empty when not recorded
+};
+
+// A module of the traced model, in named_modules() order; "" is the model itself.
+struct TraceModuleInfo {
+  std::string path;
+  std::string type;  // the Python class: "Conv2d"
 };
 
 struct Trace {
@@ -73,10 +87,11 @@ struct Trace {
   std::string torch;
   TraceOptimizer optimizer;
   IdVector<TraceParam> params;
-  IdVector<std::string> ops;      // interned op names
-  IdVector<std::string> modules;  // interned module paths
-  IdVector<std::string> dtypes;   // interned dtype names
-  std::vector<TraceRun> runs;     // sorted by batch
+  IdVector<std::string> ops;                 // interned op names
+  IdVector<std::string> modules;             // interned module paths
+  IdVector<std::string> dtypes;              // interned dtype names
+  std::vector<TraceRun> runs;                // sorted by batch
+  std::vector<TraceModuleInfo> module_info;  // optional in the file: empty when not recorded
 };
 
 // Bytes per element of a PyTorch dtype name ("float32" -> 4); 0 when unknown.

@@ -15,6 +15,7 @@
 
 #include "estimate/estimate.h"
 #include "graph/blocks.h"
+#include "graph/summary.h"
 #include "sources/trace/trace.h"
 
 namespace trainfit {
@@ -60,6 +61,14 @@ Result<Estimate> estimate_trace(const TraceModel& model, int64_t batch,
 // Parameters per block, and the bytes one more sample keeps for backward per block (`trainfit
 // compare`). Needs a trace at two batch sizes.
 Result<BlockFigures> per_sample_blocks(const TraceModel& model, const EstimateOptions& options);
+
+// The per-module table of `trainfit summary --trace` at `batch`: parameters by module (a
+// parameter counts in the module that owns it), bytes kept for backward by the module whose op
+// made them (both rolled up to every ancestor), and per sample from `batch` and one more. Rows
+// follow the model's named_modules() when the trace recorded them, with their types and
+// output shapes (fitted as affine in the batch); otherwise the modules the events name.
+Result<Summary> summarize_trace(const TraceModel& model, int64_t batch,
+                                const EstimateOptions& options);
 
 // Caveats a report should print about replaying this trace on `target`, one sentence each.
 std::vector<std::string> trace_notes(const TraceModel& model, const KernelTarget& target);

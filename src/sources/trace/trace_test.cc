@@ -39,6 +39,13 @@ std::string trace_json(const std::string& runs) {
          runs + "]}";
 }
 
+// A trace of run_json(2) and run_json(3) that also names its modules and their outputs.
+std::string with_modules(const std::string& modules) {
+  std::string text = trace_json(run_json(2) + "," + run_json(3));
+  text.insert(text.rfind("\"runs\""), "\"modules\":[" + modules + "],");
+  return text;
+}
+
 EstimateOptions cpu_options() {
   EstimateOptions o;
   o.device = cpu_profile();
@@ -136,6 +143,13 @@ TEST(TraceParse, MalformedInputsAreOneClearError) {
           R"({"batch":1,"iterations":1,"events":[{"alloc":1,"bytes":99999999999999999999}]})"),
       trace_json(R"({"batch":1,"iterations":1,"events":[7]})"),
       trace_json(run_json(1) + "," + run_json(1)),
+      trace_json(R"({"batch":1,"iterations":1,"outputs":[1],"events":[]})"),
+      trace_json(R"({"batch":1,"iterations":1,"outputs":{"a":5},"events":[]})"),
+      trace_json(R"({"batch":1,"iterations":1,"outputs":{"a":[2,-1]},"events":[]})"),
+      trace_json(R"({"batch":1,"iterations":1,"outputs":{"a":[2.5]},"events":[]})"),
+      with_modules(R"({"path":"a"})"),
+      with_modules(R"({"path":3,"type":"Linear"})"),
+      with_modules("7"),
   };
   for (const std::string& text : bad) {
     Result<Trace> t = parse_trace(text, "bad.json");
@@ -150,6 +164,61 @@ TEST(TraceParse, MalformedInputsAreOneClearError) {
     EXPECT_FALSE(parse_trace(good.substr(0, n), "cut.json").ok()) << n;
   }
   EXPECT_TRUE(parse_trace(good, "good.json").ok());
+}
+
+TEST(TraceSummary, ModuleTableFromATrace) {
+  std::string text =
+      with_modules(R"({"path":"","type":"Tiny"},{"path":"body","type":"Sequential"},)"
+                   R"({"path":"body.act","type":"ReLU"},{"path":"head","type":"Identity"})");
+  // Outputs: the model's [batch, 10]; body.act's [batch, 25] (100 bytes of float32 a sample).
+  for (const int batch : {2, 3}) {
+    const std::string run = "{\"batch\":" + std::to_string(batch);
+    text.replace(text.find(run), run.size(),
+                 run + ",\"outputs\":{\"\":[" + std::to_string(batch) + ",10],\"body.act\":[" +
+                     std::to_string(batch) + ",25]}");
+  }
+  Result<std::shared_ptr<const TraceModel>> m = load_trace(text, "t.json");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  Result<Summary> s = summarize_trace(**m, 8, cpu_options());
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->model, "tiny");
+  EXPECT_EQ(s->batch, 8);
+  EXPECT_EQ(s->parameters, 1024);
+  EXPECT_EQ(s->activation_bytes, 800);
+  EXPECT_EQ(s->activation_bytes_per_sample, 100);
+  EXPECT_EQ(s->input_bytes, 16 + 800);
+  ASSERT_EQ(s->modules.size(), 4u);  // named_modules() order, the model first
+  const ModuleRow& model = s->modules[0];
+  EXPECT_EQ(model.type, "Tiny");
+  EXPECT_EQ(model.depth, 0);
+  EXPECT_EQ(model.output_shape, (Dims{8, 10}));
+  EXPECT_EQ(model.parameters, 1024);  // body.w rolls up
+  EXPECT_EQ(model.kept_bytes, 800);
+  const ModuleRow& body = s->modules[1];
+  EXPECT_EQ(body.parameters, 1024);  // owns body.w
+  EXPECT_FALSE(body.has_output);     // not recorded
+  const ModuleRow& act = s->modules[2];
+  EXPECT_EQ(act.name, "act");
+  EXPECT_EQ(act.depth, 2);
+  EXPECT_EQ(act.output_shape, (Dims{8, 25}));
+  EXPECT_EQ(act.parameters, 0);
+  EXPECT_EQ(act.kept_bytes, 800);
+  EXPECT_EQ(act.kept_bytes_per_sample, 100);
+  const ModuleRow& head = s->modules[3];  // no events: zeros, not missing
+  EXPECT_EQ(head.kept_bytes, 0);
+  EXPECT_EQ(head.kept_bytes_per_sample, 0);
+}
+
+TEST(TraceSummary, WithoutModuleNamesRowsFollowTheEvents) {
+  Result<std::shared_ptr<const TraceModel>> m =
+      load_trace(trace_json(run_json(1) + "," + run_json(2)), "t.json");
+  ASSERT_TRUE(m.ok());
+  Result<Summary> s = summarize_trace(**m, 4, cpu_options());
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  ASSERT_EQ(s->modules.size(), 3u);  // the model, body, body.act
+  EXPECT_EQ(s->modules[2].path, "body.act");
+  EXPECT_EQ(s->modules[2].type, "");
+  EXPECT_EQ(s->modules[1].kept_bytes, 400);
 }
 
 TEST(TraceParse, DtypeItemsizes) {
