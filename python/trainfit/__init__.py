@@ -17,8 +17,8 @@ __all__ = ["trace", "check", "estimate", "fit", "launch", "compare", "summary", 
 
 
 def __getattr__(name: str) -> object:
-    # The tracer imports torch; the estimates do not need it.
-    """The tracer and the check hook, imported on first use (they need torch)."""
+    """The tracer and the check hook, imported on first use: they need torch, which the
+    estimates do not."""
     if name in ("trace", "FORMAT", "VERSION"):
         from . import tracer
         return getattr(tracer, name)

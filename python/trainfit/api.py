@@ -23,6 +23,7 @@ from __future__ import annotations
 import glob
 import html as _html
 import importlib.util
+import inspect
 import json
 import os
 from types import ModuleType
@@ -288,6 +289,16 @@ def _live(command: str, given: Mapping[str, Any]) -> Report:
     if command == "fit":
         return fit(**options)
     return summary(**options)
+
+
+def _estimate_with_timeline(**keywords: Any) -> Tuple[Report, str]:
+    """trainfit.estimate's report and its timeline CSV as text, with no file (trainfit.check
+    reads the first step's peaks from it). The keywords are estimate's; another is a
+    TypeError, as it is there."""
+    inspect.signature(estimate).bind(**keywords)
+    options = _request_options(keywords, ("explain", "timeline", "example_batch", "loss_fn"))
+    text, csv = _binding().estimate(options, False, True)
+    return _report(text), str(csv)
 
 
 def _batch_of(example_batch: Any) -> int:

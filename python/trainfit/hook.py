@@ -20,15 +20,13 @@ from __future__ import annotations
 import copy
 import csv
 import io
-import os
 import sys
-import tempfile
 from types import TracebackType
 from typing import Any, Callable, Dict, Optional, TextIO, Type
 
 import torch
 
-from .api import Error, Report, estimate
+from .api import Error, Report, _estimate_with_timeline
 from .live import LossFn, batch_size, trace_module
 
 
@@ -130,9 +128,8 @@ class Check:
         del model
         options = dict(self.options)
         options.setdefault("device_profile", "cuda" if self._cuda else "cpu")
-        timeline = _Timeline()
-        self.report = estimate(trace=traced, batch=batch, timeline=timeline.path, **options)
-        self.predicted = _first_step_peaks(timeline.read())
+        self.report, timeline = _estimate_with_timeline(trace=traced, batch=batch, **options)
+        self.predicted = _first_step_peaks(timeline)
         where = f" on {self.report['gpu']['name']}" if self.report.get("gpu") else ""
         fits = self.report.get("fits")
         verdict = "" if fits is None else (": fits" if fits else ": does not fit")
@@ -144,23 +141,6 @@ class Check:
         if self._cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-
-
-class _Timeline:
-    """A temporary file for estimate's timeline CSV, read back and removed."""
-
-    def __init__(self) -> None:
-        """Makes the empty file."""
-        handle, self.path = tempfile.mkstemp(prefix="trainfit-check-", suffix=".csv")
-        os.close(handle)
-
-    def read(self) -> str:
-        """The CSV's text; the file is removed."""
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                return f.read()
-        finally:
-            os.unlink(self.path)
 
 
 def _to_cpu(batch: Any) -> Any:

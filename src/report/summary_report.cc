@@ -1,5 +1,7 @@
 #include "report/summary_report.h"
 
+#include "sources/trace/trace_summary.h"
+
 namespace trainfit {
 
 Result<Summary> make_summary(const TrainingRequest& request) {

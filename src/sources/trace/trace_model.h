@@ -15,7 +15,6 @@
 
 #include "estimate/estimate.h"
 #include "graph/blocks.h"
-#include "graph/summary.h"
 #include "sources/trace/trace.h"
 
 namespace trainfit {
@@ -62,13 +61,11 @@ Result<Estimate> estimate_trace(const TraceModel& model, int64_t batch,
 // compare`). Needs a trace at two batch sizes.
 Result<BlockFigures> per_sample_blocks(const TraceModel& model, const EstimateOptions& options);
 
-// The per-module table of `trainfit summary --trace` at `batch`: parameters by module (a
-// parameter counts in the module that owns it), bytes kept for backward by the module whose op
-// made them (both rolled up to every ancestor), and per sample from `batch` and one more. Rows
-// follow the model's named_modules() when the trace recorded them, with their types and
-// output shapes (fitted as affine in the batch); otherwise the modules the events name.
-Result<Summary> summarize_trace(const TraceModel& model, int64_t batch,
-                                const EstimateOptions& options);
+// Elements of a traced parameter (bytes when its dtype is unknown).
+int64_t elements(const TraceParam& p);
+
+// Activations alive when the first backward starts, by module (`sign` -1 to take them away).
+std::vector<BlockItem> kept_items(const EventList& list, int64_t sign);
 
 // Caveats a report should print about replaying this trace on `target`, one sentence each.
 std::vector<std::string> trace_notes(const TraceModel& model, const KernelTarget& target);

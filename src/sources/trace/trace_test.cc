@@ -5,6 +5,7 @@
 #include <string>
 
 #include "sources/trace/trace_model.h"
+#include "sources/trace/trace_summary.h"
 
 namespace trainfit {
 namespace {
