@@ -309,6 +309,8 @@ def _run(model: torch.nn.Module, make_batch: MakeBatch, loss_fn: LossFn,
                 recorder.modules.append(loss_path)
                 loss = loss_fn(out, target)
                 recorder.modules.pop()
+                if it == 1:
+                    recorder.note_output(loss_path, loss)
                 for i in batch_ids:
                     if i is not None:
                         recorder.allocs[i]["category"] = "input"

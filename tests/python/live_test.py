@@ -134,12 +134,16 @@ class Live(unittest.TestCase):
         self.assertEqual(rows["layer2.0.conv1"]["parameters"], 64 * 128 * 9)
         self.assertEqual(rows["layer1"]["parameters"],
                          sum(p.numel() for p in model.layer1.parameters()))
-        # The bytes kept for backward at batch 4, by module, are the zoo's resnet18 (same
-        # torchvision model) on the cpu profile, to the byte.
+        # Every row's bytes kept for backward at batch 4 are the zoo's resnet18 (same
+        # torchvision model) on the cpu profile, to the byte: the model's, every module's, and
+        # the loss's, which is a row beside the model's, as in the zoo.
         zoo = trainfit.summary("resnet18", batch=4, input=(3, 32, 32), device_profile="cpu")
         zoo_rows = {m["path"]: m for m in zoo["modules"]}
-        for path in ("conv1", "layer1.0.conv1", "layer4.1.bn2", "fc"):
-            self.assertEqual(rows[path]["kept_bytes"], zoo_rows[path]["kept_bytes"], path)
+        self.assertEqual(sorted(rows), sorted(zoo_rows))
+        for path, row in rows.items():
+            self.assertEqual(row["kept_bytes"], zoo_rows[path]["kept_bytes"], path)
+            self.assertEqual(row["depth"], zoo_rows[path]["depth"], path)
+        self.assertEqual(rows["loss"]["output_shape"], [])
         self.assertEqual(table["activation_bytes"], zoo["activation_bytes"])
         self.assertIn("&lt;svg", table._repr_html_() or "")
 

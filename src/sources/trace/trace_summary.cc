@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "base/size_math.h"
 
@@ -19,13 +20,19 @@ struct PathFigures {
 
 using PathTable = std::map<std::string, PathFigures, std::less<>>;
 
-// Calls add() on `path` and on each module above it, up to the model ("").
+// The first component of a module path: "layer1.0.conv1" -> "layer1".
+std::string_view top_level(std::string_view path) {
+  return path.substr(0, path.find('.'));
+}
+
+// Calls add() on `path` and on each module above it: up to the model (""), or for a path
+// outside the model (`inside` false: the tracer's loss), up to its top-level component.
 template <typename Add>
-void roll_up_path(PathTable& table, std::string_view path, Add add) {
+void roll_up_path(PathTable& table, std::string_view path, bool inside, Add add) {
   for (;;) {
     add(table[std::string(path)]);
-    if (path.empty()) return;
     const size_t dot = path.rfind('.');
+    if (path.empty() || (!inside && dot == std::string_view::npos)) return;
     path = dot == std::string_view::npos ? std::string_view() : path.substr(0, dot);
   }
 }
@@ -76,6 +83,13 @@ Result<Summary> summarize_trace(const TraceModel& m, int64_t batch,
   s.target = options.device.target;
   s.from_trace = true;
   PathTable table;
+  // With the model's modules recorded, the loss the tracer runs under a top-level path of its
+  // own is outside the model: its own row, beside the model's, as the zoo's summary has it.
+  std::set<std::string_view, std::less<>> model_paths;
+  for (const TraceModuleInfo& info : t.module_info) model_paths.insert(info.path);
+  const auto inside = [&](std::string_view path) {
+    return model_paths.empty() || path.empty() || model_paths.contains(top_level(path));
+  };
   for (const TraceParam& p : t.params) {
     if (p.buffer) {
       s.buffer_bytes += p.bytes;
@@ -86,13 +100,12 @@ Result<Summary> summarize_trace(const TraceModel& m, int64_t batch,
     s.parameter_bytes += p.bytes;
     if (p.trainable) s.trainable_parameters += n;
     const size_t dot = p.name.rfind('.');
-    roll_up_path(
-        table,
-        dot == std::string::npos ? std::string_view() : std::string_view(p.name).substr(0, dot),
-        [&](PathFigures& f) {
-          f.parameters += n;
-          if (p.trainable) f.trainable += n;
-        });
+    const std::string_view owner =
+        dot == std::string::npos ? std::string_view() : std::string_view(p.name).substr(0, dot);
+    roll_up_path(table, owner, inside(owner), [&](PathFigures& f) {
+      f.parameters += n;
+      if (p.trainable) f.trainable += n;
+    });
   }
   // Kept for backward at the batch and at one more (per sample), by the module of each op.
   const auto kept_at = [&](int64_t b, int64_t PathFigures::*field) -> Result<int64_t> {
@@ -102,7 +115,7 @@ Result<Summary> summarize_trace(const TraceModel& m, int64_t batch,
       total += k.kept_bytes;
       const std::string_view path =
           k.module == kNone ? std::string_view() : std::string_view(m.tree.modules[k.module].path);
-      roll_up_path(table, path, [&](PathFigures& f) { f.*field += k.kept_bytes; });
+      roll_up_path(table, path, inside(path), [&](PathFigures& f) { f.*field += k.kept_bytes; });
     }
     if (b == batch) {
       for (const Event& e : list.events) {
@@ -127,7 +140,8 @@ Result<Summary> summarize_trace(const TraceModel& m, int64_t batch,
     const size_t dot = path.rfind('.');
     row.name = path.empty() ? t.model : dot == std::string::npos ? path : path.substr(dot + 1);
     row.type = type;
-    row.depth = path.empty() ? 0 : 1 + static_cast<int>(std::count(path.begin(), path.end(), '.'));
+    const int dots = static_cast<int>(std::count(path.begin(), path.end(), '.'));
+    row.depth = path.empty() ? 0 : inside(path) ? 1 + dots : dots;
     if (std::optional<Dims> shape = fitted_output(t, outputs, path, batch)) {
       row.has_output = true;
       row.output_shape = std::move(*shape);
@@ -144,6 +158,9 @@ Result<Summary> summarize_trace(const TraceModel& m, int64_t batch,
   };
   if (!t.module_info.empty()) {
     for (const TraceModuleInfo& info : t.module_info) add_row(info.path, info.type);
+    for (const auto& [path, figures] : table) {
+      if (!inside(path)) add_row(path, "");
+    }
   } else {
     for (const Module& module : m.tree.modules) add_row(module.path, "");
   }
