@@ -1,24 +1,26 @@
 """The torchvision corpus: every classification model in the installed torchvision and its
 segmentation models (FCN, DeepLabV3, LRASPP, whose output is a dict), each built with its
-default arguments, traced as trainfit.estimate(model, example_batch, ...) traces a live module
+default arguments (the segmenters without a pretrained backbone, whose default downloads one),
+traced as trainfit.estimate(model, example_batch, ...) traces a live module
 (trainfit.live.trace_module: batch 2 and 3, the default loss, nothing else given), then
 
     trainfit estimate --trace FILE --batch B --device-profile cpu --json
 
 must match the peak of live tensor bytes real PyTorch reaches over two training iterations
 at batch B (harness.training_peak) within 1%, or be refused with one line that says why (a
-trainfit.Error from tracing, or exit 2 from the command). Classifiers use the default loss (cross-entropy on random classes); segmenters a
-loss_fn, and their default (a dict output) must be refused with one line naming the dict.
+trainfit.Error from tracing, or exit 2 from the command). Classifiers use the default loss
+(cross-entropy on random classes); segmenters a loss_fn, and their default (a dict output) must
+be refused with one line naming the dict.
 
 Inputs are as small as each model allows, so that the corpus traces in minutes on two cores:
-64x64; ViT built with image_size=64 (56 for vit_h_14's 14-pixel patches), as its position
-embeddings fix the size; MaxViT at 224 and Inception v3 at 299, the least their windows and
-auxiliary head take. Every model trains with SGD (AdamW's state is checked in
+64x64; 32x32 for ConvNeXt; ViT built with image_size=64 (56 for vit_h_14's 14-pixel patches),
+as its position embeddings fix the size; MaxViT at 224 and Inception v3 at 299, the least their
+windows and auxiliary head take. Every model trains with SGD (AdamW's state is checked in
 validation/check_trace.py; here it would only add time), at batch 6, or 4 above 100 M
 parameters. PyTorch's figures are kept in validation/measured/torchvision.json.
 
     /usr/bin/python3 validation/check_torchvision.py --trainfit build/release/trainfit \\
-        [--only resnet50,vit_b_16] [--shard 1/2] [--remeasure]
+        [--set families|all] [--only resnet50,vit_b_16] [--shard 1/2] [--threads N] [--remeasure]
 """
 import argparse
 import gc
@@ -202,9 +204,9 @@ def main():
     # One thread by default: the check runs beside other tests, and PyTorch's threads waiting
     # on busy cores slow it many times over. The bytes do not depend on the thread count.
     torch.set_num_threads(args.threads)
-    report = Report(f"torchvision {torchvision.__version__} corpus ({args.set}, part {args.shard}): "
-                    f"live models "
-                    f"traced, estimated by trainfit vs PyTorch {torch.__version__} (CPU), within "
+    report = Report(f"torchvision {torchvision.__version__} corpus ({args.set}, part "
+                    f"{args.shard}): live models traced, estimated by trainfit vs PyTorch "
+                    f"{torch.__version__} (CPU), within "
                     f"{TOLERANCE:.0%}")
     measured = _Shared("torchvision", os.path.join(HERE, "torchvision_cases.py"), args.remeasure)
     counts = {"matched": [], "failed": [], "refused": []}
