@@ -55,6 +55,11 @@ def _storage(t: torch.Tensor) -> Any:
 _expired = getattr(torch.UntypedStorage, "_expired", None)
 
 
+def _dead(ref: Any) -> bool:
+    """Whether a StorageWeakRef's storage has been freed."""
+    return bool(_expired(ref.cdata)) if _expired is not None else bool(ref.expired())
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
     """torch.float32 -> "float32"."""
     return str(dtype).replace("torch.", "")
@@ -87,9 +92,13 @@ class _Recorder(TorchDispatchMode):
         self.modules: List[str] = []  # forward module path stack
         self.backward_module = ""
         self.outputs: Dict[str, List[int]] = {}  # module path -> its first output's shape, first call of iteration 1
+        self.polled = False  # True until the next op or mark: no storage died since the poll
 
     def mark(self, phase: str, iteration: int) -> None:
-        """Starts a phase of an iteration: a phase mark in the events."""
+        """Starts a phase of an iteration: a phase mark in the events, after the frees of the
+        phase before."""
+        self.polled = False
+        self.poll_frees()
         self.phase, self.iteration = phase, iteration
         self.events.append({"phase": phase, "iteration": iteration})
 
@@ -100,7 +109,15 @@ class _Recorder(TorchDispatchMode):
         return self.modules[-1] if self.modules else ""
 
     def poll_frees(self) -> None:
-        """Free events for the storages that died since the last poll."""
+        """Free events for the storages that died since the last poll.
+
+        Polling looks at every live storage, so it runs only when it can matter: before an
+        allocation and at a phase mark. Frees between two allocations come out in the same
+        place as if each op were polled, so every level at an allocation, and so every peak,
+        is the same."""
+        if self.polled:
+            return
+        self.polled = True
         if _expired is not None:
             dead = [ptr for ptr, (ref, _) in self.live.items() if _expired(ref.cdata)]
         else:
@@ -115,8 +132,14 @@ class _Recorder(TorchDispatchMode):
         s = _storage(t)
         nbytes = s.nbytes()
         ptr = s.data_ptr()
-        if nbytes == 0 or ptr in self.static or ptr in self.live:
+        if nbytes == 0 or ptr in self.static:
             return None
+        entry = self.live.get(ptr)
+        if entry is not None and not _dead(entry[0]):
+            return None
+        # A new storage (perhaps at the address of one that died since the last poll): the
+        # frees come first.
+        self.poll_frees()
         event = {"alloc": self.next_id, "bytes": nbytes, "category": "temporary",
                  "dtype": _dtype_name(t.dtype), "shape": list(t.shape), "op": op,
                  "module": self.module()}
@@ -139,7 +162,7 @@ class _Recorder(TorchDispatchMode):
         if not isinstance(t, torch.Tensor):
             return None
         entry = self.live.get(_storage(t).data_ptr())
-        return entry[1] if entry else None
+        return entry[1] if entry is not None and not _dead(entry[0]) else None
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Sequence[Any] = (),
                            kwargs: Optional[Dict[str, Any]] = None) -> Any:
@@ -151,7 +174,7 @@ class _Recorder(TorchDispatchMode):
             # back as a Python number, which the saved-tensor path cannot take; the scalar
             # tensor itself serves, as nothing can require its gradient.
             out = args[0]
-        self.poll_frees()
+        self.polled = False  # the op may have freed storages; note() polls before a new one
         op = _op_name(func)
         for t in tree_flatten(out)[0]:
             self.note(t, op)
@@ -336,7 +359,6 @@ def _run(model: torch.nn.Module, make_batch: MakeBatch, loss_fn: LossFn,
                 opt.zero_grad(set_to_none=True)
                 del inputs, target, out, loss
             recorder.mark("end", iterations)
-            recorder.poll_frees()
     finally:
         for h in handles:
             h.remove()
