@@ -90,6 +90,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       "trainfit"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every command");
+  app.set_version_flag("--version", fmt::format("trainfit {}", TRAINFIT_VERSION),
+                       "print trainfit's version and exit");
   std::vector<std::pair<CLI::App*, CommandRun>> runs;
   for (const Command& c : kCommands) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
@@ -107,6 +109,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return kExitOk;
   } catch (const CLI::CallForAllHelp&) {
     out << app.help("", CLI::AppFormatMode::All);
+    return kExitOk;
+  } catch (const CLI::CallForVersion& e) {
+    out << e.what() << '\n';
     return kExitOk;
   } catch (const CLI::ParseError& e) {
     // A subcommand's --help is reported as CallForHelp by the subcommand's parser.

@@ -362,6 +362,13 @@ TEST(Cli, AMistypedCommandIsNamedWithTheNearestOne) {
   EXPECT_NE(none.err.find("no command given"), std::string::npos) << none.err;
 }
 
+TEST(Cli, VersionPrintsTheProjectVersion) {
+  const CliRun r = run({"--version"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "trainfit " TRAINFIT_TEST_VERSION "\n");
+  EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
 TEST(Cli, AMissingTraceFileIsNamed) {
   const CliRun r = run({"estimate", "--trace", "/nonexistent/model.trace.json", "--batch", "8"});
   EXPECT_EQ(r.code, 2);

@@ -22,7 +22,9 @@ int fuzz_parser(const std::string& text, size_t stride, Parse parse, Accepted ac
   for (size_t cut = 0; cut < text.size(); cut += stride) {
     const auto parsed = parse(std::string_view(text).substr(0, cut));
     EXPECT_FALSE(parsed.ok()) << "cut at " << cut;
-    if (!parsed.ok()) EXPECT_EQ(parsed.status().to_string().find('\n'), std::string::npos);
+    if (!parsed.ok()) {
+      EXPECT_EQ(parsed.status().to_string().find('\n'), std::string::npos);
+    }
   }
   std::mt19937 random(20261123);
   std::uniform_int_distribution<size_t> where(0, text.size() - 1);
