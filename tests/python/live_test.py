@@ -34,6 +34,17 @@ class DictOutput(torch.nn.Module):
         return {"out": self.conv(x), "aux": self.conv(x).mean()}
 
 
+class PerSample(torch.nn.Module):
+    """Its ops depend on the batch size: one linear call per sample."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return torch.stack([self.fc(row) for row in x])
+
+
 class Live(unittest.TestCase):
     def test_classifier_estimates_like_its_trace(self):
         model = tiny_classifier()
@@ -100,6 +111,16 @@ class Live(unittest.TestCase):
                 case()
             self.assertNotIn("\n", str(e.exception))
             self.assertIn("(hint: ", str(e.exception))
+
+    def test_ops_that_depend_on_the_batch_are_one_line(self):
+        """Traced at batch 2 and 3, a loop over the samples gives runs that do not line up:
+        one line that says so and why, not a wrong figure."""
+        with self.assertRaises(trainfit.Error) as e:
+            trainfit.estimate(PerSample(), torch.randn(2, 4), batch=8)
+        message = str(e.exception)
+        self.assertNotIn("\n", message)
+        self.assertIn("do not line up", message)
+        self.assertIn("depend on its data or on the batch size", message)
 
     def test_a_compiled_model_is_traced_as_the_module_it_wraps(self):
         class Compiled(torch.nn.Module):

@@ -22,8 +22,13 @@ std::string describe(const Trace& t, const TraceRun& run, size_t i) {
   std::string what = e.alloc ? fmt::format("an allocation of {} bytes", e.bytes) : "a free";
   if (e.op >= 0) what += fmt::format(" by {}", t.ops[e.op]);
   if (e.module >= 0) what += fmt::format(" in {}", t.modules[e.module]);
-  return fmt::format("{} ({} {}, {})", what, phase_name(e.phase), e.iteration,
-                     e.alloc ? category_name(e.category) : "");
+  // Events count iterations from 0; the trace and the message from 1.
+  const std::string when =
+      e.phase == Phase::kSetup
+          ? std::string("setup")
+          : fmt::format("{} of iteration {}", phase_name(e.phase), e.iteration + 1);
+  if (!e.alloc) return fmt::format("{} ({})", what, when);
+  return fmt::format("{} ({}, {})", what, when, category_name(e.category));
 }
 
 bool same_event(const TraceEvent& a, const TraceEvent& b) {

@@ -85,6 +85,9 @@ TEST(TraceModelTest, RejectsRunsThatDoNotLineUp) {
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("do not line up"), std::string::npos);
   EXPECT_NE(m.status().message().find("aten::gelu"), std::string::npos);
+  // Where, as the trace numbers iterations (from 1).
+  EXPECT_NE(m.status().message().find("(forward of iteration 1, "), std::string::npos)
+      << m.status().message();
 }
 
 TEST(TraceModelTest, RejectsSizesThatAreNotAffine) {
