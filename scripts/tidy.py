@@ -34,7 +34,7 @@ RECORD = os.path.join(ROOT, "scripts", "tidy-clean.txt")
 
 
 def version(command):
-    """The first line a tool prints for --version."""
+    """What a tool prints for --version, on one line."""
     out = subprocess.run([command, "--version"], capture_output=True, text=True, check=True)
     return " ".join(out.stdout.split())
 

@@ -50,8 +50,8 @@ def _storage(t: torch.Tensor) -> Any:
     return s.untyped() if hasattr(s, "untyped") else s
 
 
-# Polled for every live storage after every op: the builtin, not StorageWeakRef.expired's
-# Python wrapper around it.
+# Asked of every live storage at each poll (poll_frees inlines it for that reason): the builtin,
+# not StorageWeakRef.expired's Python wrapper around it.
 _expired = getattr(torch.UntypedStorage, "_expired", None)
 
 
