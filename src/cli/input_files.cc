@@ -28,6 +28,14 @@ Result<std::shared_ptr<const TraceModel>> read_trace_file(const std::string& pat
   return load_trace(text, path);
 }
 
+Result<HfModel> read_hf_config_file(const std::string& path) {
+  TF_ASSIGN_OR_RETURN(const std::string text,
+                      read_text(path, "config",
+                                "give the config.json of a Hugging Face model; see "
+                                "examples/*.json"));
+  return parse_hf_config(text, path);
+}
+
 Result<std::shared_ptr<const GpuProfile>> read_gpu_profile_file(const std::string& path) {
   TF_ASSIGN_OR_RETURN(
       const std::string text,

@@ -1,6 +1,6 @@
-// The files the command line reads from disk: traces (`python3 -m trainfit.trace --out FILE`),
-// metrics logs (`trainfit schedule --metrics`), GPU profiles (`python3 -m trainfit.calibrate --out
-// FILE`) and loader profiles
+// The files the command line reads from disk: Hugging Face config.json files, traces (`python3 -m
+// trainfit.trace --out FILE`), metrics logs (`trainfit schedule --metrics`), GPU profiles (`python3
+// -m trainfit.calibrate --out FILE`) and loader profiles
 // (`python3 -m trainfit.loader --out FILE`). The library parses the text
 // (sources/trace load_trace, sources/calibration parse_gpu_profile, sources/loader
 // parse_loader_profile).
@@ -14,6 +14,7 @@
 
 #include "schedule/metrics_csv.h"
 #include "sources/calibration/gpu_profile.h"
+#include "sources/hf/hf_config.h"
 #include "sources/loader/loader_profile.h"
 #include "sources/trace/trace_model.h"
 
@@ -21,6 +22,7 @@ namespace trainfit {
 
 Result<std::shared_ptr<const TraceModel>> read_trace_file(const std::string& path);
 Result<std::shared_ptr<const GpuProfile>> read_gpu_profile_file(const std::string& path);
+Result<HfModel> read_hf_config_file(const std::string& path);
 Result<std::shared_ptr<const LoaderProfile>> read_loader_profile_file(const std::string& path);
 Result<MetricsCurve> read_metrics_file(const std::string& path, const std::string& column);
 // Writes a report (--html FILE, --timeline FILE): "cannot write --html 'PATH'" on failure.

@@ -11,6 +11,9 @@ void add_source_flags(CLI::App& app, RequestFlags& f) {
   app.add_option("--trace", f.trace,
                  "a trace of your own model, written by `python3 -m trainfit.trace` "
                  "(instead of --model)");
+  app.add_option("--hf-config", f.hf_config,
+                 "a Hugging Face model's config.json, read offline (instead of --model): Llama, "
+                 "Mistral and Qwen2 decoders; --set keys apply on top");
   app.add_option("--set", f.sets, "model key=value, repeatable (see `trainfit models`)");
   app.add_option("--batch", f.batch, "batch size")->capture_default_str();
   app.add_option("--input", f.input, "image size CxHxW (image models), e.g. 3x224x224");
@@ -156,9 +159,14 @@ Result<std::optional<int64_t>> optional_size(std::string_view flag, const std::s
 }
 
 Status to_source(const RequestFlags& f, TrainingRequest& r) {
-  TF_RETURN_IF_ERROR(check_model_source(!f.model.empty(), !f.trace.empty()));
+  TF_RETURN_IF_ERROR(check_model_source(!f.model.empty(), !f.trace.empty(), !f.hf_config.empty()));
   r.model = f.model;
   r.batch = f.batch;
+  if (!f.hf_config.empty()) {
+    TF_ASSIGN_OR_RETURN(HfModel hf, read_hf_config_file(f.hf_config));
+    r.model = hf.model;
+    r.sets = std::move(hf.sets);
+  }
   for (const std::string& s : f.sets) {
     const size_t eq = s.find('=');
     if (eq == std::string::npos || eq == 0) {

@@ -18,7 +18,8 @@ namespace trainfit {
 struct RequestFlags {
   // MODEL-SOURCE
   std::string model;
-  std::string trace;  // a trace file instead of a zoo model
+  std::string trace;      // a trace file instead of a zoo model
+  std::string hf_config;  // a Hugging Face config.json instead of a zoo model
   std::vector<std::string> sets;
   int64_t batch = 1;
   std::string input;

@@ -420,6 +420,11 @@ void GraphBuilder::set_loss(ValueId loss) {
   graph_.loss = loss;
 }
 
+void GraphBuilder::returns(ValueId value) {
+  if (!ok()) return;
+  graph_.returned.push_back(value);
+}
+
 void GraphBuilder::fact(std::string key, int64_t value, std::string text) {
   if (!ok()) return;
   graph_.facts.push_back({std::move(key), value, std::move(text)});

@@ -83,6 +83,8 @@ class GraphBuilder {
   [[nodiscard]] Scope module(std::string_view name, std::string_view type);
 
   void set_loss(ValueId loss);
+  // A tensor the model returns beside its output (Graph::returned).
+  void returns(ValueId value);
   // A derived number users ask about (graph.h GraphFact).
   void fact(std::string key, int64_t value, std::string text);
   // Parameters whose names fall under `prefix` go to optimizer group `group` (LeRobot ACT's

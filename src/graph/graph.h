@@ -140,6 +140,9 @@ struct Graph {
   IdVector<bool> on_loss_path;  // per node: some output reaches the loss
   // Low-precision weight copies that torch.autocast caches until the autocast region ends.
   std::vector<ValueId> autocast_cached;
+  // Tensors the model returns beside its output (transformers' key/value cache): the training
+  // loop holds them with the output until the end of the step.
+  std::vector<ValueId> returned;
   std::vector<GraphFact> facts;
 
   const Value& value(ValueId id) const { return values[id]; }

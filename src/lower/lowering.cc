@@ -104,10 +104,10 @@ class Lowerer : public EventSink {
   uint8_t iteration_ = 0;
 
   // Analysis.
-  IdVector<NodeId> last_use_;                     // per storage: last forward node touching it
-  IdVector<int> forward_savers_;                  // per storage: backward nodes that keep it
-  IdVector<bool> held_to_end_;                    // loss and model output: Python holds them
-  IdVector<bool> held_to_forward_end_;            // autocast's cached weight casts
+  IdVector<NodeId> last_use_;           // per storage: last forward node touching it
+  IdVector<int> forward_savers_;        // per storage: backward nodes that keep it
+  IdVector<bool> held_to_end_;          // loss, model output and what it returns: Python holds them
+  IdVector<bool> held_to_forward_end_;  // autocast's cached weight casts
   IdVector<std::vector<StorageId>> frees_after_;  // per node
   IdVector<int> segment_of_;                      // per node, or -1
   std::vector<Segment> segments_;
@@ -271,6 +271,7 @@ void Lowerer::analyze() {
   if (!g_.modules.empty() && g_.modules.front().output != kNone) {
     held_to_end_[g_.value(g_.modules.front().output).storage] = true;
   }
+  for (ValueId v : g_.returned) held_to_end_[g_.value(v).storage] = true;
   for (ValueId v : g_.autocast_cached) {
     held_to_forward_end_[g_.value(v).storage] = true;
   }

@@ -231,10 +231,13 @@ Result<EstimateOptions> device_options(const TrainingRequest& r) {
 
 }  // namespace
 
-Status check_model_source(bool model, bool trace) {
-  if (model != trace) return {};
-  return invalid_argument(model ? "--model and --trace both given" : "no model given",
-                          "give --model NAME (see `trainfit models`) or --trace FILE");
+Status check_model_source(bool model, bool trace, bool hf_config) {
+  const int given = int{model} + int{trace} + int{hf_config};
+  if (given == 1) return {};
+  return invalid_argument(
+      given == 0 ? "no model given" : "give one of --model, --hf-config and --trace",
+      "give --model NAME (see `trainfit models`), --hf-config config.json or "
+      "--trace FILE");
 }
 
 Result<DeviceProfile> choose_device(const DeviceChoice& c) {

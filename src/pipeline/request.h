@@ -66,7 +66,7 @@ struct TrainingRequest {
 };
 
 // Exactly one model source: a zoo model or a trace.
-Status check_model_source(bool model, bool trace);
+Status check_model_source(bool model, bool trace, bool hf_config = false);
 
 // The device a user names: the kernel profile, a catalog GPU or a memory size, a CUDA context.
 struct DeviceChoice {

@@ -315,8 +315,8 @@ void add_diffusion_models(std::vector<ModelSpec>& models) {
   const auto key = [](std::string name, AttrKind kind, AttrValue value, std::string doc,
                       std::vector<std::string> choices = {}, std::optional<double> min = {},
                       std::string default_doc = {}) {
-    return policy_key(std::move(name), kind, std::move(value), std::move(doc), std::move(choices),
-                      min, {}, std::move(default_doc));
+    return set_key(std::move(name), kind, std::move(value), std::move(doc), std::move(choices), min,
+                   {}, std::move(default_doc));
   };
   const std::vector<std::string> tri = {"preset", "true", "false"};
   m.keys = {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 
+#include "sources/zoo/causal_lm.h"
 #include "sources/zoo/nn.h"
 #include "sources/zoo/zoo.h"
 
@@ -167,19 +168,7 @@ void build_gpt2(GraphBuilder& b, const ModelConfig& c) {
     logits = nn::op_module(b, "lm_head", "Linear", "linear", {h},
                            {{"out_features", g.vocab}, {"bias", false}}, {wte_weight});
   }
-  ValueId loss = kNone;
-  {
-    auto scope = b.module("loss", "ForCausalLMLoss");
-    if (b.ok() && b.value(logits).dtype != DType::kFloat32) {
-      logits = b.call1("to_copy", {logits}, {{"dtype", std::string("float32")}});
-    }
-    ValueId shifted = b.call1("pad", {labels}, {{"pads", Dims{0, 1}}, {"value", -100.0}});
-    shifted = b.call1("slice", {shifted}, {{"dim", int64_t{1}}, {"start", int64_t{1}}});
-    shifted = b.call1("contiguous", {shifted});
-    const ValueId flat_logits = b.call1("view", {logits}, {{"shape", Dims{-1, g.vocab}}});
-    const ValueId flat_labels = b.call1("view", {shifted}, {{"shape", Dims{-1}}});
-    loss = b.call1("cross_entropy", {flat_logits, flat_labels});
-  }
+  const ValueId loss = causal_lm_loss(b, logits, labels, g.vocab);
   b.set_loss(loss);
 }
 

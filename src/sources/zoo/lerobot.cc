@@ -60,12 +60,4 @@ ValueId no_grad_tensor(GraphBuilder& b, Dims shape, DType dtype) {
                  {{"shape", std::move(shape)}, {"dtype", std::string(dtype_name(dtype))}});
 }
 
-SetKey policy_key(std::string name, AttrKind kind, AttrValue value, std::string doc,
-                  std::vector<std::string> choices, std::optional<double> min,
-                  std::optional<double> max, std::string default_doc) {
-  return SetKey{
-      std::move(name),       kind, std::move(value), std::move(doc), std::move(choices), min, max,
-      std::move(default_doc)};
-}
-
 }  // namespace trainfit

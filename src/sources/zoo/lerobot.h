@@ -30,9 +30,4 @@ ValueId no_grad_tensor(GraphBuilder& b, Dims shape, DType dtype = DType::kFloat3
 // The cameras at half their width and height ("cameras 640x480 -> 320x240"), if any.
 std::optional<ModelChange> halve_cameras(const ModelConfig& config);
 
-// A --set key of a policy, in the order its fields are usually given.
-SetKey policy_key(std::string name, AttrKind kind, AttrValue value, std::string doc,
-                  std::vector<std::string> choices = {}, std::optional<double> min = {},
-                  std::optional<double> max = {}, std::string default_doc = {});
-
 }  // namespace trainfit

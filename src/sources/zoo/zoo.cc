@@ -78,12 +78,21 @@ std::vector<ModelSpec> make_zoo() {
   add_vgg_models(models);
   add_vit_models(models);
   add_gpt2_models(models);
+  add_decoder_models(models);
   add_act_models(models);
   add_diffusion_models(models);
   return models;
 }
 
 }  // namespace
+
+SetKey set_key(std::string name, AttrKind kind, AttrValue value, std::string doc,
+               std::vector<std::string> choices, std::optional<double> min,
+               std::optional<double> max, std::string default_doc) {
+  return SetKey{
+      std::move(name),       kind, std::move(value), std::move(doc), std::move(choices), min, max,
+      std::move(default_doc)};
+}
 
 const AttrValue& ModelConfig::get(std::string_view key) const {
   const auto it = values_.find(key);

@@ -38,6 +38,11 @@ struct SetKey {
   std::string default_doc;           // shown instead of the default when that depends on others
 };
 
+// A --set key, its fields in the order they are usually given.
+SetKey set_key(std::string name, AttrKind kind, AttrValue value, std::string doc,
+               std::vector<std::string> choices = {}, std::optional<double> min = {},
+               std::optional<double> max = {}, std::string default_doc = {});
+
 // The optimizer a model's own training recipe uses, when --optimizer is not given.
 struct OptimizerPreset {
   OptimizerKind kind = OptimizerKind::kAdamW;
@@ -120,6 +125,7 @@ void add_resnet_models(std::vector<ModelSpec>& models);
 void add_vgg_models(std::vector<ModelSpec>& models);
 void add_vit_models(std::vector<ModelSpec>& models);
 void add_gpt2_models(std::vector<ModelSpec>& models);
+void add_decoder_models(std::vector<ModelSpec>& models);
 void add_act_models(std::vector<ModelSpec>& models);
 void add_diffusion_models(std::vector<ModelSpec>& models);
 

@@ -52,6 +52,32 @@ TEST(Zoo, Gpt2MatchesThePublishedParameterCounts) {
   EXPECT_EQ(parameters(*build("gpt2-large", {}, {}, 16)), 774'030'080);
 }
 
+// The published parameter counts of each decoder's reference model (its config.json figures are
+// the zoo's defaults), and Llama 3.2 1B (tied embeddings, 16 layers) through --set keys.
+TEST(Zoo, DecodersMatchThePublishedParameterCounts) {
+  EXPECT_EQ(parameters(*build("llama", {}, {}, 16)), 8'030'261'248);
+  EXPECT_EQ(parameters(*build("mistral", {}, {}, 16)), 7'241'732'096);
+  EXPECT_EQ(parameters(*build("qwen2", {}, {}, 16)), 7'615'616'512);
+  EXPECT_EQ(parameters(*build("llama",
+                              {{"hidden_size", "2048"},
+                               {"intermediate_size", "8192"},
+                               {"num_hidden_layers", "16"},
+                               {"tie_word_embeddings", "true"}},
+                              {}, 16)),
+            1'235'814'400);
+}
+
+TEST(Zoo, DecoderShapesThatDoNotDivideAreRefused) {
+  const Result<Graph> kv = build("llama", {{"num_key_value_heads", "5"}}, {}, 16);
+  ASSERT_FALSE(kv.ok());
+  EXPECT_NE(kv.status().message().find("num_key_value_heads 5"), std::string::npos);
+  const Result<Graph> width = build("llama", {{"hidden_size", "4100"}}, {}, 16);
+  ASSERT_FALSE(width.ok());
+  EXPECT_NE(width.status().message().find("not divisible by num_attention_heads"),
+            std::string::npos);
+  EXPECT_FALSE(build("llama", {{"max_position_embeddings", "8"}}, {}, 16).ok());
+}
+
 TEST(Zoo, SetKeysChangeTheModel) {
   EXPECT_EQ(parameters(*build("resnet18", {{"num_classes", "10"}})), 11'689'512 - 990 * 513);
   EXPECT_EQ(parameters(*build("gpt2", {{"n_layer", "2"}}, {}, 16)), 124'439'808 - 10 * 7'087'872);

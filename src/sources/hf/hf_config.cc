@@ -1,0 +1,146 @@
+#include "sources/hf/hf_config.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <array>
+#include <optional>
+
+#include "sources/json_fields.h"
+
+namespace trainfit {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kHint =
+    "give the config.json of a Hugging Face model (the file beside its weights); see "
+    "examples/*.json";
+
+// What a family's config class fills in when config.json leaves a field out (transformers 4.48).
+struct Family {
+  std::string_view model_type;
+  std::string_view zoo_model;
+  int64_t max_positions;
+  bool qkv_bias;         // biases on q, k and v whatever the config says (Qwen2)
+  bool has_bias_fields;  // attention_bias and mlp_bias are read (Llama)
+};
+
+constexpr std::array<Family, 3> kFamilies{{
+    {"llama", "llama", 2048, false, true},
+    {"mistral", "mistral", 131072, false, false},
+    {"qwen2", "qwen2", 32768, true, false},
+}};
+
+// Sizes are capped so that products of them cannot overflow further on.
+constexpr int64_t kMaxSize = int64_t{1} << 32;
+
+std::string number_text(double x) {
+  return fmt::format("{}", x);
+}
+std::string bool_text(bool b) {
+  return b ? "true" : "false";
+}
+
+Result<HfModel> parse_document(const json& doc) {
+  if (!doc.is_object()) return parse_error("config: must be a JSON object", std::string(kHint));
+  const JsonFields f(doc, "config", kHint);
+  TF_ASSIGN_OR_RETURN(const std::string model_type, f.string("model_type"));
+  const Family* family = nullptr;
+  for (const Family& candidate : kFamilies) {
+    if (candidate.model_type == model_type) family = &candidate;
+  }
+  if (family == nullptr) {
+    return parse_error(fmt::format("config: model_type '{}' is not supported yet", model_type),
+                       fmt::format("supported: {} (decoders laid out as LlamaForCausalLM)",
+                                   fmt::join(hf_model_types(), ", ")));
+  }
+  HfModel m;
+  m.model_type = model_type;
+  m.model = std::string(family->zoo_model);
+  auto set = [&m](const char* key, std::string value) {
+    m.sets.emplace_back(key, std::move(value));
+  };
+
+  for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                          "num_attention_heads"}) {
+    TF_ASSIGN_OR_RETURN(const int64_t n, f.integer_in(key, 1, kMaxSize));
+    set(key, std::to_string(n));
+  }
+  TF_ASSIGN_OR_RETURN(const int64_t heads, f.integer_in("num_attention_heads", 1, kMaxSize));
+  TF_ASSIGN_OR_RETURN(const std::optional<int64_t> kv_heads,
+                      f.integer_in_or_null("num_key_value_heads", 1, kMaxSize));
+  set("num_key_value_heads", std::to_string(kv_heads.value_or(heads)));
+  TF_ASSIGN_OR_RETURN(const std::optional<int64_t> head_dim,
+                      f.integer_in_or_null("head_dim", 1, kMaxSize));
+  set("head_dim", std::to_string(head_dim.value_or(0)));
+  TF_ASSIGN_OR_RETURN(const std::optional<int64_t> positions,
+                      f.integer_in_or_null("max_position_embeddings", 1, kMaxSize));
+  set("max_position_embeddings", std::to_string(positions.value_or(family->max_positions)));
+
+  TF_ASSIGN_OR_RETURN(const std::optional<double> eps, f.number_or_null("rms_norm_eps", 0, 1));
+  set("rms_norm_eps", number_text(eps.value_or(1e-6)));
+  TF_ASSIGN_OR_RETURN(const std::optional<double> theta, f.number_or_null("rope_theta", 0, 1e300));
+  set("rope_theta", number_text(theta.value_or(10000.0)));
+  TF_ASSIGN_OR_RETURN(const std::optional<double> dropout,
+                      f.number_or_null("attention_dropout", 0, 1));
+  set("attention_dropout", number_text(dropout.value_or(0.0)));
+
+  bool attention_bias = false;
+  bool mlp_bias = false;
+  if (family->has_bias_fields) {
+    TF_ASSIGN_OR_RETURN(attention_bias, f.boolean_or("attention_bias", false));
+    TF_ASSIGN_OR_RETURN(mlp_bias, f.boolean_or("mlp_bias", false));
+  }
+  set("attention_bias", bool_text(attention_bias));
+  set("qkv_bias", bool_text(family->qkv_bias));
+  set("mlp_bias", bool_text(mlp_bias));
+  TF_ASSIGN_OR_RETURN(const bool tied, f.boolean_or("tie_word_embeddings", false));
+  set("tie_word_embeddings", bool_text(tied));
+  TF_ASSIGN_OR_RETURN(const bool use_cache, f.boolean_or("use_cache", true));
+  set("use_cache", bool_text(use_cache));
+
+  const std::string act = f.string_or("hidden_act", "silu");
+  if (f.has("hidden_act") && !doc.at("hidden_act").is_string()) {
+    return f.error("'hidden_act' must be a string");
+  }
+  if (act != "silu") {
+    return f.error(fmt::format("hidden_act '{}' is not supported for model_type {} (silu is)", act,
+                               model_type));
+  }
+  set("hidden_act", act);
+
+  // Mistral's attention window (MistralConfig's 4096 when the field is missing, none when null);
+  // Qwen2 attends over the whole sequence unless use_sliding_window, which is not modelled.
+  int64_t window = 0;
+  if (model_type == "mistral") {
+    if (f.has("sliding_window")) {
+      TF_ASSIGN_OR_RETURN(window, f.integer_in("sliding_window", 1, kMaxSize));
+    } else if (!doc.contains("sliding_window")) {
+      window = 4096;
+    }
+  } else if (model_type == "qwen2") {
+    TF_ASSIGN_OR_RETURN(const bool sliding, f.boolean_or("use_sliding_window", false));
+    if (sliding) return f.error("use_sliding_window true is not modelled yet");
+  }
+  set("sliding_window", std::to_string(window));
+  return m;
+}
+
+}  // namespace
+
+std::vector<std::string_view> hf_model_types() {
+  std::vector<std::string_view> out;
+  out.reserve(kFamilies.size());
+  for (const Family& f : kFamilies) out.push_back(f.model_type);
+  return out;
+}
+
+Result<HfModel> parse_hf_config(std::string_view text, std::string_view source) {
+  TF_ASSIGN_OR_RETURN(const json doc, parse_json_file(text, source, kHint));
+  Result<HfModel> m = parse_document(doc);
+  if (!m.ok()) return m.status().with_context(std::string(source));
+  return m;
+}
+
+}  // namespace trainfit

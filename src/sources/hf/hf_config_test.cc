@@ -1,0 +1,149 @@
+#include "sources/hf/hf_config.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "base/size_math.h"
+#include "sources/parser_fuzz_test_util.h"
+#include "sources/zoo/zoo.h"
+
+namespace trainfit {
+namespace {
+
+std::string example(const std::string& name) {
+  std::ifstream in(std::string(TRAINFIT_TEST_DATA_DIR) + "/../../examples/" + name);
+  EXPECT_TRUE(in) << name;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+int64_t parameters(const HfModel& m) {
+  ModelRequest r;
+  r.name = m.model;
+  r.sets = m.sets;
+  r.batch = 1;
+  r.seq_len = 16;
+  const Result<Graph> g = build_model(r);
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  if (!g.ok()) return -1;
+  int64_t n = 0;
+  for (const Param& p : g->params) {
+    if (!p.buffer) n += checked_numel(g->value(p.value).shape).value_or(0);
+  }
+  return n;
+}
+
+// The shipped configs (the published config.json files) build the published parameter counts.
+TEST(HfConfig, ShippedConfigsBuildThePublishedParameterCounts) {
+  const std::pair<const char*, int64_t> cases[] = {
+      {"llama-3-8b.json", 8'030'261'248},
+      {"llama-3.2-1b.json", 1'235'814'400},
+      {"mistral-7b-v0.1.json", 7'241'732'096},
+      {"qwen2.5-7b.json", 7'615'616'512},
+  };
+  for (const auto& [file, count] : cases) {
+    SCOPED_TRACE(file);
+    const Result<HfModel> m = parse_hf_config(example(file), file);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    EXPECT_EQ(parameters(*m), count);
+  }
+}
+
+TEST(HfConfig, FieldsBecomeSetKeys) {
+  const Result<HfModel> m = parse_hf_config(example("qwen2.5-7b.json"), "qwen");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->model_type, "qwen2");
+  EXPECT_EQ(m->model, "qwen2");
+  auto value = [&](const std::string& key) {
+    for (const auto& [k, v] : m->sets) {
+      if (k == key) return v;
+    }
+    return std::string("(none)");
+  };
+  EXPECT_EQ(value("num_key_value_heads"), "4");
+  EXPECT_EQ(value("qkv_bias"), "true");
+  EXPECT_EQ(value("rms_norm_eps"), "1e-06");
+  EXPECT_EQ(value("sliding_window"), "0");  // use_sliding_window is false
+  EXPECT_EQ(value("head_dim"), "0");        // hidden_size / num_attention_heads
+}
+
+// A config that leaves fields out gets its family's defaults, as transformers' config class does.
+TEST(HfConfig, MissingOptionalFieldsTakeTheFamilyDefaults) {
+  const Result<HfModel> m = parse_hf_config(
+      R"({"model_type": "mistral", "vocab_size": 100, "hidden_size": 64,
+          "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4})",
+      "small");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const std::vector<std::pair<std::string, std::string>> expected{
+      {"num_key_value_heads", "4"}, {"max_position_embeddings", "131072"},
+      {"sliding_window", "4096"},   {"tie_word_embeddings", "false"},
+      {"use_cache", "true"},        {"rms_norm_eps", "1e-06"}};
+  for (const auto& pair : expected) {
+    EXPECT_NE(std::find(m->sets.begin(), m->sets.end(), pair), m->sets.end()) << pair.first;
+  }
+}
+
+Status status_of(std::string_view text) {
+  return parse_hf_config(text, "config.json").status();
+}
+
+TEST(HfConfig, BadConfigsGetOneLineNamingTheProblem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"not json", "not valid JSON"},
+      {"[1, 2]", "must be a JSON object"},
+      {"{}", "'model_type' is missing"},
+      {R"({"model_type": "gemma9"})", "model_type 'gemma9' is not supported yet"},
+      {R"({"model_type": "llama", "hidden_size": 64})", "'vocab_size' is missing"},
+      {R"({"model_type": "llama", "vocab_size": "32000"})", "'vocab_size' must be an integer"},
+      {R"({"model_type": "llama", "vocab_size": 0})", "'vocab_size' must be at least 1"},
+      {R"({"model_type": "llama", "vocab_size": 1e30})", "'vocab_size' must be an integer"},
+      {R"({"model_type": "llama", "vocab_size": 99999999999999999999})",
+       "'vocab_size' must be an integer"},
+      {R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 8,
+           "num_hidden_layers": 1, "num_attention_heads": 2, "tie_word_embeddings": "yes"})",
+       "'tie_word_embeddings' must be true or false"},
+      {R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 8,
+           "num_hidden_layers": 1, "num_attention_heads": 2, "hidden_act": "relu"})",
+       "hidden_act 'relu' is not supported"},
+      {R"({"model_type": "qwen2", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 8,
+           "num_hidden_layers": 1, "num_attention_heads": 2, "use_sliding_window": true})",
+       "use_sliding_window true is not modelled yet"},
+  };
+  for (const auto& [text, message] : cases) {
+    SCOPED_TRACE(text);
+    const Status s = status_of(text);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.to_string().find(message), std::string::npos) << s.to_string();
+    EXPECT_EQ(s.to_string().find('\n'), std::string::npos);
+  }
+}
+
+// Head counts that do not divide parse (they are numbers) and are refused when the model builds.
+TEST(HfConfig, HeadsThatDoNotDivideAreRefusedByTheModel) {
+  const Result<HfModel> m = parse_hf_config(
+      R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 64, "intermediate_size": 8,
+          "num_hidden_layers": 1, "num_attention_heads": 8, "num_key_value_heads": 3})",
+      "odd");
+  ASSERT_TRUE(m.ok());
+  ModelRequest r;
+  r.name = m->model;
+  r.sets = m->sets;
+  r.seq_len = 16;
+  const Result<Graph> g = build_model(r);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("not divisible by num_key_value_heads 3"), std::string::npos);
+}
+
+TEST(HfConfig, TruncatedAndGarbledConfigsAreRefusedInOneLine) {
+  const int refused = fuzz_parser(
+      example("llama-3.2-1b.json"), 5,
+      [](std::string_view t) { return parse_hf_config(t, "fuzzed.json"); },
+      [](const HfModel& m) { EXPECT_EQ(m.model, "llama"); });
+  EXPECT_GT(refused, 100);
+}
+
+}  // namespace
+}  // namespace trainfit

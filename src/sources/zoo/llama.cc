@@ -1,0 +1,406 @@
+// Decoder-only language models laid out as Hugging Face transformers 4.48 builds LlamaForCausalLM
+// and trains it on input_ids and labels (no padding mask): token embedding; decoder layers of
+// RMSNorm (in fp32), rotary attention with grouped key/value heads, residual add, RMSNorm, a
+// gated MLP (down(act(gate(x)) * up(x))), residual add; a final RMSNorm, lm_head (tied to the
+// embedding or not) and the causal LM loss. Mistral and Qwen2 share the layout; Qwen2 adds biases
+// to q, k and v. Keys are named as in the model's config.json (see --hf-config).
+//
+// What a training step keeps besides autograd's tensors:
+//  - the rotary cos and sin tables (1 x seq x head_dim, made under no_grad) for the whole forward;
+//  - eager attention: the causal mask, seq x (seq + 1) in the model's dtype, for the whole forward;
+//  - use_cache (config.json's default, true): DynamicCache holds every layer's key (after
+//    rotation, before its heads are repeated) and value, and the model returns it with the loss
+//    and the logits; like the logits, the training loop holds it to the end of the step.
+//
+// attention=sdpa (transformers' default) needs PyTorch >= 2.1.1; on PyTorch 1.13 transformers
+// falls back to eager attention, and so does this model under the cpu profile.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "sources/zoo/causal_lm.h"
+#include "sources/zoo/nn.h"
+#include "sources/zoo/zoo.h"
+
+namespace trainfit {
+namespace {
+
+struct DecoderShape {
+  const char* name;
+  const char* doc;
+  int64_t vocab, hidden, intermediate, layers, heads, kv_heads, positions;
+  int64_t window;
+  double eps, rope_theta;
+  bool qkv_bias, tied;
+  const char* params;
+};
+
+// Published config.json figures of one model per family: the zoo's defaults.
+constexpr DecoderShape kDecoders[] = {
+    {"llama", "Meta Llama 3 8B", 128256, 4096, 14336, 32, 32, 8, 8192, 0, 1e-5, 500000.0, false,
+     false, "8,030,261,248"},
+    {"mistral", "Mistral 7B v0.1", 32000, 4096, 14336, 32, 32, 8, 32768, 4096, 1e-5, 10000.0, false,
+     false, "7,241,732,096"},
+    {"qwen2", "Qwen2.5 7B (biases on q, k and v)", 152064, 3584, 18944, 28, 28, 4, 131072, 0, 1e-6,
+     1000000.0, true, false, "7,615,616,512"},
+};
+
+struct Decoder {
+  int64_t batch, len, layers, hidden, intermediate, heads, kv_heads, head_dim, vocab, positions,
+      window;
+  double eps, attention_dropout;
+  bool qkv_bias, o_bias, mlp_bias, tied, sdpa, use_cache;
+  std::string act;
+};
+
+std::string dtype_of(GraphBuilder& b, ValueId v) {
+  return std::string(dtype_name(b.value(v).dtype));
+}
+
+// Python locals (and what the forward returns) keep tensors alive until the function returns:
+// a view of each, made here, keeps its storage until here.
+void hold(GraphBuilder& b, std::initializer_list<ValueId> values) {
+  for (ValueId v : values) {
+    if (v == kNone || !b.ok()) continue;
+    b.call1("expand", {v}, {{"sizes", b.value(v).shape}});
+  }
+}
+
+// LlamaRMSNorm: x in fp32, times rsqrt(mean(x^2) + eps), back to x's dtype, times the weight.
+ValueId rms_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t width, double eps) {
+  auto norm = b.module(name, "LlamaRMSNorm");
+  const std::string input_dtype = dtype_of(b, x);
+  ValueId h = x;
+  if (b.ok() && b.value(x).dtype != DType::kFloat32) {
+    h = b.call1("to_copy", {x}, {{"dtype", std::string("float32")}});
+  }
+  ValueId variance = b.call1("pow_scalar", {h}, {{"exponent", 2.0}});
+  variance = b.call1("mean", {variance}, {{"dims", Dims{-1}}, {"keepdim", true}});
+  const ValueId scale = b.call1("rsqrt", {b.call1("add_scalar", {variance}, {{"value", eps}})});
+  h = b.call1("mul", {h, scale});
+  if (b.ok() && dtype_of(b, h) != input_dtype) {
+    h = b.call1("to_copy", {h}, {{"dtype", input_dtype}});
+  }
+  const ValueId weight = b.parameter("weight", {width});
+  const ValueId out = b.call1("mul", {weight, h});
+  hold(b, {variance});
+  return out;
+}
+
+// The rotary tables, as LlamaRotaryEmbedding makes them under no_grad: the positions in fp32,
+// freqs = inv_freq (x) positions, emb = cat(freqs, freqs), cos and sin of emb, each scaled by 1.0
+// and cast to the activations' dtype. Only their bytes and lifetimes matter: the product, cos and
+// sin stand in as tensors of their shape.
+std::pair<ValueId, ValueId> rotary_tables(GraphBuilder& b, ValueId like, const Decoder& d) {
+  auto rotary = b.module("rotary_emb", "LlamaRotaryEmbedding");
+  b.parameter("inv_freq", {d.head_dim / 2}, /*buffer=*/true, DType::kFloat32);
+  const std::string fp32("float32");
+  const ValueId positions = b.call1("full", {}, {{"shape", Dims{1, 1, d.len}}, {"dtype", fp32}});
+  const ValueId freqs =
+      b.call1("full", {}, {{"shape", Dims{1, d.head_dim / 2, d.len}}, {"dtype", fp32}});
+  const ValueId rows = b.call1("transpose", {freqs}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}});
+  const ValueId emb = b.call1("cat", {rows, rows}, {{"dim", int64_t{-1}}});
+  ValueId cos = b.call1("full", {emb}, {{"dtype", fp32}});
+  ValueId sin = b.call1("full", {emb}, {{"dtype", fp32}});
+  cos = b.call1("mul_scalar", {cos}, {{"value", 1.0}});
+  sin = b.call1("mul_scalar", {sin}, {{"value", 1.0}});
+  const std::string dtype = dtype_of(b, like);
+  ValueId cos_out = cos;
+  ValueId sin_out = sin;
+  if (b.ok() && dtype_of(b, cos) != dtype) {
+    cos_out = b.call1("to_copy", {cos}, {{"dtype", dtype}});
+    sin_out = b.call1("to_copy", {sin}, {{"dtype", dtype}});
+  }
+  hold(b, {positions, freqs, emb, cos, sin});
+  return {cos_out, sin_out};
+}
+
+// The eager path's additive causal mask (_prepare_4d_causal_attention_mask_with_cache_position):
+// full((seq, seq + 1), min) -> triu(1) -> *= arange(seq + 1) > cache_position[:, None], expanded
+// to (batch, 1, seq, seq + 1). triu and the comparison stand in as tensors of their shape.
+ValueId causal_mask(GraphBuilder& b, ValueId cache_position, const Decoder& d, DType dtype) {
+  const std::string name(dtype_name(dtype));
+  const Dims shape{d.len, d.len + 1};
+  ValueId mask = b.call1("full", {}, {{"shape", shape}, {"dtype", name}});
+  mask = b.call1("full", {mask}, {{"dtype", name}});  // triu
+  const ValueId columns = b.call1("arange", {}, {{"end", d.len + 1}});
+  const ValueId later = b.call1("full", {}, {{"shape", shape}, {"dtype", std::string("bool")}});
+  hold(b, {columns, cache_position});  // read by the comparison
+  mask = b.call1("mul", {mask, later}, {{"inplace", true}});
+  mask = b.call1("unsqueeze", {b.call1("unsqueeze", {mask}, {{"dim", int64_t{0}}})},
+                 {{"dim", int64_t{0}}});
+  return b.call1("expand", {mask}, {{"sizes", Dims{d.batch, 1, -1, -1}}});
+}
+
+// rotate_half(x) = cat(-x[..., half:], x[..., :half])
+ValueId rotate_half(GraphBuilder& b, ValueId x, int64_t head_dim) {
+  const int64_t half = head_dim / 2;
+  const ValueId x1 = b.call1("slice", {x}, {{"dim", int64_t{-1}}, {"end", half}});
+  const ValueId x2 = b.call1("slice", {x}, {{"dim", int64_t{-1}}, {"start", half}});
+  return b.call1("cat", {b.call1("neg", {x2}), x1}, {{"dim", int64_t{-1}}});
+}
+
+ValueId rotate(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, int64_t head_dim) {
+  return b.call1("add",
+                 {b.call1("mul", {x, cos}), b.call1("mul", {rotate_half(b, x, head_dim), sin})});
+}
+
+// repeat_kv: (b, kv, s, d) -> (b, kv * n, s, d) through expand and a reshape copy.
+ValueId repeat_kv(GraphBuilder& b, ValueId x, const Decoder& d) {
+  const int64_t n = d.heads / d.kv_heads;
+  if (n == 1) return x;
+  x = b.call1("unsqueeze", {x}, {{"dim", int64_t{2}}});
+  x = b.call1("expand", {x}, {{"sizes", Dims{d.batch, d.kv_heads, n, d.len, d.head_dim}}});
+  return b.call1("reshape", {x}, {{"shape", Dims{d.batch, d.heads, d.len, d.head_dim}}});
+}
+
+struct Cached {
+  ValueId key = kNone, value = kNone;
+};
+
+ValueId attention(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, ValueId mask,
+                  const Decoder& d, Cached& cached) {
+  auto attn = b.module("self_attn", "LlamaAttention");
+  const Dims hidden_shape{d.batch, d.len, -1, d.head_dim};
+  auto heads = [&](std::string_view name, int64_t n_heads, bool bias) {
+    ValueId t = nn::linear(b, name, x, n_heads * d.head_dim, bias);
+    t = b.call1("view", {t}, {{"shape", hidden_shape}});
+    return b.call1("transpose", {t}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}});
+  };
+  ValueId q = heads("q_proj", d.heads, d.qkv_bias);
+  ValueId k = heads("k_proj", d.kv_heads, d.qkv_bias);
+  ValueId v = heads("v_proj", d.kv_heads, d.qkv_bias);
+  cos = b.call1("unsqueeze", {cos}, {{"dim", int64_t{1}}});
+  sin = b.call1("unsqueeze", {sin}, {{"dim", int64_t{1}}});
+  q = rotate(b, q, cos, sin, d.head_dim);
+  k = rotate(b, k, cos, sin, d.head_dim);
+  if (d.use_cache) cached = {k, v};
+  const ValueId rotated_q = q;
+  const ValueId rotated_k = k;
+  const ValueId unrepeated_v = v;
+  k = repeat_kv(b, k, d);
+  v = repeat_kv(b, v, d);
+  ValueId out = kNone;
+  const double scaling = 1.0 / std::sqrt(static_cast<double>(d.head_dim));
+  if (d.sdpa) {
+    q = b.call1("contiguous", {q});
+    k = b.call1("contiguous", {k});
+    v = b.call1("contiguous", {v});
+    out = b.call1("scaled_dot_product_attention", {q, k, v},
+                  {{"dropout_p", d.attention_dropout}, {"is_causal", true}});
+  } else {
+    ValueId w = b.call1(
+        "matmul", {q, b.call1("transpose", {k}, {{"dim0", int64_t{2}}, {"dim1", int64_t{3}}})});
+    w = b.call1("mul_scalar", {w}, {{"value", scaling}});
+    mask = b.call1("slice", {mask}, {{"dim", int64_t{3}}, {"end", d.len}});
+    w = b.call1("add", {w, mask});
+    const std::string dtype = dtype_of(b, q);
+    w = b.call1("softmax", {w}, {{"dim", int64_t{-1}}, {"dtype", std::string("float32")}});
+    if (b.ok() && dtype_of(b, w) != dtype) w = b.call1("to_copy", {w}, {{"dtype", dtype}});
+    w = nn::dropout(b, "attention_dropout", w, d.attention_dropout);
+    out = b.call1("matmul", {w, v});
+  }
+  out = b.call1("contiguous",
+                {b.call1("transpose", {out}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}})});
+  out = b.call1("reshape", {out}, {{"shape", Dims{d.batch, d.len, -1}}});
+  out = nn::linear(b, "o_proj", out, d.hidden, d.o_bias);
+  hold(b, {rotated_q, rotated_k, unrepeated_v});  // the forward's locals
+  return out;
+}
+
+ValueId mlp(GraphBuilder& b, ValueId x, const Decoder& d) {
+  auto mlp = b.module("mlp", "LlamaMLP");
+  ValueId gate = nn::linear(b, "gate_proj", x, d.intermediate, d.mlp_bias);
+  if (d.act == "silu") {
+    gate = nn::op_module(b, "act_fn", "SiLU", "silu", {gate});
+  } else {
+    gate = nn::gelu(b, "act_fn", gate, /*tanh=*/true);
+  }
+  const ValueId up = nn::linear(b, "up_proj", x, d.intermediate, d.mlp_bias);
+  return nn::linear(b, "down_proj", b.call1("mul", {gate, up}), d.hidden, d.mlp_bias);
+}
+
+std::vector<std::string> registration_order(const Decoder& d) {
+  std::vector<std::string> order{"model.embed_tokens."};
+  for (int64_t i = 0; i < d.layers; ++i) {
+    for (const char* part : {"self_attn", "mlp", "input_layernorm", "post_attention_layernorm"}) {
+      order.push_back(fmt::format("model.layers.{}.{}.", i, part));
+    }
+  }
+  order.emplace_back("model.norm.");
+  order.emplace_back("model.rotary_emb.");
+  order.emplace_back("lm_head.");
+  return order;
+}
+
+void build_decoder(GraphBuilder& b, const ModelConfig& c) {
+  Decoder d{c.batch,
+            c.seq_len,
+            c.get_int("num_hidden_layers"),
+            c.get_int("hidden_size"),
+            c.get_int("intermediate_size"),
+            c.get_int("num_attention_heads"),
+            c.get_int("num_key_value_heads"),
+            c.get_int("head_dim"),
+            c.get_int("vocab_size"),
+            c.get_int("max_position_embeddings"),
+            c.get_int("sliding_window"),
+            c.get_float("rms_norm_eps"),
+            c.get_float("attention_dropout"),
+            c.get_bool("attention_bias") || c.get_bool("qkv_bias"),
+            c.get_bool("attention_bias"),
+            c.get_bool("mlp_bias"),
+            c.get_bool("tie_word_embeddings"),
+            c.get_string("attention") == "sdpa",
+            c.get_bool("use_cache"),
+            c.get_string("hidden_act")};
+  if (d.head_dim == 0) {
+    if (d.hidden % d.heads != 0) {
+      b.fail(invalid_argument(
+          fmt::format("hidden_size {} is not divisible by num_attention_heads {}", d.hidden,
+                      d.heads),
+          "give head_dim, or a hidden_size that is a multiple of num_attention_heads"));
+      return;
+    }
+    d.head_dim = d.hidden / d.heads;
+  }
+  if (d.heads % d.kv_heads != 0) {
+    b.fail(invalid_argument(
+        fmt::format("num_attention_heads {} is not divisible by num_key_value_heads {}", d.heads,
+                    d.kv_heads),
+        "each key/value head serves a whole number of query heads"));
+    return;
+  }
+  if (d.head_dim % 2 != 0) {
+    b.fail(invalid_argument(fmt::format("head_dim {} is odd", d.head_dim),
+                            "rotary embeddings rotate pairs of dimensions"));
+    return;
+  }
+  if (d.len > d.positions) {
+    b.fail(invalid_argument(
+        fmt::format("--seq-len {} exceeds max_position_embeddings {}", d.len, d.positions),
+        fmt::format("use --seq-len {} or less, or --set max_position_embeddings={}", d.positions,
+                    d.len)));
+    return;
+  }
+  if (d.window > 0 && d.len >= d.window) {
+    b.fail(invalid_argument(
+        fmt::format("--seq-len {} reaches sliding_window {}: transformers then builds a (batch, 1, "
+                    "seq, seq) attention mask, which is not modelled yet",
+                    d.len, d.window),
+        fmt::format("use --seq-len {} or less", d.window - 1)));
+    return;
+  }
+  if (b.options().target.torch == TorchVersion::k1_13) d.sdpa = false;
+  b.param_order(registration_order(d));
+
+  const ValueId ids = b.input("input_ids", {d.batch, d.len}, DType::kInt64);
+  const ValueId labels = b.input("labels", {d.batch, d.len}, DType::kInt64);
+  ValueId logits = kNone;
+  ValueId final_hidden = kNone;
+  std::vector<Cached> cache(static_cast<size_t>(d.layers));
+  {
+    auto model = b.module("", "LlamaForCausalLM");
+    ValueId h = kNone;
+    {
+      auto inner = b.module("model", "LlamaModel");
+      const ValueId embeds =
+          nn::op_module(b, "embed_tokens", "Embedding", "embedding", {ids},
+                        {{"num_embeddings", d.vocab}, {"embedding_dim", d.hidden}});
+      h = embeds;
+      const ValueId cache_position = b.call1("arange", {}, {{"end", d.len}});
+      ValueId mask = kNone;
+      if (!d.sdpa && b.ok()) mask = causal_mask(b, cache_position, d, b.value(h).dtype);
+      const auto [cos, sin] = rotary_tables(b, h, d);
+      for (int64_t i = 0; i < d.layers; ++i) {
+        auto layer = b.module(fmt::format("layers.{}", i), "LlamaDecoderLayer");
+        ValueId x = rms_norm(b, "input_layernorm", h, d.hidden, d.eps);
+        h = nn::add(b, h, attention(b, x, cos, sin, mask, d, cache[static_cast<size_t>(i)]));
+        x = rms_norm(b, "post_attention_layernorm", h, d.hidden, d.eps);
+        h = nn::add(b, h, mlp(b, x, d));
+      }
+      h = rms_norm(b, "norm", h, d.hidden, d.eps);
+      hold(b, {embeds, cache_position, mask, cos, sin});  // the forward's locals
+    }
+    final_hidden = h;
+    std::vector<ValueId> head_weight;
+    if (d.tied)
+      head_weight.push_back(b.parameter("model.embed_tokens.weight", {d.vocab, d.hidden}));
+    h = b.call1("slice", {h}, {{"dim", int64_t{1}}, {"start", int64_t{0}}});
+    logits = nn::op_module(b, "lm_head", "Linear", "linear", {h},
+                           {{"out_features", d.vocab}, {"bias", false}}, head_weight);
+  }
+  const ValueId loss = causal_lm_loss(b, logits, labels, d.vocab);
+  // transformers computes the loss inside the model's forward: its locals (the last hidden state)
+  // live until the loss is made. It returns the logits and the cache with the loss.
+  {
+    auto scope = b.module("loss", "ForCausalLMLoss");
+    hold(b, {final_hidden});
+  }
+  for (const Cached& layer : cache) {
+    if (layer.key == kNone) continue;
+    b.returns(layer.key);
+    b.returns(layer.value);
+  }
+  b.set_loss(loss);
+}
+
+}  // namespace
+
+void add_decoder_models(std::vector<ModelSpec>& models) {
+  for (const DecoderShape& s : kDecoders) {
+    ModelSpec m;
+    m.name = s.name;
+    m.family = "decoder";
+    m.doc = fmt::format(
+        "{} by default ({} parameters), laid out as transformers' LlamaForCausalLM, causal LM "
+        "loss; --hf-config reads the config.json of any model of the family",
+        s.doc, s.params);
+    m.input = InputKind::kSequence;
+    m.default_seq_len = 2048;
+    m.keys = {
+        set_key("vocab_size", AttrKind::kInt, s.vocab, "token vocabulary", {}, 1.0),
+        set_key("hidden_size", AttrKind::kInt, s.hidden, "model width", {}, 1.0),
+        set_key("intermediate_size", AttrKind::kInt, s.intermediate, "MLP width", {}, 1.0),
+        set_key("num_hidden_layers", AttrKind::kInt, s.layers, "decoder layers", {}, 1.0),
+        set_key("num_attention_heads", AttrKind::kInt, s.heads, "query heads", {}, 1.0),
+        set_key("num_key_value_heads", AttrKind::kInt, s.kv_heads,
+                "key/value heads (grouped-query)", {}, 1.0),
+        set_key("head_dim", AttrKind::kInt, int64_t{0}, "width of a head", {}, 0.0, {},
+                "hidden_size / num_attention_heads"),
+        set_key("max_position_embeddings", AttrKind::kInt, s.positions, "longest sequence", {},
+                1.0),
+        set_key("sliding_window", AttrKind::kInt, s.window, "attention window (0: none)", {}, 0.0),
+        set_key("rms_norm_eps", AttrKind::kFloat, s.eps, "RMSNorm epsilon", {}, 0.0),
+        set_key("rope_theta", AttrKind::kFloat, s.rope_theta, "rotary base (no effect on memory)",
+                {}, 0.0),
+        set_key("attention_bias", AttrKind::kBool, false, "biases on q, k, v and o projections"),
+        set_key("qkv_bias", AttrKind::kBool, s.qkv_bias, "biases on q, k and v only (Qwen2)"),
+        set_key("mlp_bias", AttrKind::kBool, false, "biases on the MLP projections"),
+        set_key("tie_word_embeddings", AttrKind::kBool, s.tied, "lm_head shares the embedding"),
+        set_key("hidden_act", AttrKind::kString, std::string("silu"), "MLP gate activation",
+                {"silu", "gelu_pytorch_tanh"}),
+        set_key("attention_dropout", AttrKind::kFloat, 0.0, "dropout on attention probabilities",
+                {}, 0.0, 1.0),
+        set_key("attention", AttrKind::kString, std::string("sdpa"), "attention implementation",
+                {"sdpa", "eager"}),
+        set_key("use_cache", AttrKind::kBool, true,
+                "the forward returns each layer's key and value (DynamicCache), held to the step's "
+                "end"),
+    };
+    m.build = build_decoder;
+    m.checkpoint_families = {{"decoder layers", {"model.layers.*"}}};
+    m.smaller = [](const ModelConfig& c) {
+      std::vector<ModelChange> changes;
+      if (const int64_t n = c.get_int("num_hidden_layers"); n > 1) {
+        changes.push_back({fmt::format("num_hidden_layers {} -> {}", n, n / 2),
+                           {{"num_hidden_layers", std::to_string(n / 2)}}});
+      }
+      return changes;
+    };
+    models.push_back(std::move(m));
+  }
+}
+
+}  // namespace trainfit

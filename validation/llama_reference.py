@@ -1,0 +1,256 @@
+"""LlamaForCausalLM as Hugging Face transformers 4.48 trains it on input_ids and labels (no padding
+mask), eager attention, for the checks (transformers is not installed here).
+
+Written from transformers' modeling_llama.py: module names and parameter shapes follow its
+state_dict; the forward keeps its op order and its Python locals (a tensor bound to a local lives
+until the function returns), builds the causal mask and the rotary tables as it does, keeps each
+layer's key and value in a cache when use_cache, computes the loss inside the forward
+(ForCausalLMLoss: logits upcast to fp32, labels padded and shifted) and returns the loss, the
+logits and the cache together. Mistral and Qwen2 share the layout (Qwen2: biases on q, k, v).
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def config(sets):
+    """A small decoder's fields, with `sets` (config.json names, values as strings) on top."""
+    c = dict(vocab_size=1000, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, head_dim=0,
+             max_position_embeddings=256, rms_norm_eps=1e-5, attention_bias=False,
+             qkv_bias=False, mlp_bias=False, tie_word_embeddings=False, use_cache=True,
+             attention_dropout=0.0)
+    for k, v in (sets or {}).items():
+        if k == "attention":
+            assert v == "eager", "PyTorch 1.13 has no scaled_dot_product_attention"
+            continue
+        old = c[k]
+        c[k] = (v == "true") if isinstance(old, bool) else type(old)(v)
+    if not c["head_dim"]:
+        c["head_dim"] = c["hidden_size"] // c["num_attention_heads"]
+    return c
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, width, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class RotaryEmbedding(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        dim = c["head_dim"]
+        inv_freq = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.attention_scaling = 1.0
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = emb.cos()
+        sin = emb.sin()
+        cos = cos * self.attention_scaling
+        sin = sin * self.attention_scaling
+        return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin):
+    cos = cos.unsqueeze(1)
+    sin = sin.unsqueeze(1)
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed, k_embed
+
+
+def repeat_kv(hidden_states, n_rep):
+    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+    if n_rep == 1:
+        return hidden_states
+    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen,
+                                                           head_dim)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
+def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0):
+    key_states = repeat_kv(key, module.num_key_value_groups)
+    value_states = repeat_kv(value, module.num_key_value_groups)
+    attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
+        attn_weights = attn_weights + causal_mask
+    attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    attn_weights = F.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value_states)
+    attn_output = attn_output.transpose(1, 2).contiguous()
+    return attn_output, attn_weights
+
+
+class Cache:
+    """DynamicCache as training fills it: each layer's key and value, appended."""
+
+    def __init__(self):
+        self.key_cache, self.value_cache = [], []
+
+    def update(self, key_states, value_states, layer_idx):
+        self.key_cache.append(key_states)
+        self.value_cache.append(value_states)
+        return self.key_cache[layer_idx], self.value_cache[layer_idx]
+
+
+class Attention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.head_dim = c["head_dim"]
+        self.num_key_value_groups = c["num_attention_heads"] // c["num_key_value_heads"]
+        self.scaling = self.head_dim ** -0.5
+        self.attention_dropout = c["attention_dropout"]
+        qkv_bias = c["attention_bias"] or c["qkv_bias"]
+        h, heads, kv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
+        self.q_proj = nn.Linear(h, heads * self.head_dim, bias=qkv_bias)
+        self.k_proj = nn.Linear(h, kv * self.head_dim, bias=qkv_bias)
+        self.v_proj = nn.Linear(h, kv * self.head_dim, bias=qkv_bias)
+        self.o_proj = nn.Linear(heads * self.head_dim, h, bias=c["attention_bias"])
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, past_key_value):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        if past_key_value is not None:
+            key_states, value_states = past_key_value.update(key_states, value_states,
+                                                             self.layer_idx)
+        attn_output, attn_weights = eager_attention_forward(
+            self, query_states, key_states, value_states, attention_mask,
+            dropout=0.0 if not self.training else self.attention_dropout, scaling=self.scaling)
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = self.o_proj(attn_output)
+        return attn_output, attn_weights
+
+
+class MLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, i, bias = c["hidden_size"], c["intermediate_size"], c["mlp_bias"]
+        self.gate_proj = nn.Linear(h, i, bias=bias)
+        self.up_proj = nn.Linear(h, i, bias=bias)
+        self.down_proj = nn.Linear(i, h, bias=bias)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.self_attn = Attention(c, layer_idx)
+        self.mlp = MLP(c)
+        self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+
+    def forward(self, hidden_states, attention_mask, past_key_value, position_embeddings):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states, self_attn_weights = self.self_attn(
+            hidden_states, position_embeddings, attention_mask, past_key_value)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        hidden_states = residual + hidden_states
+        return (hidden_states,)
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.config = c
+        self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        self.layers = nn.ModuleList([DecoderLayer(c, i) for i in range(c["num_hidden_layers"])])
+        self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.rotary_emb = RotaryEmbedding(c)
+
+    def forward(self, input_ids):
+        inputs_embeds = self.embed_tokens(input_ids)
+        past_key_values = Cache() if self.config["use_cache"] else None
+        cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
+        position_ids = cache_position.unsqueeze(0)
+        causal_mask = self._update_causal_mask(inputs_embeds, cache_position)
+        hidden_states = inputs_embeds
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for decoder_layer in self.layers:
+            layer_outputs = decoder_layer(hidden_states, causal_mask, past_key_values,
+                                          position_embeddings)
+            hidden_states = layer_outputs[0]
+        hidden_states = self.norm(hidden_states)
+        return hidden_states, past_key_values
+
+    def _update_causal_mask(self, input_tensor, cache_position):
+        """The eager path with no attention_mask: _prepare_4d_causal_attention_mask_with_cache_position
+        with target_length = seq + 1."""
+        dtype = input_tensor.dtype
+        min_dtype = torch.finfo(dtype).min
+        sequence_length = input_tensor.shape[1]
+        target_length = sequence_length + 1
+        causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype,
+                                 dtype=dtype)
+        if sequence_length != 1:
+            causal_mask = torch.triu(causal_mask, diagonal=1)
+        causal_mask *= torch.arange(target_length) > cache_position.reshape(-1, 1)
+        causal_mask = causal_mask[None, None, :, :].expand(input_tensor.shape[0], 1, -1, -1)
+        return causal_mask
+
+
+def causal_lm_loss(logits, labels, vocab_size, ignore_index=-100):
+    """transformers' ForCausalLMLoss."""
+    logits = logits.float()
+    labels = F.pad(labels, (0, 1), value=ignore_index)
+    shift_labels = labels[..., 1:].contiguous()
+    logits = logits.view(-1, vocab_size)
+    shift_labels = shift_labels.view(-1)
+    return F.cross_entropy(logits, shift_labels, ignore_index=ignore_index, reduction="mean")
+
+
+class Output:
+    """CausalLMOutputWithPast: the loss, the logits and the cache, held together by the loop."""
+
+    def __init__(self, loss, logits, past_key_values):
+        self.loss, self.logits, self.past_key_values = loss, logits, past_key_values
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.config = c
+        self.model = LlamaModel(c)
+        self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
+        if c["tie_word_embeddings"]:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(self, input_ids, labels):
+        hidden_states, past_key_values = self.model(input_ids)
+        logits = self.lm_head(hidden_states[:, -0:, :])
+        loss = causal_lm_loss(logits, labels, self.config["vocab_size"])
+        return Output(loss, logits, past_key_values)
