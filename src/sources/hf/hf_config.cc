@@ -100,9 +100,9 @@ Result<HfModel> parse_document(const json& doc) {
   TF_ASSIGN_OR_RETURN(const bool use_cache, f.boolean_or("use_cache", true));
   set("use_cache", bool_text(use_cache));
 
-  const std::string act = f.string_or("hidden_act", "silu");
-  if (f.has("hidden_act") && !doc.at("hidden_act").is_string()) {
-    return f.error("'hidden_act' must be a string");
+  std::string act = "silu";
+  if (f.has("hidden_act")) {
+    TF_ASSIGN_OR_RETURN(act, f.string("hidden_act"));
   }
   if (act != "silu") {
     return f.error(fmt::format("hidden_act '{}' is not supported for model_type {} (silu is)", act,

@@ -234,6 +234,44 @@ std::vector<std::string> registration_order(const Decoder& d) {
   return order;
 }
 
+// Fills in head_dim (hidden_size / num_attention_heads when 0) and checks that the shape is one
+// transformers can build and this model covers.
+Status resolve_shape(Decoder& d) {
+  if (d.head_dim == 0) {
+    if (d.hidden % d.heads != 0) {
+      return invalid_argument(
+          fmt::format("hidden_size {} is not divisible by num_attention_heads {}", d.hidden,
+                      d.heads),
+          "give head_dim, or a hidden_size that is a multiple of num_attention_heads");
+    }
+    d.head_dim = d.hidden / d.heads;
+  }
+  if (d.heads % d.kv_heads != 0) {
+    return invalid_argument(
+        fmt::format("num_attention_heads {} is not divisible by num_key_value_heads {}", d.heads,
+                    d.kv_heads),
+        "each key/value head serves a whole number of query heads");
+  }
+  if (d.head_dim % 2 != 0) {
+    return invalid_argument(fmt::format("head_dim {} is odd", d.head_dim),
+                            "rotary embeddings rotate pairs of dimensions");
+  }
+  if (d.len > d.positions) {
+    return invalid_argument(
+        fmt::format("--seq-len {} exceeds max_position_embeddings {}", d.len, d.positions),
+        fmt::format("use --seq-len {} or less, or --set max_position_embeddings={}", d.positions,
+                    d.len));
+  }
+  if (d.window > 0 && d.len >= d.window) {
+    return invalid_argument(
+        fmt::format("--seq-len {} reaches sliding_window {}: transformers then builds a (batch, 1, "
+                    "seq, seq) attention mask, which is not modelled yet",
+                    d.len, d.window),
+        fmt::format("use --seq-len {} or less", d.window - 1));
+  }
+  return {};
+}
+
 void build_decoder(GraphBuilder& b, const ModelConfig& c) {
   Decoder d{c.batch,
             c.seq_len,
@@ -255,41 +293,8 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
             c.get_string("attention") == "sdpa",
             c.get_bool("use_cache"),
             c.get_string("hidden_act")};
-  if (d.head_dim == 0) {
-    if (d.hidden % d.heads != 0) {
-      b.fail(invalid_argument(
-          fmt::format("hidden_size {} is not divisible by num_attention_heads {}", d.hidden,
-                      d.heads),
-          "give head_dim, or a hidden_size that is a multiple of num_attention_heads"));
-      return;
-    }
-    d.head_dim = d.hidden / d.heads;
-  }
-  if (d.heads % d.kv_heads != 0) {
-    b.fail(invalid_argument(
-        fmt::format("num_attention_heads {} is not divisible by num_key_value_heads {}", d.heads,
-                    d.kv_heads),
-        "each key/value head serves a whole number of query heads"));
-    return;
-  }
-  if (d.head_dim % 2 != 0) {
-    b.fail(invalid_argument(fmt::format("head_dim {} is odd", d.head_dim),
-                            "rotary embeddings rotate pairs of dimensions"));
-    return;
-  }
-  if (d.len > d.positions) {
-    b.fail(invalid_argument(
-        fmt::format("--seq-len {} exceeds max_position_embeddings {}", d.len, d.positions),
-        fmt::format("use --seq-len {} or less, or --set max_position_embeddings={}", d.positions,
-                    d.len)));
-    return;
-  }
-  if (d.window > 0 && d.len >= d.window) {
-    b.fail(invalid_argument(
-        fmt::format("--seq-len {} reaches sliding_window {}: transformers then builds a (batch, 1, "
-                    "seq, seq) attention mask, which is not modelled yet",
-                    d.len, d.window),
-        fmt::format("use --seq-len {} or less", d.window - 1)));
+  if (const Status status = resolve_shape(d); !status.ok()) {
+    b.fail(status);
     return;
   }
   if (b.options().target.torch == TorchVersion::k1_13) d.sdpa = false;
