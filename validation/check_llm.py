@@ -2,7 +2,8 @@
 --hf-config builds for Llama, Mistral and Qwen2) against a PyTorch re-creation of transformers
 4.48's (validation/llama_reference.py) on CPU.
 
-Each case is a small decoder given as config.json fields. The parameter count must be exact, and
+Each case is a small decoder given as config.json fields, trained in full or with LoRA as peft adds
+it (llama_reference.apply_lora: get_peft_model's layer, dtypes and trainable parameters). The parameter count must be exact, and
 the peak of live tensor bytes over two training iterations (harness.training_peak: the loop holds
 the model's output, here the loss, logits and cache, to the end of the step) must match
 `trainfit estimate --model llama --set FIELD=VALUE ... --device-profile cpu --json` within 1%.
@@ -24,19 +25,44 @@ from torch_models import Case
 TOLERANCE = 0.01
 
 # (config.json fields on top of llama_reference.config's small decoder, batch, sequence length,
-# optimizer, precision, --freeze prefixes)
+# optimizer, precision, --freeze prefixes, LoRA: apply_lora's keywords or None)
 CASES = [
-    ({}, 2, 64, "adamw", "fp32", ()),
-    ({"use_cache": "false", "tie_word_embeddings": "true"}, 3, 48, "sgd", "fp32", ()),
+    ({}, 2, 64, "adamw", "fp32", (), None),
+    ({"use_cache": "false", "tie_word_embeddings": "true"}, 3, 48, "sgd", "fp32", (), None),
     # Qwen2's layout: biases on q, k and v; one key/value head per query head (no repeat).
-    ({"qkv_bias": "true", "num_key_value_heads": "4"}, 2, 64, "adam", "fp32", ()),
+    ({"qkv_bias": "true", "num_key_value_heads": "4"}, 2, 64, "adam", "fp32", (), None),
     # A vocabulary larger than the model, as in every real LLM: the logits dominate.
-    ({"vocab_size": "8000", "num_key_value_heads": "1"}, 2, 96, "adamw", "fp32", ()),
+    ({"vocab_size": "8000", "num_key_value_heads": "1"}, 2, 96, "adamw", "fp32", (), None),
     # The whole model in bf16: the fp32 logits copy, RMSNorm's fp32 detour, the mask in bf16.
-    ({"vocab_size": "4000"}, 2, 64, "adamw", "bf16", ()),
+    ({"vocab_size": "4000"}, 2, 64, "adamw", "bf16", (), None),
     # Frozen embedding and first layer: what autograd keeps through frozen linears.
-    ({}, 2, 64, "adamw", "fp32", ("model.embed_tokens", "model.layers.0")),
+    ({}, 2, 64, "adamw", "fp32", ("model.embed_tokens", "model.layers.0"), None),
+    # LoRA, peft's defaults (r=8 on q_proj and v_proj): nothing before the first adapter needs a
+    # gradient, and each adapter keeps its input and its rank-r activation.
+    ({}, 2, 64, "adamw", "fp32", (), {}),
+    # Every Linear adapted, with lora_dropout: each adapter's dropout mask and output.
+    ({"vocab_size": "4000"}, 2, 64, "adamw", "fp32", (),
+     {"r": 16, "alpha": 32, "dropout": 0.05, "target": ("all-linear",)}),
+    # A bf16 base: peft casts the adapters to fp32, and with them each input they see.
+    ({"vocab_size": "4000"}, 2, 64, "adamw", "bf16", (),
+     {"r": 4, "target": ("q_proj", "k_proj", "v_proj", "o_proj")}),
+    # ... or keeps them in bf16 (get_peft_model(autocast_adapter_dtype=False)).
+    ({"use_cache": "false"}, 2, 64, "adam", "bf16", (),
+     {"r": 8, "dropout": 0.1, "target": ("all-linear",), "fp32_adapters": False}),
+    # Qwen2's biases on a frozen base, tied embeddings, SGD.
+    ({"qkv_bias": "true", "tie_word_embeddings": "true"}, 3, 48, "sgd", "fp32", (),
+     {"r": 2, "target": ("k_proj", "gate_proj", "down_proj")}),
 ]
+
+
+def lora_flag(lora):
+    """apply_lora's keywords as trainfit's --lora value."""
+    items = [f"r={lora.get('r', 8)}", f"alpha={lora.get('alpha', 8)}",
+             f"dropout={lora.get('dropout', 0.0)}",
+             "target=" + ",".join(lora.get("target", ("q_proj", "v_proj")))]
+    if not lora.get("fp32_adapters", True):
+        items.append("adapter_dtype=base")
+    return ",".join(items)
 
 
 def reference_sets(sets):
@@ -56,7 +82,7 @@ def main():
                     f"within {TOLERANCE:.0%}")
     # The figures depend on the re-creation, so its file is the source the digest covers.
     measured = Measured("llm", llama_reference.__file__, args.remeasure)
-    for sets, batch, seq, optimizer, precision, frozen in CASES:
+    for sets, batch, seq, optimizer, precision, frozen, lora in CASES:
         fields = reference_sets(sets)
 
         def measure():
@@ -66,6 +92,8 @@ def main():
             if precision == "bf16":
                 model = model.to(torch.bfloat16)
             freeze(model, frozen)
+            if lora is not None:
+                llama_reference.apply_lora(model, **lora)
             model.train()
 
             def make_batch():
@@ -76,18 +104,24 @@ def main():
                                         make_batch)
             return [parameter_counts(model)[0], peak, where]
 
-        params, peak, where = measured.get([sets, batch, seq, optimizer, precision, list(frozen)],
-                                           measure)
+        key = [sets, batch, seq, optimizer, precision, list(frozen)]
+        if lora is not None:
+            key.append(lora_flag(lora))
+        params, peak, where = measured.get(key, measure)
         gc.collect()
         flags = ["--seq-len", str(seq), "--batch", str(batch), "--optimizer", optimizer,
                  "--precision", precision, "--set", "attention=eager"] + set_flags(fields)
         for q in frozen:
             flags += ["--freeze", q]
+        if lora is not None:
+            flags += ["--lora", lora_flag(lora)]
         ours = run_trainfit(args.trainfit, ["estimate", "--model", "llama", "--device-profile",
                                             "cpu", "--json"] + flags)
         label = f"b{batch} s{seq} {optimizer} {precision} {sets_label(sets)}"
         if frozen:
             label += " freeze " + ",".join(frozen)
+        if lora is not None:
+            label += " lora " + lora_flag(lora)
         report.check(ours["parameters"] == params,
                      f"{label:60s} parameters torch {params:,} trainfit {ours['parameters']:,}")
         predicted = ours["peak_allocated_bytes"]

@@ -254,3 +254,54 @@ class LlamaForCausalLM(nn.Module):
         logits = self.lm_head(hidden_states[:, -0:, :])
         loss = causal_lm_loss(logits, labels, self.config["vocab_size"])
         return Output(loss, logits, past_key_values)
+
+
+class LoraLinear(nn.Module):
+    """peft's lora.Linear with one adapter, "default", as get_peft_model makes it: the adapters
+    are made in the base layer's dtype, then cast to fp32 when that is bf16 or fp16
+    (autocast_adapter_dtype=True) unless `fp32_adapters` is False."""
+
+    def __init__(self, base_layer, r, alpha, dropout, fp32_adapters):
+        super().__init__()
+        self.base_layer = base_layer
+        self.lora_dropout = nn.ModuleDict(
+            {"default": nn.Dropout(p=dropout) if dropout > 0 else nn.Identity()})
+        self.lora_A = nn.ModuleDict({"default": nn.Linear(base_layer.in_features, r, bias=False)})
+        self.lora_B = nn.ModuleDict({"default": nn.Linear(r, base_layer.out_features, bias=False)})
+        self.scaling = {"default": alpha / r}
+        dtype = base_layer.weight.dtype
+        if fp32_adapters and dtype in (torch.bfloat16, torch.float16):
+            dtype = torch.float32
+        self.lora_A.to(dtype)
+        self.lora_B.to(dtype)
+
+    def forward(self, x):
+        result = self.base_layer(x)
+        torch_result_dtype = result.dtype
+        lora_A = self.lora_A["default"]
+        lora_B = self.lora_B["default"]
+        dropout = self.lora_dropout["default"]
+        scaling = self.scaling["default"]
+        if x.dtype != lora_A.weight.dtype:
+            x = x.to(lora_A.weight.dtype)
+        result = result + lora_B(lora_A(dropout(x))) * scaling
+        result = result.to(torch_result_dtype)
+        return result
+
+
+def apply_lora(model, r=8, alpha=8, dropout=0.0, target=("q_proj", "v_proj"),
+               fp32_adapters=True):
+    """get_peft_model(model, LoraConfig(...)): each nn.Linear whose name is a target, or ends in
+    ".target" ("all-linear": every Linear but lm_head), becomes a LoraLinear; then only
+    parameters named lora_* train."""
+    for name, module in list(model.named_modules()):
+        if not isinstance(module, nn.Linear) or name == "lm_head":
+            continue
+        if not any(t == "all-linear" or name == t or name.endswith("." + t) for t in target):
+            continue
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name)
+        setattr(parent, child, LoraLinear(module, r, alpha, dropout, fp32_adapters))
+    for name, p in model.named_parameters():
+        p.requires_grad_("lora_" in name)
+    return model

@@ -103,6 +103,8 @@ def estimate(model: Union[str, Any, None] = None, example_batch: Any = None, *,
              input: Optional[Shape] = None, seq_len: Optional[int] = None,
              set: Optional[Mapping[str, Any]] = None, precision: str = "fp32",
              device_profile: str = "cuda", freeze: Union[str, Sequence[str], None] = None,
+             hf_config: Union[str, "os.PathLike[str]", None] = None,
+             lora: Union[str, Mapping[str, Any], None] = None,
              optimizer: Union[str, Callable[[Any], Any], None] = None,
              optimizer_impl: str = "default",
              weight_decay: Optional[float] = None,
@@ -131,7 +133,10 @@ def estimate(model: Union[str, Any, None] = None, example_batch: Any = None, *,
     is called with (traced here on the CPU, nothing written; loss_fn(output, inputs) when the
     default cross-entropy on random classes does not apply; optimizer: the one to trace with,
     a name or a function of the parameters); or trace: a Trace, a trace file's path, or the
-    dict trainfit.trace returned. set: the model's keys ({"num_classes": 10}). input: CxHxW of image
+    dict trainfit.trace returned; or hf_config: a Hugging Face model's config.json (Llama, Mistral,
+    Qwen2), read offline. set: the model's keys ({"num_classes": 10}). lora: peft's LoRA on the
+    model's Linear modules, as a dict of LoraConfig's fields ({"r": 16, "alpha": 32,
+    "dropout": 0.05, "target": ["q_proj", "v_proj"]}) or --lora's text ("r=16,target=all-linear"). input: CxHxW of image
     models; seq_len: tokens of sequence models. precision: fp32, amp-fp16, amp-bf16 or bf16.
     device_profile: cuda (PyTorch 2.x) or cpu (PyTorch 1.13 CPU kernels). optimizer: sgd,
     momentum, adam, adamw, adam8bit or adamw8bit (default: the model's preset, else adamw);
@@ -174,6 +179,8 @@ def fit(model: Union[str, Any, None] = None, example_batch: Any = None, *,
         trace: Optional[TraceSource] = None, batch: Optional[int] = None, input: Optional[Shape] = None,
         seq_len: Optional[int] = None, set: Optional[Mapping[str, Any]] = None,
         precision: str = "fp32", freeze: Union[str, Sequence[str], None] = None,
+        hf_config: Union[str, "os.PathLike[str]", None] = None,
+        lora: Union[str, Mapping[str, Any], None] = None,
         optimizer: Optional[str] = None, optimizer_impl: str = "default",
         weight_decay: Optional[float] = None, checkpoint: Union[str, Sequence[str], None] = None,
         grad_accum: int = 1, tf32: bool = False, memory_format: str = "channels_first",
@@ -214,6 +221,8 @@ def launch(model: Optional[str] = None, *, gpu: str, gpus: int, baseline_batch: 
            baseline_lr: float, set: Optional[Mapping[str, Any]] = None,
            input: Optional[Shape] = None, seq_len: Optional[int] = None,
            precision: str = "fp32", freeze: Union[str, Sequence[str], None] = None,
+           hf_config: Union[str, "os.PathLike[str]", None] = None,
+           lora: Union[str, Mapping[str, Any], None] = None,
            optimizer: Optional[str] = None, optimizer_impl: str = "default",
            weight_decay: Optional[float] = None,
            checkpoint: Union[str, Sequence[str], None] = None, strategy: Optional[str] = None,
@@ -247,6 +256,8 @@ def summary(model: Union[str, Any, None] = None, example_batch: Any = None, *,
             input: Optional[Shape] = None, seq_len: Optional[int] = None,
             set: Optional[Mapping[str, Any]] = None, precision: str = "fp32",
             device_profile: str = "cuda", freeze: Union[str, Sequence[str], None] = None,
+            hf_config: Union[str, "os.PathLike[str]", None] = None,
+            lora: Union[str, Mapping[str, Any], None] = None,
             optimizer: Union[str, Callable[[Any], Any], None] = None,
             depth: int = -1) -> Report:
     """Per module: type, output shape, parameters, bytes kept for backward (per sample and for
@@ -324,21 +335,34 @@ def _request_options(given: Mapping[str, Any], not_request: Sequence[str]) -> Di
         elif key == "input" and not isinstance(value, str):
             value = list(value)
         elif key == "gpu_profile":
-            value = _read_gpu_profile(value)
+            value = _read_file(value, "GPU profile", "write it with `python3 -m trainfit."
+                               "calibrate --out FILE` on the machine that trains")
+        elif key == "hf_config":
+            value = _read_file(value, "config", "give the config.json of a Hugging Face model")
+        elif key == "lora" and not isinstance(value, str):
+            value = _lora_text(value)
         options[key] = value
     return options
 
 
-def _read_gpu_profile(source: Union[str, "os.PathLike[str]"]) -> Tuple[str, str]:
-    """(path, text) of a GPU profile file; the library parses the text."""
+def _read_file(source: Union[str, "os.PathLike[str]"], what: str, hint: str) -> Tuple[str, str]:
+    """(path, text) of a file the library parses."""
     path = os.fspath(source)
     try:
         with open(path, encoding="utf-8") as f:
             return path, f.read()
     except OSError as e:
-        raise Error(f"cannot open GPU profile '{path}' ({e.strerror}) (hint: write it with "
-                    "`python3 -m trainfit.calibrate --out FILE` on the machine that trains)"
-                    ) from None
+        raise Error(f"cannot open {what} '{path}' ({e.strerror}) (hint: {hint})") from None
+
+
+def _lora_text(lora: Mapping[str, Any]) -> str:
+    """{"r": 16, "target": ["q_proj", "v_proj"]} as --lora spells it: "r=16,target=q_proj,v_proj"."""
+    items = []
+    for key, value in lora.items():
+        if isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        items.append(f"{key}={value}")
+    return ",".join(items)
 
 
 def _set_value(value: Any) -> str:

@@ -1,9 +1,11 @@
 // `--hf-config`: a Hugging Face config.json read as the zoo model and --set keys it names.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "cli/cli_test_util.h"
+#include "pipeline/request.h"
 
 namespace trainfit {
 namespace {
@@ -47,6 +49,122 @@ TEST(HfConfigCli, BadFilesAndSourcesAreOneLineAndExit2) {
     EXPECT_EQ(r.code, 2);
     EXPECT_EQ(r.out, "");
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+// peft's print_trainable_parameters for Llama 3 8B: r=16 on q_proj and v_proj (its default
+// targets) adds 16 x (4096 + 4096) and 16 x (4096 + 1024) per layer; all-linear is the figure
+// LoRA notebooks print, 41,943,040 of 8,072,204,288.
+TEST(LoraCli, TrainableParametersAreTheAdapters) {
+  const nlohmann::json qv = run_json({"estimate", "--hf-config", kExamples + "llama-3-8b.json",
+                                      "--lora", "r=16", "--seq-len", "256", "--precision", "bf16"});
+  EXPECT_EQ(qv.at("trainable_parameters"), 6'815'744);
+  EXPECT_EQ(qv.at("parameters"), 8'030'261'248 + 6'815'744);
+  EXPECT_EQ(qv.at("lora").at("target"), nlohmann::json({"q_proj", "v_proj"}));
+  EXPECT_EQ(qv.at("lora").at("adapter_dtype"), "fp32");
+  const nlohmann::json all =
+      run_json({"estimate", "--hf-config", kExamples + "llama-3-8b.json", "--lora",
+                "r=16,alpha=32,dropout=0.05,target=all-linear", "--seq-len", "256"});
+  EXPECT_EQ(all.at("trainable_parameters"), 41'943'040);
+  EXPECT_EQ(all.at("parameters"), 8'072'204'288);
+}
+
+// Only the adapters train, so no gradient or optimizer state is kept for the base: far less
+// memory than full fine-tuning, and the header says what trains.
+TEST(LoraCli, LoraKeepsNoStateForTheFrozenBase) {
+  const std::vector<std::string> base{"estimate",  "--hf-config", kExamples + "llama-3.2-1b.json",
+                                      "--seq-len", "512",         "--precision",
+                                      "bf16"};
+  std::vector<std::string> lora = base;
+  lora.insert(lora.end(), {"--lora", "r=8,target=q_proj,k_proj,v_proj,o_proj"});
+  const nlohmann::json full = run_json(base);
+  const nlohmann::json adapted = run_json(lora);
+  EXPECT_LT(adapted.at("peak_allocated_bytes").get<int64_t>(),
+            full.at("peak_allocated_bytes").get<int64_t>() / 2);
+  const CliRun text = run(lora);
+  EXPECT_EQ(text.code, 0);
+  EXPECT_NE(text.out.find("llama (llama-3.2-1b.json), batch 1"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("LoRA r=8, alpha 8 on q_proj, k_proj, v_proj, o_proj: 1,703,936 of "
+                          "1,237,518,336 parameters train"),
+            std::string::npos)
+      << text.out;
+}
+
+// fit --what-if offers a decoder's own knobs, and each row's command names the config file.
+TEST(LoraCli, WhatIfOffersLoraTheCacheAndSdpa) {
+  const nlohmann::json fit = run_json({"fit", "--hf-config", kExamples + "llama-3.2-1b.json",
+                                       "--seq-len", "256", "--set", "attention=eager", "--set",
+                                       "num_hidden_layers=2", "--gpu", "rtx4090", "--what-if"});
+  std::map<std::string, nlohmann::json> rows;
+  for (const nlohmann::json& row : fit.at("what_if").at("rows")) {
+    rows[row.at("name").get<std::string>()] = row;
+  }
+  for (const char* name : {"LoRA r=16 on q_proj, v_proj", "LoRA r=16 on all-linear",
+                           "SDPA attention", "no key/value cache"}) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(rows.contains(name));
+    EXPECT_LT(rows[name].at("peak_allocated_bytes").get<int64_t>(),
+              fit.at("what_if").at("rows")[0].at("peak_allocated_bytes").get<int64_t>() * 2);
+    EXPECT_EQ(rows[name].at("estimate_args")[0], "--hf-config");
+  }
+  EXPECT_EQ(rows["LoRA r=16 on q_proj, v_proj"].at("args"),
+            nlohmann::json({"--lora", "r=16,alpha=32,target=q_proj,v_proj"}));
+}
+
+// transformers turns the key/value cache off under gradient checkpointing, and so does
+// --checkpoint on a decoder.
+TEST(LoraCli, CheckpointTurnsTheCacheOff) {
+  const std::vector<std::string> base{
+      "estimate",     "--hf-config",   kExamples + "llama-3.2-1b.json", "--seq-len", "256",
+      "--checkpoint", "model.layers.*"};
+  std::vector<std::string> off = base;
+  off.insert(off.end(), {"--set", "use_cache=false"});
+  std::vector<std::string> on = base;
+  on.insert(on.end(), {"--set", "use_cache=true"});
+  EXPECT_EQ(run_json(base).at("peak_allocated_bytes"), run_json(off).at("peak_allocated_bytes"));
+  EXPECT_EQ(run_json(on).at("peak_allocated_bytes"), run_json(off).at("peak_allocated_bytes"));
+}
+
+TEST(LoraCli, BadLoraIsOneLineAndExit2) {
+  const std::string config = kExamples + "llama-3.2-1b.json";
+  const std::vector<std::string> values{
+      "r=0",          "r=1.5",         "r=abc",        "dropout=1",  "alpha=nan",
+      "x=1",          "q_proj",        "target=",      "target=foo", "adapter_dtype=fp8",
+      "r=16,target=", "r=99999999999", "r=16,,target", "=3"};
+  for (const std::string& v : values) {
+    SCOPED_TRACE(v);
+    const CliRun r = run({"estimate", "--hf-config", config, "--lora", v, "--seq-len", "64"});
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  const CliRun resnet = run({"estimate", "--model", "resnet18", "--lora", "r=4"});
+  EXPECT_EQ(resnet.code, 2);
+  EXPECT_NE(resnet.err.find("--lora needs target="), std::string::npos) << resnet.err;
+}
+
+// parse_lora reads back what lora_arg writes, and every cut of a valid value is a value or an
+// error, never a crash.
+TEST(LoraCli, ParseLoraReadsBackItsArgumentAndSurvivesCuts) {
+  const std::string text = "r=16,alpha=32,dropout=0.05,target=q_proj,v_proj,adapter_dtype=base";
+  const Result<LoraConfig> lora = parse_lora(text);
+  ASSERT_TRUE(lora.ok()) << lora.status().to_string();
+  EXPECT_EQ(lora->rank, 16);
+  EXPECT_EQ(lora->alpha, 32);
+  EXPECT_EQ(lora->dropout, 0.05);
+  EXPECT_EQ(lora->target, (std::vector<std::string>{"q_proj", "v_proj"}));
+  EXPECT_FALSE(lora->fp32_adapters);
+  EXPECT_EQ(lora_arg(*lora), text);
+  const Result<LoraConfig> again = parse_lora(lora_arg(*lora));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *lora);
+  for (size_t n = 0; n <= text.size(); ++n) {
+    const Result<LoraConfig> cut = parse_lora(text.substr(0, n));
+    if (!cut.ok()) EXPECT_FALSE(cut.status().message().empty());
+  }
+  for (const char* garbage : {",,,", "=,=", "target=,", "r=1e400", "\xff\xfe", "r==2"}) {
+    const Result<LoraConfig> g = parse_lora(garbage);
+    EXPECT_FALSE(g.ok()) << garbage;
   }
 }
 

@@ -26,6 +26,11 @@ void add_source_flags(CLI::App& app, RequestFlags& f) {
       ->capture_default_str();
   app.add_option("--freeze", f.freeze,
                  "parameter-name prefix that does not train, repeatable (e.g. layer1)");
+  app.add_option("--lora", f.lora,
+                 "LoRA as peft adds it, LoraConfig's fields: r=16,alpha=32,dropout=0.05,"
+                 "target=q_proj,k_proj,v_proj,o_proj (module names, or all-linear; default: "
+                 "peft's for the model, q_proj,v_proj for decoders), adapter_dtype=fp32 (peft's "
+                 "default) or base; only the adapters train");
 }
 
 void add_training_flags(CLI::App& app, RequestFlags& f) {
@@ -166,6 +171,8 @@ Status to_source(const RequestFlags& f, TrainingRequest& r) {
     TF_ASSIGN_OR_RETURN(HfModel hf, read_hf_config_file(f.hf_config));
     r.model = hf.model;
     r.sets = std::move(hf.sets);
+    r.hf_config = f.hf_config;
+    r.hf_sets = r.sets.size();
   }
   for (const std::string& s : f.sets) {
     const size_t eq = s.find('=');
@@ -189,6 +196,9 @@ Status to_source(const RequestFlags& f, TrainingRequest& r) {
                       parse_enum(kDeviceNames, "--device-profile", f.device_profile));
   r.device.target = profile == Device::kCpu ? cpu_profile().target : cuda_profile({}).target;
   r.freeze = f.freeze;
+  if (!f.lora.empty()) {
+    TF_ASSIGN_OR_RETURN(r.lora, parse_lora(f.lora));
+  }
   if (!f.trace.empty()) {
     TF_ASSIGN_OR_RETURN(r.trace, read_trace_file(f.trace));
     r.trace_source = f.trace;

@@ -27,6 +27,7 @@ struct RequestFlags {
   std::string precision = "fp32";
   std::string device_profile = "cuda";
   std::vector<std::string> freeze;
+  std::string lora;  // --lora r=16,...
   // TRAINING OPTIONS
   std::string optimizer;  // empty: the model's preset, else adamw
   std::string optimizer_impl = "default";

@@ -1,6 +1,7 @@
 #include "graph/builder.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -75,8 +76,31 @@ std::string GraphBuilder::param_name(std::string_view local) const {
 }
 
 bool GraphBuilder::frozen(const std::string& name) const {
+  // peft's mark_only_lora_as_trainable: everything but the adapters.
+  if (options_.lora && name.find("lora_") == std::string::npos) return true;
   return std::any_of(options_.freeze.begin(), options_.freeze.end(),
                      [&](const std::string& p) { return path_matches(name, p); });
+}
+
+const LoraConfig* GraphBuilder::lora_for(std::string_view local) {
+  if (!options_.lora || !ok()) return nullptr;
+  const std::vector<std::string>& targets = options_.lora->target;
+  lora_matched_.resize(targets.size(), false);
+  if (std::find(linear_names_.begin(), linear_names_.end(), local) == linear_names_.end()) {
+    linear_names_.emplace_back(local);
+  }
+  // peft's check_target_module_exists: the module's path is a target, or ends in ".target".
+  const std::string path = param_name(local);
+  bool any = false;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const std::string& t = targets[i];
+    const bool match =
+        t == kAllLinear || path == t ||
+        (path.size() > t.size() && path.ends_with(t) && path[path.size() - t.size() - 1] == '.');
+    if (match) lora_matched_[i] = true;
+    any = any || match;
+  }
+  return any ? &*options_.lora : nullptr;
 }
 
 ValueId GraphBuilder::input(const std::string& name, Dims shape, DType dtype, bool requires_grad) {
@@ -456,6 +480,18 @@ Result<Graph> GraphBuilder::finish() && {
           fmt::format("--freeze '{}' matches no parameter of {}", prefix, graph_.model),
           "parameter names are module paths such as 'layer1.0.conv1.weight'; "
           "trainfit summary lists the modules");
+    }
+  }
+  if (options_.lora) {
+    const std::vector<std::string>& targets = options_.lora->target;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      if (i < lora_matched_.size() && lora_matched_[i]) continue;
+      return not_found(fmt::format("--lora target '{}' matches no Linear module of {}", targets[i],
+                                   graph_.model),
+                       linear_names_.empty()
+                           ? std::string("this model has no Linear module LoRA can adapt")
+                           : fmt::format("its Linear modules: {}, or all-linear",
+                                         fmt::join(linear_names_, ", ")));
     }
   }
   if (!param_order_.empty()) {

@@ -28,10 +28,26 @@
 
 namespace trainfit {
 
+// LoRA as peft adds it (LoraConfig, get_peft_model): every Linear module whose path ends in a
+// target name becomes a lora.Linear, base_layer(x) + lora_B(lora_A(dropout(x))) * alpha / rank,
+// and only the adapters (parameters named lora_*) train.
+struct LoraConfig {
+  int64_t rank = 8;
+  double alpha = 8;
+  double dropout = 0;               // 0: nn.Identity, no dropout op
+  std::vector<std::string> target;  // module names, or "all-linear"; empty: the model's default
+  // get_peft_model's autocast_adapter_dtype (true by default): adapters made in bf16 or fp16,
+  // the dtype of the layer they adapt, are cast to fp32, and so is each input they see.
+  bool fp32_adapters = true;
+  bool operator==(const LoraConfig&) const = default;
+};
+inline constexpr std::string_view kAllLinear = "all-linear";
+
 struct BuildOptions {
   KernelTarget target;
   Precision precision = Precision::kFp32;
   std::vector<std::string> freeze;  // parameter-name prefixes that do not train
+  std::optional<LoraConfig> lora;
   bool operator==(const BuildOptions&) const = default;
 };
 
@@ -58,6 +74,11 @@ class GraphBuilder {
                             const Attrs& attrs = {}, std::vector<ValueId> params = {});
   ValueId call1(std::string_view op, std::vector<ValueId> inputs, const Attrs& attrs = {},
                 std::vector<ValueId> params = {});
+
+  // The adapter a Linear module named `local`, inside the current module, gets under
+  // BuildOptions::lora, or nullptr. Models call it for each Linear they make (nn::linear does);
+  // finish() refuses a target that matched none of them.
+  const LoraConfig* lora_for(std::string_view local);
 
   // A parameter or buffer owned directly by the current module (ViT's class_token).
   ValueId parameter(std::string_view local_name, Dims shape, bool buffer = false,
@@ -127,6 +148,8 @@ class GraphBuilder {
   std::unordered_map<ValueId, ValueId> autocast_cache_;  // fp32 parameter -> its cached cast
   std::vector<std::pair<std::string, int>> param_groups_;
   std::vector<std::string> param_order_;
+  std::vector<std::string> linear_names_;  // local names of the Linear modules lora_for saw
+  std::vector<bool> lora_matched_;         // per LoraConfig::target
 };
 
 // Does `name` fall under `prefix` ("layer1" covers "layer1.0.conv1.weight", not "layer10...")?

@@ -1,7 +1,9 @@
 #include "pipeline/request.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "lower/optimizer_step.h"
@@ -40,6 +42,7 @@ Status check_trace_request(const TrainingRequest& r, const TraceModel& model) {
   if (r.input) return fixed("--input");
   if (r.seq_len) return fixed("--seq-len");
   if (!r.freeze.empty()) return fixed("--freeze");
+  if (r.lora) return fixed("--lora");
   if (r.precision != Precision::kFp32) return fixed("--precision");
   if (!r.checkpoint.empty()) return fixed("--checkpoint");
   if (r.grad_accum != 1) return fixed("--grad-accum");
@@ -231,6 +234,118 @@ Result<EstimateOptions> device_options(const TrainingRequest& r) {
 
 }  // namespace
 
+namespace {
+
+// The number `text` spells, all of it, or nullopt.
+std::optional<double> parse_number(std::string_view text) {
+  const std::string s(text);
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(s, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used == 0 || used != s.size()) return std::nullopt;
+  return value;
+}
+
+// LoRA's numbers in range, and its targets: peft's default for the model when none are given.
+Result<LoraConfig> resolve_lora(const LoraConfig& given, const ModelSpec* spec) {
+  LoraConfig lora = given;
+  if (lora.rank < 1 || lora.rank > (int64_t{1} << 20)) {
+    return invalid_argument(fmt::format("--lora r={} is not a rank", lora.rank),
+                            "give the adapters' rank, e.g. --lora r=16");
+  }
+  if (!std::isfinite(lora.alpha)) {
+    return invalid_argument(fmt::format("--lora alpha={:g} is not a number", lora.alpha),
+                            "give lora_alpha, e.g. --lora r=16,alpha=32");
+  }
+  if (!(lora.dropout >= 0 && lora.dropout < 1)) {
+    return invalid_argument(fmt::format("--lora dropout={:g} is outside [0, 1)", lora.dropout),
+                            "give lora_dropout, e.g. --lora r=16,dropout=0.05");
+  }
+  if (lora.target.empty() && spec != nullptr) lora.target = spec->lora_target;
+  if (lora.target.empty()) {
+    return invalid_argument(
+        fmt::format("--lora needs target= for {}: peft has no default target modules for it",
+                    spec != nullptr ? spec->name : std::string("this model")),
+        "name the Linear modules to adapt, e.g. --lora r=16,target=all-linear");
+  }
+  return lora;
+}
+
+}  // namespace
+
+Result<LoraConfig> parse_lora(std::string_view text) {
+  LoraConfig lora;
+  std::string key;  // the key a bare item continues (target's list)
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, comma - start);
+    start = comma + 1;
+    const size_t eq = item.find('=');
+    std::string_view value = item;
+    if (eq != std::string_view::npos) {
+      key = std::string(item.substr(0, eq));
+      value = item.substr(eq + 1);
+    } else if (key != "target") {
+      return invalid_argument(fmt::format("--lora '{}': '{}' is not key=value", text, item),
+                              "for example --lora r=16,alpha=32,dropout=0.05,target=q_proj,v_proj");
+    }
+    const auto number = [&](double& out) -> Status {
+      const std::optional<double> n = parse_number(value);
+      if (!n) {
+        return invalid_argument(fmt::format("--lora {}='{}' is not a number", key, value),
+                                "for example --lora r=16,alpha=32,dropout=0.05");
+      }
+      out = *n;
+      return {};
+    };
+    if (key == "r") {
+      double r = 0;
+      TF_RETURN_IF_ERROR(number(r));
+      if (r != std::floor(r) || r < 1 || r > static_cast<double>(int64_t{1} << 20)) {
+        return invalid_argument(fmt::format("--lora r={} is not a rank", value),
+                                "give a whole number, e.g. --lora r=16");
+      }
+      lora.rank = static_cast<int64_t>(r);
+    } else if (key == "alpha") {
+      TF_RETURN_IF_ERROR(number(lora.alpha));
+    } else if (key == "dropout") {
+      TF_RETURN_IF_ERROR(number(lora.dropout));
+    } else if (key == "target") {
+      if (value.empty()) {
+        return invalid_argument(fmt::format("--lora '{}' has an empty target", text),
+                                "name modules, e.g. target=q_proj,v_proj or target=all-linear");
+      }
+      lora.target.emplace_back(value);
+    } else if (key == "adapter_dtype") {
+      if (value != "fp32" && value != "base") {
+        return invalid_argument(fmt::format("--lora adapter_dtype='{}' is not fp32 or base", value),
+                                "fp32: peft's default (autocast_adapter_dtype=True); base: the "
+                                "dtype of the layer adapted");
+      }
+      lora.fp32_adapters = value == "fp32";
+    } else {
+      return invalid_argument(fmt::format("--lora has no key '{}'", key),
+                              "keys: r, alpha, dropout, target, adapter_dtype");
+    }
+  }
+  return lora;
+}
+
+std::string lora_arg(const LoraConfig& lora) {
+  std::vector<std::string> items{fmt::format("r={}", lora.rank)};
+  const LoraConfig defaults;
+  if (lora.alpha != defaults.alpha) items.push_back(fmt::format("alpha={:g}", lora.alpha));
+  if (lora.dropout != defaults.dropout) items.push_back(fmt::format("dropout={:g}", lora.dropout));
+  if (!lora.target.empty()) items.push_back(fmt::format("target={}", fmt::join(lora.target, ",")));
+  if (!lora.fp32_adapters) items.emplace_back("adapter_dtype=base");
+  return fmt::format("{}", fmt::join(items, ","));
+}
+
 Status check_model_source(bool model, bool trace, bool hf_config) {
   const int given = int{model} + int{trace} + int{hf_config};
   if (given == 1) return {};
@@ -295,6 +410,16 @@ Result<ResolvedRequest> resolve(const TrainingRequest& r) {
   out.model.options.precision = r.fsdp.mixed_precision_bf16 ? Precision::kBf16 : r.precision;
   out.model.options.target = r.device.target;
   out.model.options.freeze = r.freeze;
+  out.hf_config = r.hf_config;
+  if (r.lora && !r.trace) {
+    TF_ASSIGN_OR_RETURN(out.model.options.lora, resolve_lora(*r.lora, find_model(r.model)));
+  }
+  // transformers' decoders turn their key/value cache off when they train under gradient
+  // checkpointing (use_cache=True is incompatible with it), whatever the config says.
+  if (const ModelSpec* spec = find_model(r.model);
+      spec != nullptr && !r.checkpoint.empty() && has_key(*spec, "use_cache")) {
+    out.model.sets.emplace_back("use_cache", "false");
+  }
   TrainingConfig training;
   if (r.trace) {
     TF_RETURN_IF_ERROR(check_trace_request(r, *r.trace));
@@ -332,20 +457,15 @@ int64_t margin_bytes(int64_t total_bytes, double margin) {
 }
 
 Result<double> parse_margin(std::string_view option, std::string_view text) {
-  std::string s(text);
+  std::string_view s = text;
   const bool percent = !s.empty() && s.back() == '%';
-  if (percent) s.pop_back();
-  double value = 0;
-  size_t used = 0;
-  try {
-    value = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size()) {
+  if (percent) s.remove_suffix(1);
+  const std::optional<double> number = parse_number(s);
+  if (!number) {
     return invalid_argument(fmt::format("{} '{}' is not a number", option, text),
                             "give a fraction or a percentage, e.g. 0.05 or 5%");
   }
+  double value = *number;
   if (percent) value /= 100;
   if (!(value >= 0 && value <= 0.5)) {
     return invalid_argument(fmt::format("{} '{}' is outside 0 to 50%", option, text),
@@ -370,9 +490,17 @@ std::vector<std::string> request_args(const TrainingRequest& r) {
     args.emplace_back(flag);
     args.push_back(value);
   };
-  if (!r.model.empty()) add("--model", r.model);
+  size_t first_set = 0;  // the sets a config.json gives come from the file
+  if (!r.hf_config.empty()) {
+    add("--hf-config", r.hf_config);
+    first_set = std::min(r.hf_sets, r.sets.size());
+  } else if (!r.model.empty()) {
+    add("--model", r.model);
+  }
   if (r.trace) add("--trace", r.trace_source);
-  for (const auto& [key, value] : r.sets) add("--set", fmt::format("{}={}", key, value));
+  for (size_t i = first_set; i < r.sets.size(); ++i) {
+    add("--set", fmt::format("{}={}", r.sets[i].first, r.sets[i].second));
+  }
   add("--batch", std::to_string(r.batch));
   if (r.input) add("--input", shape_string(*r.input));
   if (r.seq_len) add("--seq-len", std::to_string(*r.seq_len));
@@ -381,6 +509,7 @@ std::vector<std::string> request_args(const TrainingRequest& r) {
     add("--device-profile", std::string(kDeviceNames.name(r.device.target.device)));
   }
   for (const std::string& p : r.freeze) add("--freeze", p);
+  if (r.lora) add("--lora", lora_arg(*r.lora));
   if (r.optimizer) add("--optimizer", std::string(optimizer_name(*r.optimizer)));
   if (r.optimizer_impl != OptimizerImpl::kDefault) {
     add("--optimizer-impl", std::string(optimizer_impl_name(r.optimizer_impl)));

@@ -32,12 +32,17 @@ struct TrainingRequest {
   std::vector<std::pair<std::string, std::string>> sets;  // the zoo model's keys, in order
   std::shared_ptr<const TraceModel> trace;
   std::string trace_source;  // the trace's file, as a command line names it
+  // A Hugging Face config.json the model came from: it gave `model` and the first `hf_sets` of
+  // `sets` (the --set values after them are the user's).
+  std::string hf_config;
+  size_t hf_sets = 0;
 
   int64_t batch = 1;
   std::optional<Dims> input;       // CxHxW of image models; nullopt: the model's default
   std::optional<int64_t> seq_len;  // tokens of sequence models; nullopt: the model's default
   Precision precision = Precision::kFp32;
   std::vector<std::string> freeze;  // parameter-name prefixes that do not train
+  std::optional<LoraConfig> lora;   // peft's LoRA on the model's Linear modules
 
   std::optional<OptimizerKind> optimizer;  // nullopt: the model's training preset, else AdamW
   OptimizerImpl optimizer_impl = OptimizerImpl::kDefault;
@@ -85,7 +90,8 @@ Result<DeviceProfile> choose_device(const DeviceChoice& choice);
 // The request checked, with what it leaves to the model filled in: everything an estimate
 // needs but the graph.
 struct ResolvedRequest {
-  ModelRequest model;  // the zoo model to build; with a trace, its name and batch only
+  ModelRequest model;     // the zoo model to build; with a trace, its name and batch only
+  std::string hf_config;  // the config.json it came from, if one
   std::shared_ptr<const TraceModel> trace;
   EstimateOptions options;
   std::optional<int64_t> baseline_batch;  // checked: at least 1
@@ -100,6 +106,13 @@ Result<double> parse_margin(std::string_view option, std::string_view text);
 // FSDP's MixedPrecision dtype: "" (none) or "bf16" (true); fp16 is refused: FSDP trains it with
 // a ShardedGradScaler on a pure-fp16 model, which is not modelled.
 Result<bool> parse_fsdp_mixed_precision(std::string_view option, std::string_view text);
+
+// --lora's value, peft's LoraConfig fields: "r=16,alpha=32,dropout=0.05,target=q_proj,v_proj".
+// Keys: r (8), alpha (8), dropout (0), target (module names, or all-linear; default: peft's for
+// the model), adapter_dtype (fp32, as get_peft_model casts bf16 adapters; or base).
+Result<LoraConfig> parse_lora(std::string_view text);
+// The value parse_lora reads back, defaults left out ("r=16,target=q_proj,v_proj").
+std::string lora_arg(const LoraConfig& lora);
 
 // The request as `trainfit estimate` arguments that build it again, defaults left out: what
 // `fit` prints to reproduce a row.

@@ -71,6 +71,10 @@ Change add_sets(std::vector<std::pair<std::string, std::string>> sets) {
           std::move(args)};
 }
 
+Change set_lora(const LoraConfig& lora) {
+  return {[lora](TrainingRequest& r) { r.lora = lora; }, {"--lora", lora_arg(lora)}};
+}
+
 Change use_gradient_as_bucket_view() {
   return {[](TrainingRequest& r) { r.ddp.gradient_as_bucket_view = true; },
           {"--gradient-as-bucket-view"}};
@@ -191,6 +195,34 @@ void add_model_knobs(const ResolvedRequest& r, const ModelSpec& spec, std::vecto
   }
 }
 
+// A decoder's knobs: LoRA instead of full fine-tuning (peft's default targets, and every Linear),
+// the key/value cache off, SDPA instead of eager attention.
+void add_decoder_knobs(const TrainingRequest& request, const ResolvedRequest& r,
+                       const ModelSpec& spec, std::vector<Knob>& knobs) {
+  if (spec.lora_target.empty()) return;
+  Result<ModelConfig> config = model_config(r.model);
+  if (!config.ok()) return;
+  if (!request.lora) {
+    LoraConfig lora;
+    lora.rank = 16;
+    lora.alpha = 32;
+    lora.target = spec.lora_target;
+    knobs.push_back({fmt::format("LoRA r=16 on {}", fmt::join(spec.lora_target, ", ")),
+                     KnobKind::kRecipe, "lora", set_lora(lora), 0, "only adapters train"});
+    lora.target = {std::string(kAllLinear)};
+    knobs.push_back({"LoRA r=16 on all-linear", KnobKind::kRecipe, "lora", set_lora(lora), 0,
+                     "only adapters train"});
+  }
+  if (has_key(spec, "use_cache") && config->get_bool("use_cache")) {
+    knobs.push_back({"no key/value cache", KnobKind::kFree, "", add_sets({{"use_cache", "false"}}),
+                     0, "none (model(..., use_cache=False))"});
+  }
+  if (has_key(spec, "attention") && config->get_string("attention") == "eager") {
+    knobs.push_back({"SDPA attention", KnobKind::kFree, "", add_sets({{"attention", "sdpa"}}), 0,
+                     "none (attn_implementation=\"sdpa\")"});
+  }
+}
+
 }  // namespace
 
 Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request,
@@ -277,6 +309,7 @@ Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request,
   if (!freeze.empty()) {
     add("freeze backbone", KnobKind::kRecipe, "", add_frozen(std::move(freeze)), "backbone frozen");
   }
+  add_decoder_knobs(request, r, *spec, knobs);
   add_model_knobs(r, *spec, knobs);
   return knobs;
 }

@@ -21,6 +21,7 @@
 #include "report/html.h"
 #include "report/json.h"
 #include "report/summary_report.h"
+#include "sources/hf/hf_config.h"
 
 namespace py = pybind11;
 
@@ -43,6 +44,8 @@ const std::vector<std::string> kRequestKeys = {"model",
                                                "precision",
                                                "device_profile",
                                                "freeze",
+                                               "hf_config",
+                                               "lora",
                                                "optimizer",
                                                "optimizer_impl",
                                                "weight_decay",
@@ -146,10 +149,22 @@ Status unknown_key(const std::string& key) {
       guess.empty() ? "see help(trainfit.estimate)" : fmt::format("did you mean '{}'?", guess));
 }
 
+// api.py reads the files it is given: (path, text).
+Result<std::pair<std::string, std::string>> file_of(const std::string& key, const py::handle& v,
+                                                    std::string_view what) {
+  if (!py::isinstance<py::tuple>(v) || py::len(v) != 2 ||
+      !py::isinstance<py::str>(v.cast<py::tuple>()[0]) ||
+      !py::isinstance<py::str>(v.cast<py::tuple>()[1])) {
+    return wrong_type(key, v, what);
+  }
+  return v.cast<std::pair<std::string, std::string>>();
+}
+
 // Keywords (None already dropped by api.py) as a request; the library checks the rest.
 Result<TrainingRequest> request_of(const py::dict& options) {
   TrainingRequest r;
   DeviceChoice device;
+  std::optional<HfModel> hf;
   for (const auto& [k, v] : options) {
     const std::string key = py::str(k);
     if (key == "model") {
@@ -178,6 +193,14 @@ Result<TrainingRequest> request_of(const py::dict& options) {
       TF_ASSIGN_OR_RETURN(device.profile, parse_enum(kDeviceNames, key, s));
     } else if (key == "freeze") {
       TF_ASSIGN_OR_RETURN(r.freeze, strings_of(key, v));
+    } else if (key == "hf_config") {
+      TF_ASSIGN_OR_RETURN(const auto file, file_of(key, v, "a config.json's path"));
+      TF_ASSIGN_OR_RETURN(hf, parse_hf_config(file.second, file.first));
+      r.hf_config = file.first;
+    } else if (key == "lora") {
+      // api.py spells a dict as the command line does.
+      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
+      TF_ASSIGN_OR_RETURN(r.lora, parse_lora(s));
     } else if (key == "optimizer") {
       TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
       TF_ASSIGN_OR_RETURN(r.optimizer, parse_enum(kOptimizerNames, key, s));
@@ -283,14 +306,8 @@ Result<TrainingRequest> request_of(const py::dict& options) {
     } else if (key == "gpu_memory") {
       TF_ASSIGN_OR_RETURN(device.gpu_memory_bytes, size_of(key, v));
     } else if (key == "gpu_profile") {
-      // api.py reads the file: (path, text).
-      if (!py::isinstance<py::tuple>(v) || py::len(v) != 2 ||
-          !py::isinstance<py::str>(v.cast<py::tuple>()[0]) ||
-          !py::isinstance<py::str>(v.cast<py::tuple>()[1])) {
-        return wrong_type(key, v, "a GPU profile's path");
-      }
-      const auto [source, text] = v.cast<std::pair<std::string, std::string>>();
-      TF_ASSIGN_OR_RETURN(GpuProfile profile, parse_gpu_profile(text, source));
+      TF_ASSIGN_OR_RETURN(const auto file, file_of(key, v, "a GPU profile's path"));
+      TF_ASSIGN_OR_RETURN(GpuProfile profile, parse_gpu_profile(file.second, file.first));
       device.gpu_profile = std::make_shared<const GpuProfile>(std::move(profile));
     } else if (key == "cuda_context") {
       TF_ASSIGN_OR_RETURN(device.cuda_context_bytes, size_of(key, v));
@@ -310,6 +327,12 @@ Result<TrainingRequest> request_of(const py::dict& options) {
     } else {
       return unknown_key(key);
     }
+  }
+  if (hf) {
+    TF_RETURN_IF_ERROR(check_model_source(!r.model.empty(), r.trace != nullptr, true));
+    r.model = hf->model;
+    r.sets.insert(r.sets.begin(), hf->sets.begin(), hf->sets.end());  // the user's sets win
+    r.hf_sets = hf->sets.size();
   }
   TF_ASSIGN_OR_RETURN(r.device, choose_device(device));
   return r;

@@ -12,7 +12,7 @@ namespace trainfit {
 std::string compare_html(const std::vector<CompareEntry>& entries) {
   std::vector<std::string> names;
   names.reserve(entries.size());
-  for (const CompareEntry& e : entries) names.push_back(e.header.model);
+  for (const CompareEntry& e : entries) names.push_back(model_title(e.header));
   HtmlPage page("trainfit compare", fmt::format("{}", fmt::join(names, " vs ")));
   BarChart peak{.id = "peak-by-model", .title = "Peak allocated, by model"};
   BarChart used{.id = "device-used-by-model", .title = "Device used, by model"};
@@ -21,22 +21,22 @@ std::string compare_html(const std::vector<CompareEntry>& entries) {
   for (const CompareEntry& e : entries) {
     const Estimate& m = e.estimate;
     peak.bars.push_back(
-        {e.header.model,
+        {model_title(e.header),
          static_cast<double>(m.peak_allocated_bytes),
          "",
          color,
-         {{"model", e.header.model}, {"bytes", std::to_string(m.peak_allocated_bytes)}}});
+         {{"model", model_title(e.header)}, {"bytes", std::to_string(m.peak_allocated_bytes)}}});
     used.bars.push_back(
-        {e.header.model,
+        {model_title(e.header),
          static_cast<double>(m.device_used_bytes),
          "",
          color,
-         {{"model", e.header.model}, {"bytes", std::to_string(m.device_used_bytes)}}});
+         {{"model", model_title(e.header)}, {"bytes", std::to_string(m.device_used_bytes)}}});
     ++color;
     const Dominant d = dominant_category(m);
-    rows.push_back({e.header.model, std::to_string(e.header.batch), format_count(m.parameters),
-                    format_bytes(m.activation_bytes), format_bytes(m.peak_allocated_bytes),
-                    format_bytes(m.device_used_bytes),
+    rows.push_back({model_title(e.header), std::to_string(e.header.batch),
+                    format_count(m.parameters), format_bytes(m.activation_bytes),
+                    format_bytes(m.peak_allocated_bytes), format_bytes(m.device_used_bytes),
                     fmt::format("{} {:.0f}%", category_name(d.category), d.share * 100)});
   }
   page.table({"model", "batch", "parameters", "activations", "peak allocated", "device used",
@@ -46,8 +46,9 @@ std::string compare_html(const std::vector<CompareEntry>& entries) {
   page.add(render_bar_chart(used));
   page.section("Blocks side by side");
   for (const CompareEntry& e : entries) {
-    BarChart kept{.id = "blocks-" + e.header.model,
-                  .title = fmt::format("{}: bytes one sample keeps, by block", e.header.model)};
+    BarChart kept{
+        .id = "blocks-" + e.header.model,
+        .title = fmt::format("{}: bytes one sample keeps, by block", model_title(e.header))};
     for (const BlockRow& b : e.per_sample.blocks) {
       kept.bars.push_back({b.block,
                            static_cast<double>(b.kept_bytes),

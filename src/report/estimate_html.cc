@@ -98,7 +98,7 @@ std::string estimate_html(const EstimateReport& report) {
   const nlohmann::json j = estimate_json(report);
   const Estimate& e = report.estimate;
   const EstimateHeader& h = report.header;
-  HtmlPage page(fmt::format("trainfit estimate: {}", h.model),
+  HtmlPage page(fmt::format("trainfit estimate: {}", model_title(h)),
                 fmt::format("batch {}, {}, {}{}", h.batch, precision_label(h), optimizer_line(h),
                             h.device.gpu.empty() ? "" : ", on " + h.device.gpu_display));
   std::vector<std::pair<std::string, std::string>> figures = {

@@ -38,6 +38,14 @@ nlohmann::json scaling_json(const ScalingPlan& p) {
 nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
   nlohmann::json j;
   j["model"] = h.model;
+  if (!h.hf_config.empty()) j["hf_config"] = h.hf_config;
+  if (h.lora) {
+    j["lora"] = {{"r", h.lora->rank},
+                 {"alpha", h.lora->alpha},
+                 {"dropout", h.lora->dropout},
+                 {"target", h.lora->target},
+                 {"adapter_dtype", h.lora->fp32_adapters ? "fp32" : "base"}};
+  }
   j["batch"] = h.batch;
   j["precision"] = precision_name(h.precision);
   j["optimizer"] = optimizer_name(h.optimizer.kind);

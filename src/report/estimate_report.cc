@@ -1,16 +1,33 @@
 #include "report/estimate_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "lower/optimizer_step.h"
 
 namespace trainfit {
 
+std::string model_title(const EstimateHeader& h) {
+  if (h.hf_config.empty()) return h.model;
+  return fmt::format("{} ({})", h.model, std::filesystem::path(h.hf_config).filename().string());
+}
+
+std::string lora_label(const LoraConfig& lora) {
+  std::string s = fmt::format("LoRA r={}, alpha {:g}", lora.rank, lora.alpha);
+  if (lora.dropout > 0) s += fmt::format(", dropout {:g}", lora.dropout);
+  s += fmt::format(" on {}", fmt::join(lora.target, ", "));
+  if (!lora.fp32_adapters) s += ", adapters in the base dtype";
+  return s;
+}
+
 EstimateHeader header_of(const ResolvedRequest& r) {
   EstimateHeader h;
   h.model = r.model.name;
+  h.hf_config = r.hf_config;
+  h.lora = r.model.options.lora;
   h.batch = r.model.batch;
   h.precision = r.model.options.precision;
   h.optimizer = r.options.training.optimizer;

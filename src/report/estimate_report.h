@@ -17,6 +17,8 @@ namespace trainfit {
 // What was estimated, for a report's first lines.
 struct EstimateHeader {
   std::string model;
+  std::string hf_config;  // the config.json the model came from, if one
+  std::optional<LoraConfig> lora;
   int64_t batch = 1;
   Precision precision = Precision::kFp32;
   OptimizerConfig optimizer;
@@ -28,6 +30,11 @@ struct EstimateHeader {
   std::vector<std::string> notes;  // caveats about this estimate, one sentence each
 };
 EstimateHeader header_of(const ResolvedRequest& resolved);
+
+// The model as a title names it: "llama" or "llama (llama-3-8b.json)".
+std::string model_title(const EstimateHeader& header);
+// "LoRA r=16, alpha 32, dropout 0.05 on q_proj, v_proj"
+std::string lora_label(const LoraConfig& lora);
 
 // "adamw (foreach), weight_decay 0.0001, 4 micro-batches per step"
 std::string optimizer_line(const EstimateHeader& header);

@@ -213,8 +213,12 @@ std::string estimate_text(const EstimateReport& report) {
   const EstimateHeader& h = report.header;
   const Estimate& e = report.estimate;
   const bool cuda = h.device.target.device == Device::kCuda;
-  std::string out = fmt::format("{}, batch {}, {}, {}\n{}\n", h.model, h.batch, precision_label(h),
-                                optimizer_line(h), device_line(h.device));
+  std::string out = fmt::format("{}, batch {}, {}, {}\n{}\n", model_title(h), h.batch,
+                                precision_label(h), optimizer_line(h), device_line(h.device));
+  if (h.lora) {
+    out += fmt::format("{}: {} of {} parameters train\n", lora_label(*h.lora),
+                       format_count(e.trainable_parameters), format_count(e.parameters));
+  }
   if (!h.optimizer.preset.empty()) out += fmt::format("optimizer: {}\n", h.optimizer.preset);
   out += distributed_text(h, e);
   for (const std::string& note : h.notes) out += fmt::format("note: {}\n", note);

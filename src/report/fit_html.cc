@@ -153,7 +153,7 @@ std::string fit_html(const FitReport& r) {
   const nlohmann::json j = fit_json(r);
   const EstimateHeader& h = r.header;
   if (!r.gpus.empty()) {
-    HtmlPage page(fmt::format("trainfit fit: {} on every GPU", h.model),
+    HtmlPage page(fmt::format("trainfit fit: {} on every GPU", model_title(h)),
                   fmt::format("{}, {}, margin {:.0f}%", precision_label(h), optimizer_line(h),
                               r.margin * 100));
     BarChart bars{
@@ -172,7 +172,7 @@ std::string fit_html(const FitReport& r) {
     if (!cards.empty()) page.add(curve_chart(cards));
     return page.render(j);
   }
-  HtmlPage page(fmt::format("trainfit fit: {} on {}", h.model, r.device.gpu_display),
+  HtmlPage page(fmt::format("trainfit fit: {} on {}", model_title(h), r.device.gpu_display),
                 fmt::format("{}, {}, margin {:.0f}% of {}", precision_label(h), optimizer_line(h),
                             r.margin * 100, format_bytes(r.device.total_bytes)));
   page.figures({{"Largest batch",

@@ -76,7 +76,10 @@ Result<FitReport> make_fit_report(const FitRequest& f) {
   if (f.all_gpus) request.margin.reset();  // each GPU's own, in the search
   TF_ASSIGN_OR_RETURN(const ResolvedRequest resolved, resolve(request));
   report.header = header_of(resolved);
-  report.sets = request.sets;
+  // A config.json's fields are the model; the report lists the --set values given beside it.
+  report.sets.assign(request.sets.begin() + static_cast<std::ptrdiff_t>(
+                                                std::min(request.hf_sets, request.sets.size())),
+                     request.sets.end());
   report.freeze = request.freeze;
   PipelineEstimator estimator;
   if (f.all_gpus) {

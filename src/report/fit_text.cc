@@ -26,7 +26,7 @@ std::string step_text(const Estimate& e) {
 
 std::string describe(const FitReport& r) {
   const EstimateHeader& h = r.header;
-  std::string s = h.model;
+  std::string s = model_title(h);
   if (!r.sets.empty()) {
     std::vector<std::string> sets;
     for (const auto& [k, v] : r.sets) sets.push_back(fmt::format("{}={}", k, v));
@@ -37,6 +37,7 @@ std::string describe(const FitReport& r) {
     s += fmt::format(", checkpoint {}", fmt::join(h.training.checkpoint, " "));
   }
   if (!r.freeze.empty()) s += fmt::format(", freeze {}", fmt::join(r.freeze, " "));
+  if (h.lora) s += ", " + lora_label(*h.lora);
   if (const DistributedConfig& d = h.training.distributed; d.strategy != Strategy::kSingle) {
     s += fmt::format(
         ", {} over {} GPUs (batches are per GPU; the effective batch is {} times "

@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import trainfit  # noqa: E402
 
 TRAINFIT = None  # the command-line binary, from --trainfit
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
 
 
 def cli_json(*args):
@@ -55,6 +56,12 @@ class SameReport(unittest.TestCase):
              ["--model", "resnet50", "--batch", "32", "--precision", "amp-fp16",
               "--memory-format", "channels_last", "--tf32", "--dataset-size", "50000", "--gpu",
               "a100-80gb"]),
+            (dict(hf_config=os.path.join(EXAMPLES, "llama-3.2-1b.json"), seq_len=256,
+                  precision="bf16", set={"num_hidden_layers": 2},
+                  lora={"r": 8, "dropout": 0.05, "target": ["q_proj", "v_proj"]}),
+             ["--hf-config", os.path.join(EXAMPLES, "llama-3.2-1b.json"), "--seq-len", "256",
+              "--precision", "bf16", "--set", "num_hidden_layers=2", "--lora",
+              "r=8,dropout=0.05,target=q_proj,v_proj"]),
             (dict(model="resnet18", batch=4, set={"num_classes": 10}, device_profile="cpu",
                   optimizer="sgd"),
              ["--model", "resnet18", "--batch", "4", "--set", "num_classes=10",
@@ -94,7 +101,7 @@ class SameReport(unittest.TestCase):
         for kwargs, args in cases:
             with self.subTest(args=" ".join(args)):
                 kwargs = dict(kwargs)
-                got = trainfit.estimate(kwargs.pop("model"), **kwargs)
+                got = trainfit.estimate(kwargs.pop("model", None), **kwargs)
                 self.assertEqual(got, cli_json("estimate", *args))
                 self.assertGreater(got["peak_allocated_bytes"], 0)
                 if "link" in kwargs or "bus_bandwidth" in kwargs:
@@ -251,6 +258,17 @@ class Errors(unittest.TestCase):
                                                       fsdp_sharding="hybrid"), "hybrid")
         self.assert_refused(lambda: trainfit.estimate("resnet50", baseline_lr=0.1),
                             "--baseline-lr needs --baseline-batch")
+
+    def test_language_models(self):
+        config = os.path.join(EXAMPLES, "llama-3.2-1b.json")
+        self.assert_refused(lambda: trainfit.estimate(hf_config="/no/config.json"),
+                            "cannot open config")
+        self.assert_refused(lambda: trainfit.estimate("llama", hf_config=config),
+                            "give one of")
+        self.assert_refused(lambda: trainfit.estimate(hf_config=config, lora={"r": 0}),
+                            "r=0 is not a rank")
+        self.assert_refused(lambda: trainfit.estimate(hf_config=config, lora="target=lm"),
+                            "target 'lm' matches no Linear module")
         self.assert_refused(lambda: trainfit.estimate("resnet50", baseline_batch=8,
                                                       baseline_lr="fast"), "baseline_lr")
 

@@ -58,15 +58,6 @@ std::string dtype_of(GraphBuilder& b, ValueId v) {
   return std::string(dtype_name(b.value(v).dtype));
 }
 
-// Python locals (and what the forward returns) keep tensors alive until the function returns:
-// a view of each, made here, keeps its storage until here.
-void hold(GraphBuilder& b, std::initializer_list<ValueId> values) {
-  for (ValueId v : values) {
-    if (v == kNone || !b.ok()) continue;
-    b.call1("expand", {v}, {{"sizes", b.value(v).shape}});
-  }
-}
-
 // LlamaRMSNorm: x in fp32, times rsqrt(mean(x^2) + eps), back to x's dtype, times the weight.
 ValueId rms_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t width, double eps) {
   auto norm = b.module(name, "LlamaRMSNorm");
@@ -84,7 +75,7 @@ ValueId rms_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t widt
   }
   const ValueId weight = b.parameter("weight", {width});
   const ValueId out = b.call1("mul", {weight, h});
-  hold(b, {variance});
+  nn::hold(b, {variance});
   return out;
 }
 
@@ -112,7 +103,7 @@ std::pair<ValueId, ValueId> rotary_tables(GraphBuilder& b, ValueId like, const D
     cos_out = b.call1("to_copy", {cos}, {{"dtype", dtype}});
     sin_out = b.call1("to_copy", {sin}, {{"dtype", dtype}});
   }
-  hold(b, {positions, freqs, emb, cos, sin});
+  nn::hold(b, {positions, freqs, emb, cos, sin});
   return {cos_out, sin_out};
 }
 
@@ -126,7 +117,7 @@ ValueId causal_mask(GraphBuilder& b, ValueId cache_position, const Decoder& d, D
   mask = b.call1("full", {mask}, {{"dtype", name}});  // triu
   const ValueId columns = b.call1("arange", {}, {{"end", d.len + 1}});
   const ValueId later = b.call1("full", {}, {{"shape", shape}, {"dtype", std::string("bool")}});
-  hold(b, {columns, cache_position});  // read by the comparison
+  nn::hold(b, {columns, cache_position});  // read by the comparison
   mask = b.call1("mul", {mask, later}, {{"inplace", true}});
   mask = b.call1("unsqueeze", {b.call1("unsqueeze", {mask}, {{"dim", int64_t{0}}})},
                  {{"dim", int64_t{0}}});
@@ -205,7 +196,7 @@ ValueId attention(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, ValueId 
                 {b.call1("transpose", {out}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}})});
   out = b.call1("reshape", {out}, {{"shape", Dims{d.batch, d.len, -1}}});
   out = nn::linear(b, "o_proj", out, d.hidden, d.o_bias);
-  hold(b, {rotated_q, rotated_k, unrepeated_v});  // the forward's locals
+  nn::hold(b, {rotated_q, rotated_k, unrepeated_v});  // the forward's locals
   return out;
 }
 
@@ -326,7 +317,7 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
         h = nn::add(b, h, mlp(b, x, d));
       }
       h = rms_norm(b, "norm", h, d.hidden, d.eps);
-      hold(b, {embeds, cache_position, mask, cos, sin});  // the forward's locals
+      nn::hold(b, {embeds, cache_position, mask, cos, sin});  // the forward's locals
     }
     final_hidden = h;
     std::vector<ValueId> head_weight;
@@ -341,7 +332,7 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
   // live until the loss is made. It returns the logits and the cache with the loss.
   {
     auto scope = b.module("loss", "ForCausalLMLoss");
-    hold(b, {final_hidden});
+    nn::hold(b, {final_hidden});
   }
   for (const Cached& layer : cache) {
     if (layer.key == kNone) continue;
@@ -395,6 +386,8 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
                 "end"),
     };
     m.build = build_decoder;
+    // peft's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING for llama, mistral and qwen2.
+    m.lora_target = {"q_proj", "v_proj"};
     m.checkpoint_families = {{"decoder layers", {"model.layers.*"}}};
     m.smaller = [](const ModelConfig& c) {
       std::vector<ModelChange> changes;

@@ -49,8 +49,58 @@ ValueId layer_norm(GraphBuilder& b, std::string_view name, ValueId x, double eps
                    {{"normalized_shape", Dims{b.dim(x, -1)}}, {"eps", eps}});
 }
 
+namespace {
+
+ValueId cast(GraphBuilder& b, ValueId x, DType dtype) {
+  if (!b.ok() || b.value(x).dtype == dtype) return x;
+  return b.call1("to_copy", {x}, {{"dtype", std::string(dtype_name(dtype))}});
+}
+
+// One adapter, lora_A or lora_B: a ModuleDict holding the Linear "default", without bias, its
+// weight in `dtype`.
+ValueId adapter(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, DType dtype) {
+  auto dict = b.module(name, "ModuleDict");
+  auto layer = b.module("default", "Linear");
+  const ValueId weight = b.parameter("weight", {out, b.dim(x, -1)}, /*buffer=*/false, dtype);
+  return b.call1("linear", {x}, {{"out_features", out}, {"bias", false}}, {weight});
+}
+
+// peft's lora.Linear.forward: result = base_layer(x); x = x.to(lora_A's dtype);
+// result = result + lora_B(lora_A(dropout(x))) * scaling; result.to(the base result's dtype).
+ValueId lora_linear(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, bool bias,
+                    const LoraConfig& lora) {
+  auto layer = b.module(name, "lora.Linear");
+  ValueId result =
+      op_module(b, "base_layer", "Linear", "linear", {x}, {{"out_features", out}, {"bias", bias}});
+  if (!b.ok()) return kNone;
+  const DType base_dtype = b.value(result).dtype;
+  const DType dtype = lora.fp32_adapters ? DType::kFloat32 : b.activation_dtype();
+  const ValueId input = cast(b, x, dtype);
+  ValueId h = input;
+  if (lora.dropout > 0) {
+    auto dict = b.module("lora_dropout", "ModuleDict");
+    h = dropout(b, "default", h, lora.dropout);
+  }
+  h = adapter(b, "lora_A", h, lora.rank, dtype);
+  h = adapter(b, "lora_B", h, out, dtype);
+  h = b.call1("mul_scalar", {h}, {{"value", lora.alpha / static_cast<double>(lora.rank)}});
+  result = cast(b, add(b, result, h), base_dtype);
+  hold(b, {input});  // the forward's local x
+  return result;
+}
+
+}  // namespace
+
 ValueId linear(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, bool bias) {
+  if (const LoraConfig* lora = b.lora_for(name)) return lora_linear(b, name, x, out, bias, *lora);
   return op_module(b, name, "Linear", "linear", {x}, {{"out_features", out}, {"bias", bias}});
+}
+
+void hold(GraphBuilder& b, std::initializer_list<ValueId> values) {
+  for (ValueId v : values) {
+    if (v == kNone || !b.ok()) continue;
+    b.call1("expand", {v}, {{"sizes", b.value(v).shape}});
+  }
 }
 
 ValueId relu(GraphBuilder& b, std::string_view name, ValueId x, bool inplace) {

@@ -34,6 +34,7 @@ ValueId frozen_batch_norm2d(GraphBuilder& b, std::string_view name, ValueId x);
 ValueId group_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t groups,
                    double eps = 1e-5);
 ValueId layer_norm(GraphBuilder& b, std::string_view name, ValueId x, double eps = 1e-5);
+// nn.Linear; under BuildOptions::lora, a target becomes peft's lora.Linear.
 ValueId linear(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, bool bias = true);
 ValueId relu(GraphBuilder& b, std::string_view name, ValueId x, bool inplace = false);
 ValueId mish(GraphBuilder& b, std::string_view name, ValueId x);
@@ -47,6 +48,10 @@ ValueId adaptive_avg_pool2d(GraphBuilder& b, std::string_view name, ValueId x, i
 // A parameter owned by a module of its own (nn.Embedding's table used through .weight).
 ValueId module_parameter(GraphBuilder& b, std::string_view module, std::string_view type,
                          std::string_view name, Dims shape);
+
+// Python locals (and what a forward returns) keep tensors alive until the function returns: a
+// view of each, made here, keeps its storage until here.
+void hold(GraphBuilder& b, std::initializer_list<ValueId> values);
 
 // Unnamed functional ops, run in the current module (torch.flatten, x + y, ...).
 ValueId flatten(GraphBuilder& b, ValueId x, int64_t start_dim = 0, int64_t end_dim = -1);

@@ -95,8 +95,9 @@ struct ModelSpec {
   BuildFn build;
   std::optional<OptimizerPreset> optimizer;
   std::vector<CheckpointFamily> checkpoint_families;
-  std::vector<std::string> backbone;  // --freeze prefixes that freeze its (pretrained) backbone
-  ChangesFn smaller;                  // optional: architecture what-ifs beyond the input size
+  std::vector<std::string> backbone;     // --freeze prefixes that freeze its (pretrained) backbone
+  std::vector<std::string> lora_target;  // peft's default target modules for the model type
+  ChangesFn smaller;                     // optional: architecture what-ifs beyond the input size
 };
 
 struct ModelRequest {
@@ -110,6 +111,7 @@ struct ModelRequest {
 };
 
 const std::vector<ModelSpec>& model_zoo();
+bool has_key(const ModelSpec& spec, std::string_view key);
 const ModelSpec* find_model(std::string_view name);
 
 // Parses --set values against the model's keys and checks the inputs fit its kind.
