@@ -49,6 +49,11 @@ CASES = [
     # ... or keeps them in bf16 (get_peft_model(autocast_adapter_dtype=False)).
     ({"use_cache": "false"}, 2, 64, "adam", "bf16", (),
      {"r": 8, "dropout": 0.1, "target": ("all-linear",), "fp32_adapters": False}),
+    # Qwen3's layout: RMSNorms on q and k, a head wider than hidden / heads; in full and with LoRA.
+    ({"qk_norm": "true", "head_dim": "32", "vocab_size": "3000"}, 2, 64, "adamw", "fp32", (),
+     None),
+    ({"qk_norm": "true", "head_dim": "32"}, 2, 64, "adamw", "bf16", (),
+     {"r": 8, "alpha": 16, "dropout": 0.05, "target": ("all-linear",)}),
     # Qwen2's biases on a frozen base, tied embeddings, SGD.
     ({"qkv_bias": "true", "tie_word_embeddings": "true"}, 3, 48, "sgd", "fp32", (),
      {"r": 2, "target": ("k_proj", "gate_proj", "down_proj")}),

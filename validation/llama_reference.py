@@ -6,7 +6,9 @@ state_dict; the forward keeps its op order and its Python locals (a tensor bound
 until the function returns), builds the causal mask and the rotary tables as it does, keeps each
 layer's key and value in a cache when use_cache, computes the loss inside the forward
 (ForCausalLMLoss: logits upcast to fp32, labels padded and shifted) and returns the loss, the
-logits and the cache together. Mistral and Qwen2 share the layout (Qwen2: biases on q, k, v).
+logits and the cache together. Mistral and Qwen2 share the layout (Qwen2: biases on q, k, v), and
+so does transformers 4.51's Qwen3ForCausalLM with qk_norm (an RMSNorm over each head of q and of
+k, before the rotation; Qwen3Attention registers them after the projections).
 """
 import torch
 import torch.nn as nn
@@ -19,7 +21,7 @@ def config(sets):
              num_attention_heads=4, num_key_value_heads=2, head_dim=0,
              max_position_embeddings=256, rms_norm_eps=1e-5, attention_bias=False,
              qkv_bias=False, mlp_bias=False, tie_word_embeddings=False, use_cache=True,
-             attention_dropout=0.0)
+             attention_dropout=0.0, qk_norm=False)
     for k, v in (sets or {}).items():
         if k == "attention":
             assert v == "eager", "PyTorch 1.13 has no scaled_dot_product_attention"
@@ -129,12 +131,22 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(h, kv * self.head_dim, bias=qkv_bias)
         self.v_proj = nn.Linear(h, kv * self.head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(heads * self.head_dim, h, bias=c["attention_bias"])
+        self.qk_norm = c["qk_norm"]
+        if self.qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, c["rms_norm_eps"])
+            self.k_norm = RMSNorm(self.head_dim, c["rms_norm_eps"])
 
     def forward(self, hidden_states, position_embeddings, attention_mask, past_key_value):
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.head_dim)
-        query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
-        key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        if self.qk_norm:
+            query_states = self.q_norm(
+                self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+            key_states = self.k_norm(
+                self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+        else:
+            query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+            key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)

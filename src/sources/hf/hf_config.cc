@@ -22,14 +22,18 @@ struct Family {
   std::string_view model_type;
   std::string_view zoo_model;
   int64_t max_positions;
-  bool qkv_bias;         // biases on q, k and v whatever the config says (Qwen2)
-  bool has_bias_fields;  // attention_bias and mlp_bias are read (Llama)
+  int64_t head_dim;       // 0: hidden_size / num_attention_heads
+  bool qkv_bias;          // biases on q, k and v whatever the config says (Qwen2)
+  bool has_bias_fields;   // attention_bias and mlp_bias are read (Llama, Qwen3)
+  bool qk_norm;           // RMSNorms on q and k (Qwen3)
+  bool sliding_optional;  // use_sliding_window, off by default, is not modelled (Qwen2, Qwen3)
 };
 
-constexpr std::array<Family, 3> kFamilies{{
-    {"llama", "llama", 2048, false, true},
-    {"mistral", "mistral", 131072, false, false},
-    {"qwen2", "qwen2", 32768, true, false},
+constexpr std::array<Family, 4> kFamilies{{
+    {"llama", "llama", 2048, 0, false, true, false, false},
+    {"mistral", "mistral", 131072, 0, false, false, false, false},
+    {"qwen2", "qwen2", 32768, 0, true, false, false, true},
+    {"qwen3", "qwen3", 32768, 128, false, true, true, true},
 }};
 
 // Sizes are capped so that products of them cannot overflow further on.
@@ -73,7 +77,7 @@ Result<HfModel> parse_document(const json& doc) {
   set("num_key_value_heads", std::to_string(kv_heads.value_or(heads)));
   TF_ASSIGN_OR_RETURN(const std::optional<int64_t> head_dim,
                       f.integer_in_or_null("head_dim", 1, kMaxSize));
-  set("head_dim", std::to_string(head_dim.value_or(0)));
+  set("head_dim", std::to_string(head_dim.value_or(family->head_dim)));
   TF_ASSIGN_OR_RETURN(const std::optional<int64_t> positions,
                       f.integer_in_or_null("max_position_embeddings", 1, kMaxSize));
   set("max_position_embeddings", std::to_string(positions.value_or(family->max_positions)));
@@ -95,6 +99,7 @@ Result<HfModel> parse_document(const json& doc) {
   set("attention_bias", bool_text(attention_bias));
   set("qkv_bias", bool_text(family->qkv_bias));
   set("mlp_bias", bool_text(mlp_bias));
+  set("qk_norm", bool_text(family->qk_norm));
   TF_ASSIGN_OR_RETURN(const bool tied, f.boolean_or("tie_word_embeddings", false));
   set("tie_word_embeddings", bool_text(tied));
   TF_ASSIGN_OR_RETURN(const bool use_cache, f.boolean_or("use_cache", true));
@@ -111,7 +116,7 @@ Result<HfModel> parse_document(const json& doc) {
   set("hidden_act", act);
 
   // Mistral's attention window (MistralConfig's 4096 when the field is missing, none when null);
-  // Qwen2 attends over the whole sequence unless use_sliding_window, which is not modelled.
+  // Qwen2 and Qwen3 attend over the whole sequence unless use_sliding_window, not modelled.
   int64_t window = 0;
   if (model_type == "mistral") {
     if (f.has("sliding_window")) {
@@ -119,7 +124,7 @@ Result<HfModel> parse_document(const json& doc) {
     } else if (!doc.contains("sliding_window")) {
       window = 4096;
     }
-  } else if (model_type == "qwen2") {
+  } else if (family->sliding_optional) {
     TF_ASSIGN_OR_RETURN(const bool sliding, f.boolean_or("use_sliding_window", false));
     if (sliding) return f.error("use_sliding_window true is not modelled yet");
   }

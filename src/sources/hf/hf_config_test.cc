@@ -1,5 +1,6 @@
 #include "sources/hf/hf_config.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -39,10 +40,9 @@ int64_t parameters(const HfModel& m) {
 // The shipped configs (the published config.json files) build the published parameter counts.
 TEST(HfConfig, ShippedConfigsBuildThePublishedParameterCounts) {
   const std::pair<const char*, int64_t> cases[] = {
-      {"llama-3-8b.json", 8'030'261'248},
-      {"llama-3.2-1b.json", 1'235'814'400},
-      {"mistral-7b-v0.1.json", 7'241'732'096},
-      {"qwen2.5-7b.json", 7'615'616'512},
+      {"llama-3-8b.json", 8'030'261'248},      {"llama-3.2-1b.json", 1'235'814'400},
+      {"mistral-7b-v0.1.json", 7'241'732'096}, {"qwen2.5-7b.json", 7'615'616'512},
+      {"qwen3-8b.json", 8'190'735'360},
   };
   for (const auto& [file, count] : cases) {
     SCOPED_TRACE(file);
@@ -70,20 +70,40 @@ TEST(HfConfig, FieldsBecomeSetKeys) {
   EXPECT_EQ(value("head_dim"), "0");        // hidden_size / num_attention_heads
 }
 
-// A config that leaves fields out gets its family's defaults, as transformers' config class does.
-TEST(HfConfig, MissingOptionalFieldsTakeTheFamilyDefaults) {
-  const Result<HfModel> m = parse_hf_config(
-      R"({"model_type": "mistral", "vocab_size": 100, "hidden_size": 64,
-          "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4})",
-      "small");
+using Sets = std::vector<std::pair<std::string, std::string>>;
+
+// A small config of `model_type` that leaves the optional fields out, with `extra` fields.
+Result<HfModel> small_config(std::string_view model_type, std::string_view extra = "") {
+  return parse_hf_config(fmt::format(R"({{"model_type": "{}", "vocab_size": 100, "hidden_size": 64,
+          "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4{}}})",
+                                     model_type, extra),
+                         "small");
+}
+
+void expect_sets(const Result<HfModel>& m, const Sets& expected) {
   ASSERT_TRUE(m.ok()) << m.status().to_string();
-  const std::vector<std::pair<std::string, std::string>> expected{
-      {"num_key_value_heads", "4"}, {"max_position_embeddings", "131072"},
-      {"sliding_window", "4096"},   {"tie_word_embeddings", "false"},
-      {"use_cache", "true"},        {"rms_norm_eps", "1e-06"}};
   for (const auto& pair : expected) {
     EXPECT_NE(std::find(m->sets.begin(), m->sets.end(), pair), m->sets.end()) << pair.first;
   }
+}
+
+// Qwen3: RMSNorms on q and k, and Qwen3Config's head_dim of 128 when the file has none.
+TEST(HfConfig, Qwen3NormsQAndKAndDefaultsTheHeadWidth) {
+  expect_sets(
+      small_config("qwen3"),
+      {{"qk_norm", "true"}, {"head_dim", "128"}, {"qkv_bias", "false"}, {"sliding_window", "0"}});
+  EXPECT_FALSE(small_config("qwen3", R"(, "use_sliding_window": true)").ok());
+}
+
+// A config that leaves fields out gets its family's defaults, as transformers' config class does.
+TEST(HfConfig, MissingOptionalFieldsTakeTheFamilyDefaults) {
+  expect_sets(small_config("mistral"), {{"num_key_value_heads", "4"},
+                                        {"max_position_embeddings", "131072"},
+                                        {"sliding_window", "4096"},
+                                        {"tie_word_embeddings", "false"},
+                                        {"use_cache", "true"},
+                                        {"rms_norm_eps", "1e-06"},
+                                        {"qk_norm", "false"}});
 }
 
 Status status_of(std::string_view text) {

@@ -3,7 +3,8 @@
 // RMSNorm (in fp32), rotary attention with grouped key/value heads, residual add, RMSNorm, a
 // gated MLP (down(act(gate(x)) * up(x))), residual add; a final RMSNorm, lm_head (tied to the
 // embedding or not) and the causal LM loss. Mistral and Qwen2 share the layout; Qwen2 adds biases
-// to q, k and v. Keys are named as in the model's config.json (see --hf-config).
+// to q, k and v; Qwen3 (transformers 4.51) an RMSNorm over each head of q and of k, before the
+// rotation. Keys are named as in the model's config.json (see --hf-config).
 //
 // What a training step keeps besides autograd's tensors:
 //  - the rotary cos and sin tables (1 x seq x head_dim, made under no_grad) for the whole forward;
@@ -32,25 +33,27 @@ struct DecoderShape {
   int64_t vocab, hidden, intermediate, layers, heads, kv_heads, positions;
   int64_t window;
   double eps, rope_theta;
-  bool qkv_bias, tied;
+  bool qkv_bias, tied, qk_norm;
   const char* params;
 };
 
 // Published config.json figures of one model per family: the zoo's defaults.
 constexpr DecoderShape kDecoders[] = {
     {"llama", "Meta Llama 3 8B", 128256, 4096, 14336, 32, 32, 8, 8192, 0, 1e-5, 500000.0, false,
-     false, "8,030,261,248"},
+     false, false, "8,030,261,248"},
     {"mistral", "Mistral 7B v0.1", 32000, 4096, 14336, 32, 32, 8, 32768, 4096, 1e-5, 10000.0, false,
-     false, "7,241,732,096"},
+     false, false, "7,241,732,096"},
     {"qwen2", "Qwen2.5 7B (biases on q, k and v)", 152064, 3584, 18944, 28, 28, 4, 131072, 0, 1e-6,
-     1000000.0, true, false, "7,615,616,512"},
+     1000000.0, true, false, false, "7,615,616,512"},
+    {"qwen3", "Qwen3 8B (RMSNorms on q and k)", 151936, 4096, 12288, 36, 32, 8, 40960, 0, 1e-6,
+     1000000.0, false, false, true, "8,190,735,360"},
 };
 
 struct Decoder {
   int64_t batch, len, layers, hidden, intermediate, heads, kv_heads, head_dim, vocab, positions,
       window;
   double eps, attention_dropout;
-  bool qkv_bias, o_bias, mlp_bias, tied, sdpa, use_cache;
+  bool qkv_bias, o_bias, mlp_bias, tied, sdpa, use_cache, qk_norm;
   std::string act;
 };
 
@@ -60,7 +63,7 @@ std::string dtype_of(GraphBuilder& b, ValueId v) {
 
 // LlamaRMSNorm: x in fp32, times rsqrt(mean(x^2) + eps), back to x's dtype, times the weight.
 ValueId rms_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t width, double eps) {
-  auto norm = b.module(name, "LlamaRMSNorm");
+  auto norm = b.module(name, "RMSNorm");
   const std::string input_dtype = dtype_of(b, x);
   ValueId h = x;
   if (b.ok() && b.value(x).dtype != DType::kFloat32) {
@@ -154,14 +157,16 @@ ValueId attention(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, ValueId 
                   const Decoder& d, Cached& cached) {
   auto attn = b.module("self_attn", "LlamaAttention");
   const Dims hidden_shape{d.batch, d.len, -1, d.head_dim};
-  auto heads = [&](std::string_view name, int64_t n_heads, bool bias) {
+  // (Qwen3: the head's RMSNorm before the transpose.)
+  auto heads = [&](std::string_view name, int64_t n_heads, bool bias, std::string_view norm) {
     ValueId t = nn::linear(b, name, x, n_heads * d.head_dim, bias);
     t = b.call1("view", {t}, {{"shape", hidden_shape}});
+    if (!norm.empty()) t = rms_norm(b, norm, t, d.head_dim, d.eps);
     return b.call1("transpose", {t}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}});
   };
-  ValueId q = heads("q_proj", d.heads, d.qkv_bias);
-  ValueId k = heads("k_proj", d.kv_heads, d.qkv_bias);
-  ValueId v = heads("v_proj", d.kv_heads, d.qkv_bias);
+  ValueId q = heads("q_proj", d.heads, d.qkv_bias, d.qk_norm ? "q_norm" : "");
+  ValueId k = heads("k_proj", d.kv_heads, d.qkv_bias, d.qk_norm ? "k_norm" : "");
+  ValueId v = heads("v_proj", d.kv_heads, d.qkv_bias, "");
   cos = b.call1("unsqueeze", {cos}, {{"dim", int64_t{1}}});
   sin = b.call1("unsqueeze", {sin}, {{"dim", int64_t{1}}});
   q = rotate(b, q, cos, sin, d.head_dim);
@@ -215,7 +220,10 @@ ValueId mlp(GraphBuilder& b, ValueId x, const Decoder& d) {
 std::vector<std::string> registration_order(const Decoder& d) {
   std::vector<std::string> order{"model.embed_tokens."};
   for (int64_t i = 0; i < d.layers; ++i) {
-    for (const char* part : {"self_attn", "mlp", "input_layernorm", "post_attention_layernorm"}) {
+    // The attention's projections, then its norms (Qwen3), as its __init__ registers them.
+    for (const char* part :
+         {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+          "self_attn", "mlp", "input_layernorm", "post_attention_layernorm"}) {
       order.push_back(fmt::format("model.layers.{}.{}.", i, part));
     }
   }
@@ -283,6 +291,7 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
             c.get_bool("tie_word_embeddings"),
             c.get_string("attention") == "sdpa",
             c.get_bool("use_cache"),
+            c.get_bool("qk_norm"),
             c.get_string("hidden_act")};
   if (const Status status = resolve_shape(d); !status.ok()) {
     b.fail(status);
@@ -374,6 +383,8 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
         set_key("attention_bias", AttrKind::kBool, false, "biases on q, k, v and o projections"),
         set_key("qkv_bias", AttrKind::kBool, s.qkv_bias, "biases on q, k and v only (Qwen2)"),
         set_key("mlp_bias", AttrKind::kBool, false, "biases on the MLP projections"),
+        set_key("qk_norm", AttrKind::kBool, s.qk_norm,
+                "an RMSNorm over each head of q and of k (Qwen3)"),
         set_key("tie_word_embeddings", AttrKind::kBool, s.tied, "lm_head shares the embedding"),
         set_key("hidden_act", AttrKind::kString, std::string("silu"), "MLP gate activation",
                 {"silu", "gelu_pytorch_tanh"}),
@@ -386,7 +397,7 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
                 "end"),
     };
     m.build = build_decoder;
-    // peft's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING for llama, mistral and qwen2.
+    // peft's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING for these model types.
     m.lora_target = {"q_proj", "v_proj"};
     m.checkpoint_families = {{"decoder layers", {"model.layers.*"}}};
     m.smaller = [](const ModelConfig& c) {
