@@ -111,6 +111,21 @@ TEST(LoraCli, WhatIfOffersLoraTheCacheAndSdpa) {
             nlohmann::json({"--lora", "r=16,alpha=32,target=q_proj,v_proj"}));
 }
 
+// FSDP in torch 1.13 cannot flatten frozen and trained parameters into one unit: with LoRA, fit
+// does not offer it.
+TEST(LoraCli, WhatIfLeavesFsdpOutUnderLora) {
+  const nlohmann::json fit = run_json({"fit", "--hf-config", kExamples + "llama-3.2-1b.json",
+                                       "--seq-len", "128", "--set", "num_hidden_layers=2", "--lora",
+                                       "r=8", "--gpus", "2", "--gpu", "h100-80gb", "--what-if"});
+  bool zero1 = false;
+  for (const nlohmann::json& row : fit.at("what_if").at("rows")) {
+    EXPECT_NE(row.at("name"), "FSDP (full_shard)");
+    zero1 = zero1 || row.at("name") == "ZeroRedundancyOptimizer";
+  }
+  EXPECT_TRUE(zero1);
+  EXPECT_TRUE(fit.at("what_if").at("skipped").empty()) << fit.at("what_if").at("skipped");
+}
+
 // transformers turns the key/value cache off under gradient checkpointing, and so does
 // --checkpoint on a decoder.
 TEST(LoraCli, CheckpointTurnsTheCacheOff) {

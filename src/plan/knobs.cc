@@ -292,8 +292,8 @@ Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request,
     }
     // FSDP with the model's repeated blocks as units (those checkpointing offers): parameters,
     // gradients and optimizer state sharded. 1.13 cannot flatten frozen and trained
-    // parameters into one unit, so not with --freeze.
-    if (dist.world_size > 1 && request.freeze.empty()) {
+    // parameters into one unit, so not with --freeze or --lora.
+    if (dist.world_size > 1 && request.freeze.empty() && !request.lora) {
       add("FSDP (full_shard)", KnobKind::kFree, "", use_fsdp(block_units(graph, *spec).patterns),
           "all-gathers before each unit's forward and backward: 1.5x DDP's traffic");
     }
