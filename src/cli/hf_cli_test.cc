@@ -99,12 +99,15 @@ TEST(LoraCli, WhatIfOffersLoraTheCacheAndSdpa) {
   for (const nlohmann::json& row : fit.at("what_if").at("rows")) {
     rows[row.at("name").get<std::string>()] = row;
   }
+  // The rows are at the largest batch that fits, whose peak the report gives: each of these
+  // knobs lowers it.
+  ASSERT_EQ(fit.at("what_if").at("batch"), fit.at("max_batch"));
+  const auto as_given = fit.at("peak_allocated_bytes").get<int64_t>();
   for (const char* name : {"LoRA r=16 on q_proj, v_proj", "LoRA r=16 on all-linear",
                            "SDPA attention", "no key/value cache"}) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(rows.contains(name));
-    EXPECT_LT(rows[name].at("peak_allocated_bytes").get<int64_t>(),
-              fit.at("what_if").at("rows")[0].at("peak_allocated_bytes").get<int64_t>() * 2);
+    EXPECT_LT(rows[name].at("peak_allocated_bytes").get<int64_t>(), as_given);
     EXPECT_EQ(rows[name].at("estimate_args")[0], "--hf-config");
   }
   EXPECT_EQ(rows["LoRA r=16 on q_proj, v_proj"].at("args"),
@@ -175,7 +178,9 @@ TEST(LoraCli, ParseLoraReadsBackItsArgumentAndSurvivesCuts) {
   EXPECT_EQ(*again, *lora);
   for (size_t n = 0; n <= text.size(); ++n) {
     const Result<LoraConfig> cut = parse_lora(text.substr(0, n));
-    if (!cut.ok()) EXPECT_FALSE(cut.status().message().empty());
+    if (!cut.ok()) {
+      EXPECT_FALSE(cut.status().message().empty());
+    }
   }
   for (const char* garbage : {",,,", "=,=", "target=,", "r=1e400", "\xff\xfe", "r==2"}) {
     const Result<LoraConfig> g = parse_lora(garbage);

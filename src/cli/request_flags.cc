@@ -169,10 +169,7 @@ Status to_source(const RequestFlags& f, TrainingRequest& r) {
   r.batch = f.batch;
   if (!f.hf_config.empty()) {
     TF_ASSIGN_OR_RETURN(HfModel hf, read_hf_config_file(f.hf_config));
-    r.model = hf.model;
-    r.sets = std::move(hf.sets);
-    r.hf_config = f.hf_config;
-    r.hf_sets = r.sets.size();
+    TF_RETURN_IF_ERROR(use_hf_config(r, std::move(hf), f.hf_config));
   }
   for (const std::string& s : f.sets) {
     const size_t eq = s.find('=');

@@ -232,10 +232,6 @@ Result<EstimateOptions> device_options(const TrainingRequest& r) {
   return o;
 }
 
-}  // namespace
-
-namespace {
-
 // The number `text` spells, all of it, or nullopt.
 std::optional<double> parse_number(std::string_view text) {
   const std::string s(text);
@@ -355,6 +351,15 @@ Status check_model_source(bool model, bool trace, bool hf_config) {
       "--trace FILE");
 }
 
+Status use_hf_config(TrainingRequest& r, HfModel hf, std::string source) {
+  TF_RETURN_IF_ERROR(check_model_source(!r.model.empty(), r.trace != nullptr, true));
+  r.model = std::move(hf.model);
+  r.hf_sets = hf.sets.size();
+  r.sets.insert(r.sets.begin(), hf.sets.begin(), hf.sets.end());
+  r.hf_config = std::move(source);
+  return {};
+}
+
 Result<DeviceProfile> choose_device(const DeviceChoice& c) {
   if (c.profile == Device::kCpu) {
     if (!c.gpu.empty() || c.gpu_memory_bytes || c.cuda_context_bytes || c.gpu_profile || c.link ||
@@ -414,11 +419,9 @@ Result<ResolvedRequest> resolve(const TrainingRequest& r) {
   if (r.lora && !r.trace) {
     TF_ASSIGN_OR_RETURN(out.model.options.lora, resolve_lora(*r.lora, find_model(r.model)));
   }
-  // transformers' decoders turn their key/value cache off when they train under gradient
-  // checkpointing (use_cache=True is incompatible with it), whatever the config says.
-  if (const ModelSpec* spec = find_model(r.model);
-      spec != nullptr && !r.checkpoint.empty() && has_key(*spec, "use_cache")) {
-    out.model.sets.emplace_back("use_cache", "false");
+  if (const ModelSpec* spec = find_model(r.model); spec != nullptr && !r.checkpoint.empty()) {
+    out.model.sets.insert(out.model.sets.end(), spec->checkpoint_sets.begin(),
+                          spec->checkpoint_sets.end());
   }
   TrainingConfig training;
   if (r.trace) {

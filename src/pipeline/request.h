@@ -21,6 +21,7 @@
 
 #include "estimate/estimate.h"
 #include "sources/calibration/gpu_profile.h"
+#include "sources/hf/hf_config.h"
 #include "sources/trace/trace_model.h"
 #include "sources/zoo/zoo.h"
 
@@ -72,6 +73,10 @@ struct TrainingRequest {
 
 // Exactly one model source: a zoo model or a trace.
 Status check_model_source(bool model, bool trace, bool hf_config = false);
+
+// The model a Hugging Face config.json names (`source`, its path) as the request's model, the
+// file's fields as its first --set values (those already given follow them, and win).
+Status use_hf_config(TrainingRequest& request, HfModel hf, std::string source);
 
 // The device a user names: the kernel profile, a catalog GPU or a memory size, a CUDA context.
 struct DeviceChoice {

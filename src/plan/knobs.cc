@@ -195,31 +195,28 @@ void add_model_knobs(const ResolvedRequest& r, const ModelSpec& spec, std::vecto
   }
 }
 
-// A decoder's knobs: LoRA instead of full fine-tuning (peft's default targets, and every Linear),
-// the key/value cache off, SDPA instead of eager attention.
-void add_decoder_knobs(const TrainingRequest& request, const ResolvedRequest& r,
-                       const ModelSpec& spec, std::vector<Knob>& knobs) {
-  if (spec.lora_target.empty()) return;
+// LoRA instead of full fine-tuning, on peft's default targets for the model and on every Linear.
+void add_lora_knobs(const TrainingRequest& request, const ModelSpec& spec,
+                    std::vector<Knob>& knobs) {
+  if (spec.lora_target.empty() || request.lora) return;
+  LoraConfig lora;
+  lora.rank = 16;
+  lora.alpha = 32;
+  lora.target = spec.lora_target;
+  knobs.push_back({fmt::format("LoRA r=16 on {}", fmt::join(spec.lora_target, ", ")),
+                   KnobKind::kRecipe, "lora", set_lora(lora), 0, "only adapters train"});
+  lora.target = {std::string(kAllLinear)};
+  knobs.push_back({"LoRA r=16 on all-linear", KnobKind::kRecipe, "lora", set_lora(lora), 0,
+                   "only adapters train"});
+}
+
+// The model's own settings that keep its math (the key/value cache off, SDPA).
+void add_setting_knobs(const ResolvedRequest& r, const ModelSpec& spec, std::vector<Knob>& knobs) {
+  if (!spec.settings) return;
   Result<ModelConfig> config = model_config(r.model);
   if (!config.ok()) return;
-  if (!request.lora) {
-    LoraConfig lora;
-    lora.rank = 16;
-    lora.alpha = 32;
-    lora.target = spec.lora_target;
-    knobs.push_back({fmt::format("LoRA r=16 on {}", fmt::join(spec.lora_target, ", ")),
-                     KnobKind::kRecipe, "lora", set_lora(lora), 0, "only adapters train"});
-    lora.target = {std::string(kAllLinear)};
-    knobs.push_back({"LoRA r=16 on all-linear", KnobKind::kRecipe, "lora", set_lora(lora), 0,
-                     "only adapters train"});
-  }
-  if (has_key(spec, "use_cache") && config->get_bool("use_cache")) {
-    knobs.push_back({"no key/value cache", KnobKind::kFree, "", add_sets({{"use_cache", "false"}}),
-                     0, "none (model(..., use_cache=False))"});
-  }
-  if (has_key(spec, "attention") && config->get_string("attention") == "eager") {
-    knobs.push_back({"SDPA attention", KnobKind::kFree, "", add_sets({{"attention", "sdpa"}}), 0,
-                     "none (attn_implementation=\"sdpa\")"});
+  for (const ModelChange& change : spec.settings(*config)) {
+    knobs.push_back({change.what, KnobKind::kFree, "", add_sets(change.sets), 0, change.cost});
   }
 }
 
@@ -309,7 +306,8 @@ Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request,
   if (!freeze.empty()) {
     add("freeze backbone", KnobKind::kRecipe, "", add_frozen(std::move(freeze)), "backbone frozen");
   }
-  add_decoder_knobs(request, r, *spec, knobs);
+  add_lora_knobs(request, *spec, knobs);
+  add_setting_knobs(r, *spec, knobs);
   add_model_knobs(r, *spec, knobs);
   return knobs;
 }

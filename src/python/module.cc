@@ -164,7 +164,7 @@ Result<std::pair<std::string, std::string>> file_of(const std::string& key, cons
 Result<TrainingRequest> request_of(const py::dict& options) {
   TrainingRequest r;
   DeviceChoice device;
-  std::optional<HfModel> hf;
+  std::optional<std::pair<HfModel, std::string>> hf;  // applied once the model keys are read
   for (const auto& [k, v] : options) {
     const std::string key = py::str(k);
     if (key == "model") {
@@ -195,8 +195,8 @@ Result<TrainingRequest> request_of(const py::dict& options) {
       TF_ASSIGN_OR_RETURN(r.freeze, strings_of(key, v));
     } else if (key == "hf_config") {
       TF_ASSIGN_OR_RETURN(const auto file, file_of(key, v, "a config.json's path"));
-      TF_ASSIGN_OR_RETURN(hf, parse_hf_config(file.second, file.first));
-      r.hf_config = file.first;
+      TF_ASSIGN_OR_RETURN(HfModel model, parse_hf_config(file.second, file.first));
+      hf.emplace(std::move(model), file.first);
     } else if (key == "lora") {
       // api.py spells a dict as the command line does.
       TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
@@ -328,12 +328,7 @@ Result<TrainingRequest> request_of(const py::dict& options) {
       return unknown_key(key);
     }
   }
-  if (hf) {
-    TF_RETURN_IF_ERROR(check_model_source(!r.model.empty(), r.trace != nullptr, true));
-    r.model = hf->model;
-    r.sets.insert(r.sets.begin(), hf->sets.begin(), hf->sets.end());  // the user's sets win
-    r.hf_sets = hf->sets.size();
-  }
+  if (hf) TF_RETURN_IF_ERROR(use_hf_config(r, std::move(hf->first), std::move(hf->second)));
   TF_ASSIGN_OR_RETURN(r.device, choose_device(device));
   return r;
 }

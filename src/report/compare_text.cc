@@ -71,8 +71,9 @@ std::string fits_text(const Estimate& e) {
 
 std::string compare_text(const std::vector<CompareEntry>& entries) {
   std::vector<Column> columns = {{"", Align::kLeft, false}};
-  for (const CompareEntry& e : entries)
+  for (const CompareEntry& e : entries) {
     columns.push_back({model_title(e.header), Align::kLeft, true});
+  }
   TextTable table(std::move(columns));
   auto add = [&](const std::string& label,
                  const std::function<std::string(const CompareEntry&)>& cell) {

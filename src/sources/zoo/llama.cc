@@ -57,25 +57,16 @@ struct Decoder {
   std::string act;
 };
 
-std::string dtype_of(GraphBuilder& b, ValueId v) {
-  return std::string(dtype_name(b.value(v).dtype));
-}
-
 // LlamaRMSNorm: x in fp32, times rsqrt(mean(x^2) + eps), back to x's dtype, times the weight.
 ValueId rms_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t width, double eps) {
   auto norm = b.module(name, "RMSNorm");
-  const std::string input_dtype = dtype_of(b, x);
-  ValueId h = x;
-  if (b.ok() && b.value(x).dtype != DType::kFloat32) {
-    h = b.call1("to_copy", {x}, {{"dtype", std::string("float32")}});
-  }
+  if (!b.ok()) return kNone;
+  const DType input_dtype = b.value(x).dtype;
+  ValueId h = nn::cast(b, x, DType::kFloat32);
   ValueId variance = b.call1("pow_scalar", {h}, {{"exponent", 2.0}});
   variance = b.call1("mean", {variance}, {{"dims", Dims{-1}}, {"keepdim", true}});
   const ValueId scale = b.call1("rsqrt", {b.call1("add_scalar", {variance}, {{"value", eps}})});
-  h = b.call1("mul", {h, scale});
-  if (b.ok() && dtype_of(b, h) != input_dtype) {
-    h = b.call1("to_copy", {h}, {{"dtype", input_dtype}});
-  }
+  h = nn::cast(b, b.call1("mul", {h, scale}), input_dtype);
   const ValueId weight = b.parameter("weight", {width});
   const ValueId out = b.call1("mul", {weight, h});
   nn::hold(b, {variance});
@@ -99,13 +90,10 @@ std::pair<ValueId, ValueId> rotary_tables(GraphBuilder& b, ValueId like, const D
   ValueId sin = b.call1("full", {emb}, {{"dtype", fp32}});
   cos = b.call1("mul_scalar", {cos}, {{"value", 1.0}});
   sin = b.call1("mul_scalar", {sin}, {{"value", 1.0}});
-  const std::string dtype = dtype_of(b, like);
-  ValueId cos_out = cos;
-  ValueId sin_out = sin;
-  if (b.ok() && dtype_of(b, cos) != dtype) {
-    cos_out = b.call1("to_copy", {cos}, {{"dtype", dtype}});
-    sin_out = b.call1("to_copy", {sin}, {{"dtype", dtype}});
-  }
+  if (!b.ok()) return {kNone, kNone};
+  const DType dtype = b.value(like).dtype;
+  const ValueId cos_out = nn::cast(b, cos, dtype);
+  const ValueId sin_out = nn::cast(b, sin, dtype);
   nn::hold(b, {positions, freqs, emb, cos, sin});
   return {cos_out, sin_out};
 }
@@ -191,9 +179,8 @@ ValueId attention(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, ValueId 
     w = b.call1("mul_scalar", {w}, {{"value", scaling}});
     mask = b.call1("slice", {mask}, {{"dim", int64_t{3}}, {"end", d.len}});
     w = b.call1("add", {w, mask});
-    const std::string dtype = dtype_of(b, q);
     w = b.call1("softmax", {w}, {{"dim", int64_t{-1}}, {"dtype", std::string("float32")}});
-    if (b.ok() && dtype_of(b, w) != dtype) w = b.call1("to_copy", {w}, {{"dtype", dtype}});
+    if (b.ok()) w = nn::cast(b, w, b.value(q).dtype);
     w = nn::dropout(b, "attention_dropout", w, d.attention_dropout);
     out = b.call1("matmul", {w, v});
   }
@@ -400,6 +387,21 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
     // peft's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING for these model types.
     m.lora_target = {"q_proj", "v_proj"};
     m.checkpoint_families = {{"decoder layers", {"model.layers.*"}}};
+    // transformers turns the cache off when a decoder trains under gradient checkpointing
+    // (use_cache=True is incompatible with it), whatever the config says.
+    m.checkpoint_sets = {{"use_cache", "false"}};
+    m.settings = [](const ModelConfig& c) {
+      std::vector<ModelChange> changes;
+      if (c.get_bool("use_cache")) {
+        changes.push_back(
+            {"no key/value cache", {{"use_cache", "false"}}, "none (model(..., use_cache=False))"});
+      }
+      if (c.get_string("attention") == "eager") {
+        changes.push_back(
+            {"SDPA attention", {{"attention", "sdpa"}}, "none (attn_implementation=\"sdpa\")"});
+      }
+      return changes;
+    };
     m.smaller = [](const ModelConfig& c) {
       std::vector<ModelChange> changes;
       if (const int64_t n = c.get_int("num_hidden_layers"); n > 1) {

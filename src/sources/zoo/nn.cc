@@ -49,12 +49,12 @@ ValueId layer_norm(GraphBuilder& b, std::string_view name, ValueId x, double eps
                    {{"normalized_shape", Dims{b.dim(x, -1)}}, {"eps", eps}});
 }
 
-namespace {
-
 ValueId cast(GraphBuilder& b, ValueId x, DType dtype) {
   if (!b.ok() || b.value(x).dtype == dtype) return x;
   return b.call1("to_copy", {x}, {{"dtype", std::string(dtype_name(dtype))}});
 }
+
+namespace {
 
 // One adapter, lora_A or lora_B: a ModuleDict holding the Linear "default", without bias, its
 // weight in `dtype`.

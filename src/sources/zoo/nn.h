@@ -49,6 +49,9 @@ ValueId adaptive_avg_pool2d(GraphBuilder& b, std::string_view name, ValueId x, i
 ValueId module_parameter(GraphBuilder& b, std::string_view module, std::string_view type,
                          std::string_view name, Dims shape);
 
+// x.to(dtype): a copy when the dtype differs, else x itself.
+ValueId cast(GraphBuilder& b, ValueId x, DType dtype);
+
 // Python locals (and what a forward returns) keep tensors alive until the function returns: a
 // view of each, made here, keeps its storage until here.
 void hold(GraphBuilder& b, std::initializer_list<ValueId> values);

@@ -119,11 +119,6 @@ const std::vector<ModelSpec>& model_zoo() {
   return kZoo;
 }
 
-bool has_key(const ModelSpec& spec, std::string_view key) {
-  return std::any_of(spec.keys.begin(), spec.keys.end(),
-                     [&](const SetKey& k) { return k.name == key; });
-}
-
 const ModelSpec* find_model(std::string_view name) {
   for (const ModelSpec& m : model_zoo()) {
     if (m.name == name) return &m;

@@ -80,6 +80,7 @@ struct CheckpointFamily {
 struct ModelChange {
   std::string what;  // "chunk_size 100 -> 50"
   std::vector<std::pair<std::string, std::string>> sets;
+  std::string cost;  // a setting's: "none (model(..., use_cache=False))"
 };
 // The changes that apply to a configuration (keys resolved, defaults filled in).
 using ChangesFn = std::function<std::vector<ModelChange>(const ModelConfig&)>;
@@ -98,6 +99,12 @@ struct ModelSpec {
   std::vector<std::string> backbone;     // --freeze prefixes that freeze its (pretrained) backbone
   std::vector<std::string> lora_target;  // peft's default target modules for the model type
   ChangesFn smaller;                     // optional: architecture what-ifs beyond the input size
+  // Optional: settings that keep the model's math and save memory (the key/value cache off,
+  // SDPA attention); `fit --what-if` offers them as free knobs.
+  ChangesFn settings;
+  // --set values that training under --checkpoint forces (transformers' decoders turn their
+  // key/value cache off).
+  std::vector<std::pair<std::string, std::string>> checkpoint_sets;
 };
 
 struct ModelRequest {
@@ -111,7 +118,6 @@ struct ModelRequest {
 };
 
 const std::vector<ModelSpec>& model_zoo();
-bool has_key(const ModelSpec& spec, std::string_view key);
 const ModelSpec* find_model(std::string_view name);
 
 // Parses --set values against the model's keys and checks the inputs fit its kind.
