@@ -18,8 +18,8 @@ import gc
 import torch
 
 import llama_reference
-from harness import (Measured, Report, freeze, parameter_counts, run_trainfit, set_flags,
-                     sets_label, training_peak)
+from harness import (Measured, Report, freeze, run_trainfit, set_flags, sets_label,
+                     training_peak)
 from torch_models import Case
 
 TOLERANCE = 0.01
@@ -57,6 +57,23 @@ CASES = [
     # Qwen2's biases on a frozen base, tied embeddings, SGD.
     ({"qkv_bias": "true", "tie_word_embeddings": "true"}, 3, 48, "sgd", "fp32", (),
      {"r": 2, "target": ("k_proj", "gate_proj", "down_proj")}),
+    # QLoRA: every Linear but lm_head in 4 bits (bitsandbytes' Linear4bit), dequantized for each
+    # product in forward and again in backward; the targets' results cloned (peft's
+    # lora.Linear4bit). A bf16 base on peft's default targets, then every Linear with dropout.
+    ({"vocab_size": "4000"}, 2, 64, "adamw", "bf16", (), {"r": 8, "alpha": 16, "quant": "nf4"}),
+    ({"vocab_size": "4000", "use_cache": "false"}, 2, 64, "adamw", "bf16", (),
+     {"r": 16, "dropout": 0.05, "target": ("all-linear",), "quant": "nf4"}),
+    # Without double quantization (fp32 absmax), on an fp32 model.
+    ({}, 2, 64, "adam", "fp32", (),
+     {"r": 4, "target": ("q_proj", "o_proj", "up_proj"), "quant": "nf4", "double_quant": False}),
+    # Qwen2's biases stay beside the 4-bit weights; Qwen3's RMSNorms on q and k.
+    ({"qkv_bias": "true", "num_key_value_heads": "4"}, 3, 48, "sgd", "bf16", (),
+     {"r": 8, "target": ("q_proj", "k_proj", "down_proj"), "quant": "fp4"}),
+    ({"qk_norm": "true", "head_dim": "32"}, 2, 64, "adamw", "bf16", (),
+     {"r": 8, "alpha": 16, "target": ("all-linear",), "quant": "nf4"}),
+    # Wide layers and few tokens: the dequantized weights, not the activations, make the peak.
+    ({"hidden_size": "256", "intermediate_size": "1024", "vocab_size": "500"}, 1, 16, "adamw",
+     "bf16", (), {"r": 8, "target": ("all-linear",), "quant": "nf4"}),
 ]
 
 
@@ -67,6 +84,10 @@ def lora_flag(lora):
              "target=" + ",".join(lora.get("target", ("q_proj", "v_proj")))]
     if not lora.get("fp32_adapters", True):
         items.append("adapter_dtype=base")
+    if lora.get("quant"):
+        items.append(f"quant={lora['quant']}")
+        if not lora.get("double_quant", True):
+            items.append("double_quant=false")
     return ",".join(items)
 
 
@@ -107,7 +128,9 @@ def main():
 
             peak, where = training_peak(Case(model, [], [], lambda out: out.loss), optimizer,
                                         make_batch)
-            return [parameter_counts(model)[0], peak, where]
+            # 4-bit weights count as the weights they pack, as peft counts them.
+            weights = sum(p.numel() * getattr(p, "packing", 1) for p in model.parameters())
+            return [weights, peak, where]
 
         key = [sets, batch, seq, optimizer, precision, list(frozen)]
         if lora is not None:

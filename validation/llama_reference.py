@@ -271,7 +271,9 @@ class LlamaForCausalLM(nn.Module):
 class LoraLinear(nn.Module):
     """peft's lora.Linear with one adapter, "default", as get_peft_model makes it: the adapters
     are made in the base layer's dtype, then cast to fp32 when that is bf16 or fp16
-    (autocast_adapter_dtype=True) unless `fp32_adapters` is False."""
+    (autocast_adapter_dtype=True) unless `fp32_adapters` is False. Over a 4-bit base, whose
+    weight is not a float, they stay in torch's default dtype, fp32
+    (_move_adapter_to_device_of_base_layer)."""
 
     def __init__(self, base_layer, r, alpha, dropout, fp32_adapters):
         super().__init__()
@@ -282,6 +284,8 @@ class LoraLinear(nn.Module):
         self.lora_B = nn.ModuleDict({"default": nn.Linear(r, base_layer.out_features, bias=False)})
         self.scaling = {"default": alpha / r}
         dtype = base_layer.weight.dtype
+        if not dtype.is_floating_point:
+            dtype = torch.float32
         if fp32_adapters and dtype in (torch.bfloat16, torch.float16):
             dtype = torch.float32
         self.lora_A.to(dtype)
@@ -301,19 +305,108 @@ class LoraLinear(nn.Module):
         return result
 
 
+class MatMul4Bit(torch.autograd.Function):
+    """bitsandbytes' MatMul4Bit (autograd/_functions.py): the weight dequantized for the product,
+    neither it nor the input kept; backward dequantizes it again for the input's gradient."""
+
+    @staticmethod
+    def forward(ctx, A, layer):
+        output = F.linear(A, layer.dequantize(), layer.bias)
+        ctx.layer = layer
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return torch.matmul(grad_output, ctx.layer.dequantize()), None
+
+
+class Linear4bit(nn.Module):
+    """bitsandbytes' Linear4bit after Params4bit quantized `linear`'s weight on the GPU: two 4-bit
+    codes per uint8 byte, shape ((n + 1) // 2, 1) for n weights, and the QuantState's tensors
+    beside it: one absmax per 64 weights (fp32; with double quantization uint8 codes, one fp32
+    absmax per 256 of them, the 256-entry dynamic map and the fp32 offset) and the 16-entry code
+    book. It computes in the dtype the weight was loaded in (bnb_4bit_compute_dtype = that dtype).
+
+    dequantize() makes what functional.dequantize_4bit makes: the nested absmax in fp32 first,
+    then the weight in its dtype, each one new tensor written by a CUDA kernel. The values written
+    here are random: the re-creation reproduces the tensors a step makes, not the 4-bit arithmetic.
+    """
+
+    def __init__(self, linear, double_quant):
+        super().__init__()
+        self.out_features, self.in_features = linear.weight.shape
+        self.dtype = linear.weight.dtype
+        n = linear.weight.numel()
+        blocks = -(-n // 64)
+        self.weight = nn.Parameter(torch.zeros((n + 1) // 2, 1, dtype=torch.uint8),
+                                   requires_grad=False)
+        self.weight.packing = 2
+        self.double_quant = double_quant
+        if double_quant:
+            self.register_buffer("absmax", torch.zeros(blocks, dtype=torch.uint8))
+            self.register_buffer("nested_absmax", torch.ones(-(-blocks // 256)))
+            self.register_buffer("nested_quant_map", torch.linspace(-1, 1, 256))
+            self.register_buffer("offset", torch.tensor(0.0))
+        else:
+            self.register_buffer("absmax", torch.ones(blocks))
+        self.register_buffer("quant_map", torch.linspace(-1, 1, 16))
+        self.bias = linear.bias
+
+    def dequantize(self):
+        absmax = self.absmax
+        if self.double_quant:
+            absmax = torch.empty(self.absmax.shape, dtype=torch.float32).uniform_()
+            absmax += self.offset
+        weight = torch.empty(self.out_features, self.in_features, dtype=self.dtype)
+        weight.uniform_(-0.02, 0.02)
+        del absmax
+        return weight
+
+    def forward(self, x):
+        return MatMul4Bit.apply(x, self)
+
+
+class LoraLinear4bit(LoraLinear):
+    """peft's lora.Linear4bit (tuners/lora/bnb.py): the base's result cloned; the adapters'
+    output cast to its dtype, then added."""
+
+    def forward(self, x):
+        result = self.base_layer(x).clone()
+        lora_A = self.lora_A["default"]
+        lora_B = self.lora_B["default"]
+        expected_dtype = result.dtype
+        if x.dtype != lora_A.weight.dtype:
+            x = x.to(lora_A.weight.dtype)
+        output = lora_B(lora_A(self.lora_dropout["default"](x))) * self.scaling["default"]
+        output = output.to(expected_dtype)
+        result = result + output
+        return result
+
+
 def apply_lora(model, r=8, alpha=8, dropout=0.0, target=("q_proj", "v_proj"),
-               fp32_adapters=True):
+               fp32_adapters=True, quant=None, double_quant=True):
     """get_peft_model(model, LoraConfig(...)): each nn.Linear whose name is a target, or ends in
     ".target" ("all-linear": every Linear but lm_head), becomes a LoraLinear; then only
-    parameters named lora_* train."""
+    parameters named lora_* train. quant ("nf4", "fp4": the same bytes) first makes every Linear
+    but lm_head a Linear4bit, as from_pretrained(quantization_config=BitsAndBytesConfig(
+    load_in_4bit=True, ...)) does, and the targets peft's LoraLinear4bit."""
     for name, module in list(model.named_modules()):
         if not isinstance(module, nn.Linear) or name == "lm_head":
             continue
-        if not any(t == "all-linear" or name == t or name.endswith("." + t) for t in target):
+        adapted = any(t == "all-linear" or name == t or name.endswith("." + t) for t in target)
+        if not adapted and quant is None:
             continue
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name)
-        setattr(parent, child, LoraLinear(module, r, alpha, dropout, fp32_adapters))
+        if quant is None:
+            setattr(parent, child, LoraLinear(module, r, alpha, dropout, fp32_adapters))
+            continue
+        base = Linear4bit(module, double_quant)
+        if adapted:
+            lora = LoraLinear4bit(base, r, alpha, dropout, fp32_adapters)
+            setattr(parent, child, lora)
+        else:
+            setattr(parent, child, base)
     for name, p in model.named_parameters():
         p.requires_grad_("lora_" in name)
     return model

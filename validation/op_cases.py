@@ -143,6 +143,7 @@ CASES = [
     case("transpose", {"dim0": 1, "dim1": 3}, [T(*A)]),
     case("contiguous", {}, [T(2, 4, 6, 6, permute=[0, 3, 1, 2])]),
     case("contiguous", {}, [T(*A)], name="contiguous_noop"),
+    case("clone", {}, [T(2, 3, 4)]),
     case("expand", {"sizes": [3, -1, -1]}, [T(1, 4, 5)]),
     case("select", {"dim": 1, "index": 0}, [T(*A)]),
     case("slice", {"dim": 2, "start": 1, "end": 5, "step": 2}, [T(*A)]),
@@ -299,6 +300,7 @@ IMPLS = {
     "permute": _simple(lambda a, x: x.permute(*a["dims"])),
     "transpose": _simple(lambda a, x: x.transpose(a["dim0"], a["dim1"])),
     "contiguous": _simple(lambda a, x: x.contiguous()),
+    "clone": _simple(lambda a, x: x.clone()),
     "expand": _simple(lambda a, x: x.expand(*a["sizes"])),
     "select": _simple(lambda a, x: x.select(a["dim"], a["index"])),
     "slice": _simple(lambda a, x: x.narrow(a["dim"], 0, x.shape[a["dim"]])[

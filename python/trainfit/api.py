@@ -137,7 +137,7 @@ def estimate(model: Union[str, Any, None] = None, example_batch: Any = None, *,
     Mistral, Qwen2, Qwen3), read offline. set: the model's keys ({"num_classes": 10}). lora:
     peft's LoRA on the model's Linear modules, as a dict of LoraConfig's fields ({"r": 16,
     "alpha": 32, "dropout": 0.05, "target": ["q_proj", "v_proj"]}) or --lora's text
-    ("r=16,target=all-linear"). input: CxHxW of image models; seq_len: tokens of sequence
+    ("r=16,target=all-linear"); {"quant": "nf4"} is QLoRA's 4-bit base. input: CxHxW of image models; seq_len: tokens of sequence
     models. precision: fp32, amp-fp16, amp-bf16 or bf16.
     device_profile: cuda (PyTorch 2.x) or cpu (PyTorch 1.13 CPU kernels). optimizer: sgd,
     momentum, adam, adamw, adam8bit or adamw8bit (default: the model's preset, else adamw);
@@ -359,12 +359,7 @@ def _read_file(source: Union[str, "os.PathLike[str]"], what: str, hint: str) -> 
 def _lora_text(lora: Mapping[str, Any]) -> str:
     """{"r": 16, "target": ["q_proj", "v_proj"]} as --lora spells it:
     "r=16,target=q_proj,v_proj"."""
-    items = []
-    for key, value in lora.items():
-        if isinstance(value, (list, tuple)):
-            value = ",".join(str(v) for v in value)
-        items.append(f"{key}={value}")
-    return ",".join(items)
+    return ",".join(f"{key}={_set_value(value)}" for key, value in lora.items())
 
 
 def _set_value(value: Any) -> str:

@@ -103,8 +103,8 @@ TEST(LoraCli, WhatIfOffersLoraTheCacheAndSdpa) {
   // knobs lowers it.
   ASSERT_EQ(fit.at("what_if").at("batch"), fit.at("max_batch"));
   const auto as_given = fit.at("peak_allocated_bytes").get<int64_t>();
-  for (const char* name : {"LoRA r=16 on q_proj, v_proj", "LoRA r=16 on all-linear",
-                           "SDPA attention", "no key/value cache"}) {
+  for (const char* name : {"LoRA r=16 on q_proj, v_proj", "QLoRA r=16 on q_proj, v_proj",
+                           "LoRA r=16 on all-linear", "SDPA attention", "no key/value cache"}) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(rows.contains(name));
     EXPECT_LT(rows[name].at("peak_allocated_bytes").get<int64_t>(), as_given);
@@ -112,6 +112,8 @@ TEST(LoraCli, WhatIfOffersLoraTheCacheAndSdpa) {
   }
   EXPECT_EQ(rows["LoRA r=16 on q_proj, v_proj"].at("args"),
             nlohmann::json({"--lora", "r=16,alpha=32,target=q_proj,v_proj"}));
+  EXPECT_LT(rows["QLoRA r=16 on q_proj, v_proj"].at("peak_allocated_bytes").get<int64_t>(),
+            rows["LoRA r=16 on q_proj, v_proj"].at("peak_allocated_bytes").get<int64_t>());
 }
 
 // FSDP in torch 1.13 cannot flatten frozen and trained parameters into one unit: with LoRA, fit
@@ -121,11 +123,17 @@ TEST(LoraCli, WhatIfLeavesFsdpOutUnderLora) {
                                        "--seq-len", "128", "--set", "num_hidden_layers=2", "--lora",
                                        "r=8", "--gpus", "2", "--gpu", "h100-80gb", "--what-if"});
   bool zero1 = false;
+  bool four_bit = false;
   for (const nlohmann::json& row : fit.at("what_if").at("rows")) {
     EXPECT_NE(row.at("name"), "FSDP (full_shard)");
     zero1 = zero1 || row.at("name") == "ZeroRedundancyOptimizer";
+    if (row.at("name") == "4-bit NF4 base (QLoRA)") {
+      four_bit = true;
+      EXPECT_EQ(row.at("args"), nlohmann::json({"--lora", "r=8,quant=nf4"}));
+    }
   }
   EXPECT_TRUE(zero1);
+  EXPECT_TRUE(four_bit);
   EXPECT_TRUE(fit.at("what_if").at("skipped").empty()) << fit.at("what_if").at("skipped");
 }
 
@@ -143,12 +151,70 @@ TEST(LoraCli, CheckpointTurnsTheCacheOff) {
   EXPECT_EQ(run_json(on).at("peak_allocated_bytes"), run_json(off).at("peak_allocated_bytes"));
 }
 
+// QLoRA's 4-bit base as bitsandbytes stores Llama 3 8B: every Linear but lm_head is a Linear4bit.
+// Its 6,979,321,856 weights take 3,489,660,928 bytes (two per byte); the bf16 embedding and
+// lm_head 1,050,673,152 each, the norms 532,480, the fp32 adapters 27,262,976. Beside them (as
+// buffers) 109,051,904 uint8 absmax codes (one per 64 weights), the nested fp32 absmax (one per
+// 256 codes: 1,703,936 bytes), the dynamic maps (224 x 1,024), offsets (224 x 4) and code books
+// (224 x 64), and the rotary inv_freq (256).
+TEST(QloraCli, TheBaseTakesFourBitsAWeight) {
+  const nlohmann::json s =
+      run_json({"summary", "--hf-config", kExamples + "llama-3-8b.json", "--lora", "r=16,quant=nf4",
+                "--seq-len", "64", "--precision", "bf16"});
+  EXPECT_EQ(s.at("parameters"), 8'030'261'248 + 6'815'744);
+  EXPECT_EQ(s.at("trainable_parameters"), 6'815'744);
+  EXPECT_EQ(s.at("parameter_bytes"),
+            int64_t{3'489'660'928} + int64_t{2} * 1'050'673'152 + 532'480 + int64_t{6'815'744} * 4);
+  EXPECT_EQ(s.at("buffer_bytes"),
+            int64_t{109'051'904} + 1'703'936 + int64_t{224} * (1'024 + 4 + 64) + 256);
+}
+
+// The 4-bit base is far smaller than the bf16 one, and its dequantized weights are transient.
+TEST(QloraCli, FourBitBaseLowersThePeakAndSaysSo) {
+  const std::vector<std::string> base{"estimate",  "--hf-config", kExamples + "llama-3.2-1b.json",
+                                      "--seq-len", "512",         "--precision",
+                                      "bf16",      "--lora"};
+  std::vector<std::string> lora = base;
+  lora.emplace_back("r=8");
+  std::vector<std::string> qlora = base;
+  qlora.emplace_back("r=8,quant=nf4");
+  const auto lora_peak = run_json(lora).at("peak_allocated_bytes").get<int64_t>();
+  const nlohmann::json q = run_json(qlora);
+  EXPECT_LT(q.at("peak_allocated_bytes").get<int64_t>(), lora_peak - 1'000'000'000);
+  EXPECT_EQ(q.at("lora").at("quant"), "nf4");
+  EXPECT_EQ(q.at("lora").at("double_quant"), true);
+  const CliRun text = run(qlora);
+  EXPECT_NE(text.out.find("LoRA r=8, alpha 8 on q_proj, v_proj, 4-bit NF4 base (double "
+                          "quantization): 851,968 of 1,236,666,368 parameters train"),
+            std::string::npos)
+      << text.out;
+}
+
+// What the 4-bit base is not modelled under is refused in one line.
+TEST(QloraCli, AutocastAndShardedParametersAreRefused) {
+  const std::string config = kExamples + "llama-3.2-1b.json";
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--precision", "amp-bf16"},
+        std::vector<std::string>{"--gpus", "2", "--strategy", "fsdp"},
+        std::vector<std::string>{"--gpus", "2", "--strategy", "zero3"}}) {
+    std::vector<std::string> args{"estimate", "--hf-config", config,         "--seq-len",
+                                  "64",       "--lora",      "r=8,quant=nf4"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    SCOPED_TRACE(extra[1]);
+    const CliRun r = run(args);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("--lora quant="), std::string::npos) << r.err;
+  }
+}
+
 TEST(LoraCli, BadLoraIsOneLineAndExit2) {
   const std::string config = kExamples + "llama-3.2-1b.json";
   const std::vector<std::string> values{
-      "r=0",          "r=1.5",         "r=abc",        "dropout=1",  "alpha=nan",
-      "x=1",          "q_proj",        "target=",      "target=foo", "adapter_dtype=fp8",
-      "r=16,target=", "r=99999999999", "r=16,,target", "=3"};
+      "r=0",          "r=1.5",           "r=abc",        "dropout=1",  "alpha=nan",
+      "x=1",          "q_proj",          "target=",      "target=foo", "adapter_dtype=fp8",
+      "r=16,target=", "r=99999999999",   "r=16,,target", "=3",         "quant=int8",
+      "quant=",       "double_quant=yes"};
   for (const std::string& v : values) {
     SCOPED_TRACE(v);
     const CliRun r = run({"estimate", "--hf-config", config, "--lora", v, "--seq-len", "64"});
@@ -182,6 +248,12 @@ TEST(LoraCli, ParseLoraReadsBackItsArgumentAndSurvivesCuts) {
       EXPECT_FALSE(cut.status().message().empty());
     }
   }
+  const std::string quantized = "r=8,target=all-linear,quant=fp4,double_quant=false";
+  const Result<LoraConfig> q = parse_lora(quantized);
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  EXPECT_EQ(q->quant, LoraConfig::Quant::kFp4);
+  EXPECT_FALSE(q->double_quant);
+  EXPECT_EQ(lora_arg(*q), quantized);
   for (const char* garbage : {",,,", "=,=", "target=,", "r=1e400", "\xff\xfe", "r==2"}) {
     const Result<LoraConfig> g = parse_lora(garbage);
     EXPECT_FALSE(g.ok()) << garbage;

@@ -30,7 +30,9 @@ void add_source_flags(CLI::App& app, RequestFlags& f) {
                  "LoRA as peft adds it, LoraConfig's fields: r=16,alpha=32,dropout=0.05,"
                  "target=q_proj,k_proj,v_proj,o_proj (module names, or all-linear; default: "
                  "peft's for the model, q_proj,v_proj for decoders), adapter_dtype=fp32 (peft's "
-                 "default) or base; only the adapters train");
+                 "default) or base; only the adapters train. QLoRA: quant=nf4 (or fp4) loads every "
+                 "Linear but lm_head in 4 bits as bitsandbytes does, double_quant=true (default) "
+                 "or false; the base computes in --precision's dtype (give bf16)");
 }
 
 void add_training_flags(CLI::App& app, RequestFlags& f) {

@@ -139,7 +139,7 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   Estimate facts;
   for (const Param& p : g.params) {
     if (p.buffer) continue;
-    const int64_t n = checked_numel(g.value(p.value).shape).value_or(0);
+    const int64_t n = param_weights(g, p);
     facts.parameters += n;
     if (p.trainable) facts.trainable_parameters += n;
   }

@@ -40,8 +40,7 @@ BlockFigures block_figures(const Graph& g) {
   std::vector<BlockItem> items;
   for (const Param& p : g.params) {
     if (p.buffer) continue;
-    items.push_back(
-        {.module = p.module, .parameters = checked_numel(g.value(p.value).shape).value_or(0)});
+    items.push_back({.module = p.module, .parameters = param_weights(g, p)});
   }
   std::vector<bool> attention(g.storages.size(), false);
   for (const Value& v : g.values) {

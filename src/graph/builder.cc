@@ -164,6 +164,7 @@ ValueId GraphBuilder::make_param(const ParamSpec& spec) {
   p.module = current_module();
   p.trainable = trainable;
   p.buffer = spec.buffer;
+  p.packing = spec.packing;
   graph_.params.push_back(std::move(p));
   param_by_name_.emplace(name, id);
   return id;

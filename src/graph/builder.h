@@ -39,6 +39,12 @@ struct LoraConfig {
   // get_peft_model's autocast_adapter_dtype (true by default): adapters made in bf16 or fp16,
   // the dtype of the layer they adapt, are cast to fp32, and so is each input they see.
   bool fp32_adapters = true;
+  // QLoRA: BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=..., bnb_4bit_compute_dtype
+  // = the model's dtype, bnb_4bit_use_double_quant=...) makes every Linear but lm_head a frozen
+  // bitsandbytes Linear4bit, whether it is a target or not.
+  enum class Quant : uint8_t { kOff, kNf4, kFp4 };
+  Quant quant = Quant::kOff;
+  bool double_quant = true;
   bool operator==(const LoraConfig&) const = default;
 };
 inline constexpr std::string_view kAllLinear = "all-linear";

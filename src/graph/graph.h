@@ -93,6 +93,7 @@ struct Param {
   bool trainable = true;
   bool buffer = false;  // running stats and other non-parameter state
   int group = 0;        // the optimizer parameter group it belongs to
+  int packing = 1;      // weights stored per element (bitsandbytes' 4-bit: 2 per uint8)
 };
 
 struct Node {
@@ -153,6 +154,12 @@ struct Graph {
 // Bytes of a value's elements (a view counts the elements it shows).
 inline int64_t value_bytes(const Value& v) {
   return checked_numel(v.shape).value_or(0) * dtype_bytes(v.dtype);
+}
+
+// The weights a parameter holds, as peft and model cards count them: its elements times the
+// weights packed in each.
+inline int64_t param_weights(const Graph& g, const Param& p) {
+  return checked_numel(g.value(p.value).shape).value_or(0) * p.packing;
 }
 
 // Does a module path match a pattern where `*` stands for one path component?

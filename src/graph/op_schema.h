@@ -90,6 +90,7 @@ struct ParamSpec {
   bool buffer = false;
   std::optional<DType> dtype;  // nullopt: the model's parameter dtype
   bool trainable = true;       // false for state that never trains (FrozenBatchNorm2d's affine)
+  int packing = 1;             // weights stored per element (bitsandbytes' 4-bit: 2 per uint8)
 };
 
 using InferFn = std::function<Status(const OpCall&, std::vector<OutputSpec>&)>;
@@ -105,6 +106,10 @@ struct GradRule {
 struct BackwardSpec {
   std::vector<GradRule> grads;
   int64_t workspace_bytes = 0;  // transient memory inside the backward kernel (CUDA)
+  // Tensors the backward function makes before its gradients, on every device (bitsandbytes'
+  // dequantized absmax, then weight): each is made in turn; all but the last are freed before
+  // the gradients are made, the last after them.
+  std::vector<int64_t> scratch;
 };
 using BackwardFn = std::function<BackwardSpec(const OpCall&)>;
 

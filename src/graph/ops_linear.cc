@@ -194,6 +194,92 @@ GemmShape product(const Dims& out, int64_t inner, int a, int b) {
   return g;
 }
 
+// ---- bitsandbytes 4-bit --------------------------------------------------------------------
+//
+// A Linear4bit (bitsandbytes, as transformers' BitsAndBytesConfig(load_in_4bit=True) makes one of
+// every Linear but lm_head) stores its weight as Params4bit: two 4-bit codes (NF4 or FP4) per
+// uint8, shape ((n + 1) / 2, 1) for n = out * in weights, and a QuantState beside it: one absmax
+// per block of 64 weights (fp32, or with double quantization uint8 codes of absmax - offset, with
+// one fp32 absmax per 256 of those, the 256-entry dynamic map and the fp32 offset) and the
+// 16-entry code book. Its forward (MatMul4Bit) dequantizes the whole weight into the dtype it was
+// loaded in (the absmax first, into fp32, when nested), multiplies, and keeps neither the input
+// nor the dequantized weight: backward dequantizes again for the input's gradient, and the weight
+// gets none (bitsandbytes/autograd/_functions.py, functional.py dequantize_4bit).
+
+constexpr int64_t kQuantBlock = 64;          // weights per absmax
+constexpr int64_t kNestedBlock = 256;        // absmax codes per nested absmax
+constexpr int64_t kDynamicMapEntries = 256;  // create_dynamic_map()
+constexpr int64_t kCodeBookEntries = 16;     // get_4bit_type("nf4" | "fp4")
+
+int64_t absmax_count(int64_t weights) {
+  return ceil_div(weights, kQuantBlock);
+}
+
+Result<std::vector<ParamSpec>> dequantize_4bit_params(const OpCall& call) {
+  const int64_t out = call.attrs.get_int("out_features");
+  const int64_t in = call.attrs.get_int("in_features");
+  if (out < 1 || in < 1)
+    return invalid_argument("a 4-bit weight needs at least one row and column");
+  const std::optional<int64_t> n = checked_mul(out, in);
+  if (!n) return out_of_range(fmt::format("a {} x {} weight overflows", out, in));
+  const int64_t blocks = absmax_count(*n);
+  std::vector<ParamSpec> p{{"weight", {ceil_div(*n, 2), 1}, false, DType::kUInt8, false, 2}};
+  if (call.attrs.get_bool("double_quant")) {
+    p.push_back({"weight.absmax", {blocks}, true, DType::kUInt8});
+    p.push_back({"weight.nested_absmax", {ceil_div(blocks, kNestedBlock)}, true, DType::kFloat32});
+    p.push_back({"weight.nested_quant_map", {kDynamicMapEntries}, true, DType::kFloat32});
+    p.push_back({"weight.offset", {}, true, DType::kFloat32});
+  } else {
+    p.push_back({"weight.absmax", {blocks}, true, DType::kFloat32});
+  }
+  p.push_back({"weight.quant_map", {kCodeBookEntries}, true, DType::kFloat32});
+  return p;
+}
+
+Status dequantize_4bit_infer(const OpCall& call, std::vector<OutputSpec>& out) {
+  const std::optional<DType> dtype = parse_dtype(call.attrs.get_string("dtype"));
+  if (!dtype || !is_floating(*dtype))
+    return invalid_argument("dequantize_4bit needs a float dtype");
+  const int64_t rows = call.attrs.get_int("out_features");
+  const int64_t cols = call.attrs.get_int("in_features");
+  // The nested absmax, dequantized into fp32 first and freed when the weight is made.
+  if (call.attrs.get_bool("double_quant")) {
+    out.push_back(OutputSpec::aux({absmax_count(rows * cols)}, DType::kFloat32));
+  }
+  out.insert(out.begin(), OutputSpec::aux({rows, cols}, *dtype));
+  return {};
+}
+
+Status matmul_4bit_infer(const OpCall& call, std::vector<OutputSpec>& out) {
+  TF_RETURN_IF_ERROR(expect_floating(call, 0));
+  TF_RETURN_IF_ERROR(same_dtype(call, 0, 1));
+  const Value& x = call.in(0);
+  const Dims& w = call.in(1).shape;
+  if (w.size() != 2 || x.shape.back() != w[1]) {
+    return invalid_argument(fmt::format("input {} does not match the 4-bit weight {}",
+                                        shape_string(x.shape), shape_string(w)));
+  }
+  Dims shape = x.shape;
+  shape.back() = w[0];
+  out.push_back(OutputSpec::fresh(std::move(shape), x.dtype));
+  return {};
+}
+
+// The input's gradient: grad_output @ dequantize_4bit(weight), with the absmax and the weight
+// made again first.
+BackwardSpec matmul_4bit_backward(const OpCall& call) {
+  BackwardSpec spec;
+  if (!call.requires_grad(0)) return spec;
+  spec.grads.push_back({0, -1});
+  const Value& w = call.in(1);
+  const int64_t weights = checked_numel(w.shape).value_or(0);
+  if (call.attrs.get_bool("double_quant")) {
+    spec.scratch.push_back(absmax_count(weights) * dtype_bytes(DType::kFloat32));
+  }
+  spec.scratch.push_back(weights * dtype_bytes(w.dtype));
+  return spec;
+}
+
 OpSchema matrix_schema(std::string_view name, std::string_view doc, int inputs) {
   OpSchema s;
   s.name = name;
@@ -280,6 +366,51 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
     return product(out, c.in(1).shape[2], 1, 2);
   };
   ops.push_back(std::move(baddbmm));
+
+  OpSchema dequantize;
+  dequantize.name = "dequantize_4bit";
+  dequantize.family = "linear";
+  dequantize.doc =
+      "bitsandbytes' 4-bit weight (Params4bit and its QuantState) dequantized for one product: "
+      "the weight in `dtype`, and with double_quant the fp32 absmax made first";
+  dequantize.min_inputs = 0;
+  dequantize.max_inputs = 0;
+  dequantize.differentiable = false;
+  dequantize.attrs = {
+      {"out_features", AttrKind::kInt, std::nullopt, "weight rows"},
+      {"in_features", AttrKind::kInt, std::nullopt, "weight columns"},
+      {"dtype", AttrKind::kString, std::nullopt, "the dtype the weight was loaded in"},
+      {"double_quant", AttrKind::kBool, AttrValue{true}, "absmax quantized again (nested)"}};
+  dequantize.params = dequantize_4bit_params;
+  dequantize.infer = dequantize_4bit_infer;
+  dequantize.saved = [](const OpCall&) { return SavedList{}; };
+  dequantize.workspace = no_workspace;
+  ops.push_back(std::move(dequantize));
+
+  OpSchema mm4 = matrix_schema(
+      "matmul_4bit",
+      "bitsandbytes' MatMul4Bit: x @ W^T (+ b) with W dequantized; keeps neither, and backward "
+      "dequantizes W again for x's gradient (W gets none)",
+      2);
+  mm4.autocast = Autocast::kUnchanged;
+  mm4.attrs = {{"bias", AttrKind::kBool, AttrValue{false}, "a frozen bias"},
+               {"double_quant", AttrKind::kBool, AttrValue{true}, "absmax quantized again"}};
+  mm4.params = [](const OpCall& call) -> Result<std::vector<ParamSpec>> {
+    std::vector<ParamSpec> p;
+    if (call.attrs.get_bool("bias")) p.push_back({"bias", {call.in(1).shape[0]}});
+    return p;
+  };
+  mm4.infer = matmul_4bit_infer;
+  mm4.saved = [](const OpCall&) { return SavedList{}; };
+  mm4.backward = matmul_4bit_backward;
+  mm4.gemm = [](const OpCall& c, const Dims& out) {
+    GemmShape g = product(out, c.in(0).shape.back(), 0, 1);
+    g.m *= g.batch;
+    g.batch = 1;
+    g.operands = 0b01;  // only x gets a gradient
+    return g;
+  };
+  ops.push_back(std::move(mm4));
 
   // Hugging Face transformers' Conv1D (GPT-2): addmm(b, x.view(-1, in), W) with W stored as
   // (in, out).

@@ -370,6 +370,12 @@ void add_shape_ops(std::vector<OpSchema>& ops) {
   ops.push_back(std::move(transpose));
   ops.push_back(shape_schema("contiguous", "the input if contiguous, else a contiguous copy",
                              contiguous_infer));
+  ops.push_back(shape_schema("clone", "a contiguous copy (x.clone())",
+                             [](const OpCall& call, std::vector<OutputSpec>& out) {
+                               const Value& x = call.in(0);
+                               out.push_back(OutputSpec::fresh(x.shape, x.dtype));
+                               return Status();
+                             }));
   OpSchema expand =
       shape_schema("expand", "broadcast size-1 dims without copying (a view)", expand_infer);
   expand.attrs = {{"sizes", AttrKind::kInts, std::nullopt, "target sizes (-1 keeps a dim)"}};

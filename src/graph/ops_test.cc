@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -17,6 +18,7 @@
 #include "graph/activations.h"
 #include "graph/builder.h"
 #include "graph/op_registry.h"
+#include "graph/summary.h"
 
 namespace trainfit {
 namespace {
@@ -132,9 +134,10 @@ TEST(OpCases, MatchPyTorchOnCpu) {
   }
 }
 
-// Ops whose cases cannot run on PyTorch 1.13 CPU; covered by the CUDA tests below.
+// Ops whose cases cannot run on PyTorch 1.13 CPU; covered by the CUDA and bitsandbytes tests
+// below (the 4-bit ops also by validation/check_llm.py's QLoRA cases).
 const std::set<std::string> kSpecCases = {"scaled_dot_product_attention", "sdpa_flash",
-                                          "sdpa_efficient"};
+                                          "sdpa_efficient", "dequantize_4bit", "matmul_4bit"};
 
 TEST(OpRegistry, EveryOpIsCompleteAndTested) {
   std::set<std::string> tested(kSpecCases);
@@ -302,6 +305,82 @@ TEST(CudaOps, AutocastSoftmaxOfFp16ReadsStraightIntoFp32) {
   const Graph g = *std::move(b).finish();
   EXPECT_EQ(g.value(x).dtype, DType::kFloat32);
   EXPECT_EQ(g.nodes.back().workspace_bytes, 0);
+}
+
+// ---- bitsandbytes 4-bit (functional.py quantize_4bit / dequantize_4bit, MatMul4Bit) ---------
+
+// A Linear4bit's weight (out x in) dequantized and multiplied with x, as nn::linear builds it.
+struct FourBit {
+  Graph graph;
+  ValueId weight = kNone;
+  ValueId out = kNone;
+};
+
+FourBit four_bit(int64_t out, int64_t in, bool double_quant, bool x_grad) {
+  BuildOptions o;
+  o.precision = Precision::kBf16;
+  GraphBuilder b("q", o);
+  const ValueId x = b.input("x", {2, 3, in}, DType::kBFloat16, x_grad);
+  const ValueId w = b.call("dequantize_4bit", {},
+                           {{"out_features", out},
+                            {"in_features", in},
+                            {"dtype", std::string("bfloat16")},
+                            {"double_quant", double_quant}})[0];
+  const ValueId y = b.call1("matmul_4bit", {x, w}, {{"double_quant", double_quant}});
+  Result<Graph> g = std::move(b).finish();
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  return {std::move(*g), w, y};
+}
+
+TEST(BitsAndBytes, TheWeightPacksTwoCodesPerByteBesideItsQuantState) {
+  // 96 x 200 = 19,200 weights: 9,600 bytes, 300 blocks of 64, 2 nested blocks of 256.
+  const FourBit q = four_bit(96, 200, true, true);
+  std::map<std::string, std::pair<Dims, DType>> params;
+  for (const Param& p : q.graph.params) {
+    params[p.name] = {q.graph.value(p.value).shape, q.graph.value(p.value).dtype};
+    EXPECT_FALSE(p.trainable) << p.name;
+    EXPECT_EQ(p.packing, p.name == "weight" ? 2 : 1) << p.name;
+    EXPECT_EQ(p.buffer, p.name != "weight") << p.name;
+  }
+  using P = std::pair<Dims, DType>;
+  EXPECT_EQ(params["weight"], P({9600, 1}, DType::kUInt8));
+  EXPECT_EQ(params["weight.absmax"], P({300}, DType::kUInt8));
+  EXPECT_EQ(params["weight.nested_absmax"], P({2}, DType::kFloat32));
+  EXPECT_EQ(params["weight.nested_quant_map"], P({256}, DType::kFloat32));
+  EXPECT_EQ(params["weight.offset"], P({}, DType::kFloat32));
+  EXPECT_EQ(params["weight.quant_map"], P({16}, DType::kFloat32));
+  EXPECT_EQ(summarize(q.graph, nullptr).parameters, 19200);
+  // The forward makes the fp32 absmax and the bf16 weight; the product keeps neither.
+  const Node& dequantize = q.graph.nodes[q.graph.value(q.weight).producer];
+  ASSERT_EQ(dequantize.outputs.size(), 2U);
+  EXPECT_EQ(q.graph.value(dequantize.outputs[0]).shape, Dims({96, 200}));
+  EXPECT_EQ(q.graph.value(dequantize.outputs[0]).dtype, DType::kBFloat16);
+  EXPECT_EQ(q.graph.value(dequantize.outputs[1]).shape, Dims({300}));
+  EXPECT_EQ(q.graph.value(dequantize.outputs[1]).dtype, DType::kFloat32);
+  EXPECT_EQ(kept_by_all_nodes(q.graph).new_bytes, 0);
+  EXPECT_TRUE(q.graph.nodes.back().saved.empty());
+  EXPECT_EQ(q.graph.value(q.out).shape, Dims({2, 3, 96}));
+}
+
+TEST(BitsAndBytes, BackwardDequantizesAgainForTheInputOnly) {
+  const FourBit q = four_bit(96, 200, true, true);
+  const Node& mm = q.graph.nodes.back();
+  std::vector<const Value*> inputs;
+  for (ValueId v : mm.inputs) inputs.push_back(&q.graph.value(v));
+  const OpCall call{mm.attrs, inputs, q.graph.target, q.graph.precision};
+  const BackwardSpec spec = backward_of(*mm.op, call);
+  ASSERT_EQ(spec.grads.size(), 1U);
+  EXPECT_EQ(spec.grads[0].input, 0);
+  EXPECT_EQ(spec.scratch, (std::vector<int64_t>{int64_t{300} * 4, int64_t{96} * 200 * 2}));
+  // Without double quantization the absmax is fp32 already: only the weight is made.
+  const FourBit plain = four_bit(96, 200, false, true);
+  const Node& mm2 = plain.graph.nodes.back();
+  std::vector<const Value*> inputs2;
+  for (ValueId v : mm2.inputs) inputs2.push_back(&plain.graph.value(v));
+  const OpCall call2{mm2.attrs, inputs2, plain.graph.target, plain.graph.precision};
+  EXPECT_EQ(backward_of(*mm2.op, call2).scratch, (std::vector<int64_t>{int64_t{96} * 200 * 2}));
+  // An input that needs no gradient: MatMul4Bit is not recorded.
+  EXPECT_FALSE(four_bit(96, 200, true, false).graph.nodes.back().recorded);
 }
 
 }  // namespace

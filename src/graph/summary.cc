@@ -39,8 +39,7 @@ Summary summarize(const Graph& g, const Graph* per_sample) {
   std::vector<int64_t> params(g.modules.size(), 0);
   std::vector<int64_t> trainable(g.modules.size(), 0);
   for (const Param& p : g.params) {
-    const Value& v = g.value(p.value);
-    const int64_t numel = checked_numel(v.shape).value_or(0);
+    const int64_t numel = param_weights(g, p);
     const int64_t bytes = g.storage_of(p.value).bytes;
     if (p.buffer) {
       s.buffer_bytes += bytes;

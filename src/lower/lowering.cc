@@ -556,6 +556,14 @@ void Lowerer::backward() {
     const BufferId workspace = options_.op_workspaces && spec.workspace_bytes > 0
                                    ? alloc_new(spec.workspace_bytes, Category::kWorkspace, n)
                                    : kNoBuffer;
+    // The backward function's own tensors (bitsandbytes' dequantized weight): the last stays
+    // while the gradients are made.
+    BufferId scratch = kNoBuffer;
+    for (const int64_t bytes : spec.scratch) {
+      const BufferId next = alloc_new(bytes, Category::kTemporary, n);
+      free_buffer(scratch, n);
+      scratch = next;
+    }
     struct Produced {
       ValueId value;
       BufferId buffer;
@@ -581,6 +589,7 @@ void Lowerer::backward() {
       produced.push_back({v, b, rule.alias_output >= 0 && rule.same_tensor});
     }
     free_buffer(workspace, n);
+    free_buffer(scratch, n);
     for (ValueId o : node.outputs) {
       BufferId& slot = grad_slot_[o];
       unref_grad(slot, n);

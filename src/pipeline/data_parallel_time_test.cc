@@ -44,7 +44,9 @@ TEST(DataParallelTime, TheAllReduceOfEveryGradientBucketIsCounted) {
   for (size_t i = 0; i < c.buckets.size(); ++i) {
     EXPECT_EQ(c.buckets[i].bytes, four->ddp->rebuilt[i].bytes);
     EXPECT_LE(c.buckets[i].ready_s, t.micro_backward_s);
-    if (i > 0) EXPECT_GE(c.buckets[i].start_s, c.buckets[i - 1].end_s);
+    if (i > 0) {
+      EXPECT_GE(c.buckets[i].start_s, c.buckets[i - 1].end_s);
+    }
   }
   EXPECT_DOUBLE_EQ(c.buckets.back().ready_s, t.micro_backward_s);
   // The step time alone (fit's and launch's path) lowers for the layout and agrees.

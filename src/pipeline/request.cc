@@ -261,6 +261,9 @@ Result<LoraConfig> resolve_lora(const LoraConfig& given, const ModelSpec* spec) 
     return invalid_argument(fmt::format("--lora dropout={:g} is outside [0, 1)", lora.dropout),
                             "give lora_dropout, e.g. --lora r=16,dropout=0.05");
   }
+  // peft makes adapters in fp32 and moves them to the base weight's dtype only when that is a
+  // float (_move_adapter_to_device_of_base_layer): over a 4-bit base they stay fp32.
+  if (lora.quant != LoraConfig::Quant::kOff) lora.fp32_adapters = true;
   if (lora.target.empty() && spec != nullptr) lora.target = spec->lora_target;
   if (lora.target.empty()) {
     return invalid_argument(
@@ -269,6 +272,24 @@ Result<LoraConfig> resolve_lora(const LoraConfig& given, const ModelSpec* spec) 
         "name the Linear modules to adapt, e.g. --lora r=16,target=all-linear");
   }
   return lora;
+}
+
+// What a 4-bit base is modelled under: the model loaded in its dtype (fp32 or bf16) and computing
+// in it, on one GPU or under DDP.
+Status check_quantized_base(const LoraConfig& lora, const TrainingRequest& r) {
+  if (lora.quant == LoraConfig::Quant::kOff) return {};
+  if (r.precision == Precision::kAmpFp16 || r.precision == Precision::kAmpBf16) {
+    return unsupported(
+        fmt::format("--lora quant= under --precision {} is not modelled yet",
+                    precision_name(r.precision)),
+        "give --precision bf16: the model loaded in bf16 with bnb_4bit_compute_dtype=bfloat16");
+  }
+  if (r.strategy == Strategy::kFsdp || r.strategy == Strategy::kZero3) {
+    return unsupported("--lora quant= with sharded parameters (FSDP, ZeRO-3) is not modelled yet",
+                       "FSDP-QLoRA stores the 4-bit weights as bf16 (bnb_4bit_quant_storage); use "
+                       "DDP or one GPU");
+  }
+  return {};
 }
 
 }  // namespace
@@ -324,9 +345,27 @@ Result<LoraConfig> parse_lora(std::string_view text) {
                                 "dtype of the layer adapted");
       }
       lora.fp32_adapters = value == "fp32";
+    } else if (key == "quant") {
+      if (value == "nf4") {
+        lora.quant = LoraConfig::Quant::kNf4;
+      } else if (value == "fp4") {
+        lora.quant = LoraConfig::Quant::kFp4;
+      } else if (value == "none") {
+        lora.quant = LoraConfig::Quant::kOff;
+      } else {
+        return invalid_argument(fmt::format("--lora quant='{}' is not nf4, fp4 or none", value),
+                                "nf4: QLoRA's 4-bit base (bnb_4bit_quant_type=\"nf4\")");
+      }
+    } else if (key == "double_quant") {
+      if (value != "true" && value != "false") {
+        return invalid_argument(fmt::format("--lora double_quant='{}' is not true or false", value),
+                                "true: bnb_4bit_use_double_quant=True, QLoRA's recipe");
+      }
+      lora.double_quant = value == "true";
     } else {
-      return invalid_argument(fmt::format("--lora has no key '{}'", key),
-                              "keys: r, alpha, dropout, target, adapter_dtype");
+      return invalid_argument(
+          fmt::format("--lora has no key '{}'", key),
+          "keys: r, alpha, dropout, target, adapter_dtype, quant, double_quant");
     }
   }
   return lora;
@@ -339,6 +378,10 @@ std::string lora_arg(const LoraConfig& lora) {
   if (lora.dropout != defaults.dropout) items.push_back(fmt::format("dropout={:g}", lora.dropout));
   if (!lora.target.empty()) items.push_back(fmt::format("target={}", fmt::join(lora.target, ",")));
   if (!lora.fp32_adapters) items.emplace_back("adapter_dtype=base");
+  if (lora.quant != LoraConfig::Quant::kOff) {
+    items.emplace_back(lora.quant == LoraConfig::Quant::kNf4 ? "quant=nf4" : "quant=fp4");
+    if (!lora.double_quant) items.emplace_back("double_quant=false");
+  }
   return fmt::format("{}", fmt::join(items, ","));
 }
 
@@ -418,6 +461,7 @@ Result<ResolvedRequest> resolve(const TrainingRequest& r) {
   out.hf_config = r.hf_config;
   if (r.lora && !r.trace) {
     TF_ASSIGN_OR_RETURN(out.model.options.lora, resolve_lora(*r.lora, find_model(r.model)));
+    TF_RETURN_IF_ERROR(check_quantized_base(*out.model.options.lora, r));
   }
   if (const ModelSpec* spec = find_model(r.model); spec != nullptr && !r.checkpoint.empty()) {
     out.model.sets.insert(out.model.sets.end(), spec->checkpoint_sets.begin(),

@@ -195,16 +195,36 @@ void add_model_knobs(const ResolvedRequest& r, const ModelSpec& spec, std::vecto
   }
 }
 
-// LoRA instead of full fine-tuning, on peft's default targets for the model and on every Linear.
+// LoRA instead of full fine-tuning, on peft's default targets for the model and on every Linear,
+// and QLoRA (its base in 4-bit NF4) where the request's precision and strategy allow one.
 void add_lora_knobs(const TrainingRequest& request, const ModelSpec& spec,
                     std::vector<Knob>& knobs) {
-  if (spec.lora_target.empty() || request.lora) return;
+  const bool quantizable =
+      request.precision != Precision::kAmpFp16 && request.precision != Precision::kAmpBf16 &&
+      request.strategy != Strategy::kFsdp && request.strategy != Strategy::kZero3;
+  constexpr std::string_view kFourBit = "4-bit NF4 weights, dequantized at each use";
+  if (request.lora) {
+    if (!quantizable || request.lora->quant != LoraConfig::Quant::kOff) return;
+    LoraConfig q = *request.lora;
+    q.quant = LoraConfig::Quant::kNf4;
+    knobs.push_back({"4-bit NF4 base (QLoRA)", KnobKind::kRecipe, "lora", set_lora(q), 0,
+                     std::string(kFourBit)});
+    return;
+  }
+  if (spec.lora_target.empty()) return;
   LoraConfig lora;
   lora.rank = 16;
   lora.alpha = 32;
   lora.target = spec.lora_target;
-  knobs.push_back({fmt::format("LoRA r=16 on {}", fmt::join(spec.lora_target, ", ")),
-                   KnobKind::kRecipe, "lora", set_lora(lora), 0, "only adapters train"});
+  const std::string targets = fmt::format("{}", fmt::join(spec.lora_target, ", "));
+  knobs.push_back({fmt::format("LoRA r=16 on {}", targets), KnobKind::kRecipe, "lora",
+                   set_lora(lora), 0, "only adapters train"});
+  if (quantizable) {
+    LoraConfig q = lora;
+    q.quant = LoraConfig::Quant::kNf4;
+    knobs.push_back({fmt::format("QLoRA r=16 on {}", targets), KnobKind::kRecipe, "lora",
+                     set_lora(q), 0, std::string(kFourBit)});
+  }
   lora.target = {std::string(kAllLinear)};
   knobs.push_back({"LoRA r=16 on all-linear", KnobKind::kRecipe, "lora", set_lora(lora), 0,
                    "only adapters train"});

@@ -45,6 +45,10 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
                  {"dropout", h.lora->dropout},
                  {"target", h.lora->target},
                  {"adapter_dtype", h.lora->fp32_adapters ? "fp32" : "base"}};
+    if (h.lora->quant != LoraConfig::Quant::kOff) {
+      j["lora"]["quant"] = h.lora->quant == LoraConfig::Quant::kNf4 ? "nf4" : "fp4";
+      j["lora"]["double_quant"] = h.lora->double_quant;
+    }
   }
   j["batch"] = h.batch;
   j["precision"] = precision_name(h.precision);

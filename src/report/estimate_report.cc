@@ -20,6 +20,10 @@ std::string lora_label(const LoraConfig& lora) {
   if (lora.dropout > 0) s += fmt::format(", dropout {:g}", lora.dropout);
   s += fmt::format(" on {}", fmt::join(lora.target, ", "));
   if (!lora.fp32_adapters) s += ", adapters in the base dtype";
+  if (lora.quant != LoraConfig::Quant::kOff) {
+    s += fmt::format(", 4-bit {} base{}", lora.quant == LoraConfig::Quant::kNf4 ? "NF4" : "FP4",
+                     lora.double_quant ? " (double quantization)" : "");
+  }
   return s;
 }
 

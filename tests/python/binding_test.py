@@ -62,6 +62,12 @@ class SameReport(unittest.TestCase):
              ["--hf-config", os.path.join(EXAMPLES, "llama-3.2-1b.json"), "--seq-len", "256",
               "--precision", "bf16", "--set", "num_hidden_layers=2", "--lora",
               "r=8,dropout=0.05,target=q_proj,v_proj"]),
+            (dict(hf_config=os.path.join(EXAMPLES, "llama-3.2-1b.json"), seq_len=128,
+                  precision="bf16", set={"num_hidden_layers": 2},
+                  lora={"r": 16, "target": "all-linear", "quant": "nf4", "double_quant": False}),
+             ["--hf-config", os.path.join(EXAMPLES, "llama-3.2-1b.json"), "--seq-len", "128",
+              "--precision", "bf16", "--set", "num_hidden_layers=2", "--lora",
+              "r=16,target=all-linear,quant=nf4,double_quant=false"]),
             (dict(model="resnet18", batch=4, set={"num_classes": 10}, device_profile="cpu",
                   optimizer="sgd"),
              ["--model", "resnet18", "--batch", "4", "--set", "num_classes=10",
@@ -267,6 +273,9 @@ class Errors(unittest.TestCase):
                             "give one of")
         self.assert_refused(lambda: trainfit.estimate(hf_config=config, lora={"r": 0}),
                             "r=0 is not a rank")
+        self.assert_refused(lambda: trainfit.estimate(hf_config=config, precision="amp-bf16",
+                                                      lora={"quant": "nf4"}),
+                            "--lora quant= under --precision amp-bf16")
         self.assert_refused(lambda: trainfit.estimate(hf_config=config, lora="target=lm"),
                             "target 'lm' matches no Linear module")
         self.assert_refused(lambda: trainfit.estimate("resnet50", baseline_batch=8,

@@ -65,13 +65,40 @@ ValueId adapter(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, 
   return b.call1("linear", {x}, {{"out_features", out}, {"bias", false}}, {weight});
 }
 
+// bitsandbytes' Linear4bit.forward, its compute dtype the model's: x.to(compute dtype),
+// matmul_4bit(x, weight.t(), bias) (dequantize_4bit, then MatMul4Bit), .to(x's dtype).
+ValueId linear_4bit(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, bool bias,
+                    const LoraConfig& quant) {
+  auto layer = b.module(name, "Linear4bit");
+  if (!b.ok()) return kNone;
+  const DType input_dtype = b.value(x).dtype;
+  const DType compute = b.activation_dtype();
+  x = cast(b, x, compute);
+  const ValueId weight = b.call("dequantize_4bit", {},
+                                {{"out_features", out},
+                                 {"in_features", b.dim(x, -1)},
+                                 {"dtype", std::string(dtype_name(compute))},
+                                 {"double_quant", quant.double_quant}})[0];
+  const ValueId y =
+      b.call1("matmul_4bit", {x, weight}, {{"bias", bias}, {"double_quant", quant.double_quant}});
+  return cast(b, y, input_dtype);
+}
+
 // peft's lora.Linear.forward: result = base_layer(x); x = x.to(lora_A's dtype);
 // result = result + lora_B(lora_A(dropout(x))) * scaling; result.to(the base result's dtype).
+// Over a 4-bit base (peft's lora.Linear4bit): result = base_layer(x).clone(), and the adapters'
+// output is cast to the result's dtype before the add.
 ValueId lora_linear(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, bool bias,
                     const LoraConfig& lora) {
   auto layer = b.module(name, "lora.Linear");
-  ValueId result =
-      op_module(b, "base_layer", "Linear", "linear", {x}, {{"out_features", out}, {"bias", bias}});
+  const bool quantized = lora.quant != LoraConfig::Quant::kOff;
+  ValueId result = kNone;
+  if (quantized) {
+    result = b.call1("clone", {linear_4bit(b, "base_layer", x, out, bias, lora)});
+  } else {
+    result = op_module(b, "base_layer", "Linear", "linear", {x},
+                       {{"out_features", out}, {"bias", bias}});
+  }
   if (!b.ok()) return kNone;
   const DType base_dtype = b.value(result).dtype;
   const DType dtype = lora.fp32_adapters ? DType::kFloat32 : b.activation_dtype();
@@ -84,7 +111,11 @@ ValueId lora_linear(GraphBuilder& b, std::string_view name, ValueId x, int64_t o
   h = adapter(b, "lora_A", h, lora.rank, dtype);
   h = adapter(b, "lora_B", h, out, dtype);
   h = b.call1("mul_scalar", {h}, {{"value", lora.alpha / static_cast<double>(lora.rank)}});
-  result = cast(b, add(b, result, h), base_dtype);
+  if (quantized) {
+    result = add(b, result, cast(b, h, base_dtype));
+  } else {
+    result = cast(b, add(b, result, h), base_dtype);
+  }
   hold(b, {input});  // the forward's local x
   return result;
 }
@@ -93,6 +124,9 @@ ValueId lora_linear(GraphBuilder& b, std::string_view name, ValueId x, int64_t o
 
 ValueId linear(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, bool bias) {
   if (const LoraConfig* lora = b.lora_for(name)) return lora_linear(b, name, x, out, bias, *lora);
+  if (b.options().lora && b.options().lora->quant != LoraConfig::Quant::kOff) {
+    return linear_4bit(b, name, x, out, bias, *b.options().lora);
+  }
   return op_module(b, name, "Linear", "linear", {x}, {{"out_features", out}, {"bias", bias}});
 }
 

@@ -34,7 +34,8 @@ ValueId frozen_batch_norm2d(GraphBuilder& b, std::string_view name, ValueId x);
 ValueId group_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t groups,
                    double eps = 1e-5);
 ValueId layer_norm(GraphBuilder& b, std::string_view name, ValueId x, double eps = 1e-5);
-// nn.Linear; under BuildOptions::lora, a target becomes peft's lora.Linear.
+// nn.Linear; under BuildOptions::lora, a target becomes peft's lora.Linear, and with a 4-bit base
+// every Linear is a bitsandbytes Linear4bit.
 ValueId linear(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, bool bias = true);
 ValueId relu(GraphBuilder& b, std::string_view name, ValueId x, bool inplace = false);
 ValueId mish(GraphBuilder& b, std::string_view name, ValueId x);
