@@ -71,6 +71,14 @@ CASES = [
      {"r": 8, "target": ("q_proj", "k_proj", "down_proj"), "quant": "fp4"}),
     ({"qk_norm": "true", "head_dim": "32"}, 2, 64, "adamw", "bf16", (),
      {"r": 8, "alpha": 16, "target": ("all-linear",), "quant": "nf4"}),
+    # Gemma's layout: embeddings scaled by a CPU scalar, (1 + weight) norms in fp32, GELU, tied
+    # embeddings, a head wider than hidden / heads; in fp32, in bf16 and under QLoRA.
+    ({"gemma": "true", "hidden_act": "gelu_pytorch_tanh", "tie_word_embeddings": "true",
+      "head_dim": "32", "vocab_size": "3000"}, 2, 64, "adamw", "fp32", (), None),
+    ({"gemma": "true", "hidden_act": "gelu_pytorch_tanh", "tie_word_embeddings": "true",
+      "num_key_value_heads": "1"}, 2, 64, "adamw", "bf16", (), None),
+    ({"gemma": "true", "hidden_act": "gelu", "tie_word_embeddings": "true"}, 2, 64, "adamw",
+     "bf16", (), {"r": 8, "target": ("all-linear",), "quant": "nf4"}),
     # Wide layers and few tokens: the dequantized weights, not the activations, make the peak.
     ({"hidden_size": "256", "intermediate_size": "1024", "vocab_size": "500"}, 1, 16, "adamw",
      "bf16", (), {"r": 8, "target": ("all-linear",), "quant": "nf4"}),

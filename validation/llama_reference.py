@@ -8,7 +8,9 @@ layer's key and value in a cache when use_cache, computes the loss inside the fo
 (ForCausalLMLoss: logits upcast to fp32, labels padded and shifted) and returns the loss, the
 logits and the cache together. Mistral and Qwen2 share the layout (Qwen2: biases on q, k, v), and
 so does transformers 4.51's Qwen3ForCausalLM with qk_norm (an RMSNorm over each head of q and of
-k, before the rotation; Qwen3Attention registers them after the projections).
+k, before the rotation; Qwen3Attention registers them after the projections), and so does
+GemmaForCausalLM with gemma (embeddings times a CPU scalar tensor sqrt(hidden_size) after the
+rotary tables are made, GemmaRMSNorm's (x * (1 + weight)) in fp32, a GELU gate).
 """
 import torch
 import torch.nn as nn
@@ -21,7 +23,7 @@ def config(sets):
              num_attention_heads=4, num_key_value_heads=2, head_dim=0,
              max_position_embeddings=256, rms_norm_eps=1e-5, attention_bias=False,
              qkv_bias=False, mlp_bias=False, tie_word_embeddings=False, use_cache=True,
-             attention_dropout=0.0, qk_norm=False)
+             attention_dropout=0.0, qk_norm=False, gemma=False, hidden_act="silu")
     for k, v in (sets or {}).items():
         if k == "attention":
             assert v == "eager", "PyTorch 1.13 has no scaled_dot_product_attention"
@@ -34,12 +36,21 @@ def config(sets):
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, width, eps):
+    def __init__(self, width, eps, gemma=False):
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(width))
+        self.weight = nn.Parameter(torch.zeros(width) if gemma else torch.ones(width))
         self.variance_epsilon = eps
+        self.gemma = gemma
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
 
     def forward(self, hidden_states):
+        if self.gemma:
+            # GemmaRMSNorm: (x * w).to(dtype) where Llama does x.to(dtype) * w.
+            output = self._norm(hidden_states.float())
+            output = output * (1.0 + self.weight.float())
+            return output.type_as(hidden_states)
         input_dtype = hidden_states.dtype
         hidden_states = hidden_states.to(torch.float32)
         variance = hidden_states.pow(2).mean(-1, keepdim=True)
@@ -168,7 +179,9 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(h, i, bias=bias)
         self.up_proj = nn.Linear(h, i, bias=bias)
         self.down_proj = nn.Linear(i, h, bias=bias)
-        self.act_fn = nn.SiLU()
+        act = c["hidden_act"]
+        self.act_fn = nn.SiLU() if act == "silu" else nn.GELU(
+            approximate="tanh" if act == "gelu_pytorch_tanh" else "none")
 
     def forward(self, x):
         return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
@@ -179,8 +192,8 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = Attention(c, layer_idx)
         self.mlp = MLP(c)
-        self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
-        self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"])
+        self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"])
 
     def forward(self, hidden_states, attention_mask, past_key_value, position_embeddings):
         residual = hidden_states
@@ -201,7 +214,7 @@ class LlamaModel(nn.Module):
         self.config = c
         self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
         self.layers = nn.ModuleList([DecoderLayer(c, i) for i in range(c["num_hidden_layers"])])
-        self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"])
         self.rotary_emb = RotaryEmbedding(c)
 
     def forward(self, input_ids):
@@ -212,6 +225,10 @@ class LlamaModel(nn.Module):
         causal_mask = self._update_causal_mask(inputs_embeds, cache_position)
         hidden_states = inputs_embeds
         position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        if self.config["gemma"]:
+            # GemmaModel: a CPU scalar tensor in the embeddings' dtype.
+            normalizer = torch.tensor(self.config["hidden_size"]**0.5, dtype=hidden_states.dtype)
+            hidden_states = hidden_states * normalizer
         for decoder_layer in self.layers:
             layer_outputs = decoder_layer(hidden_states, causal_mask, past_key_values,
                                           position_embeddings)

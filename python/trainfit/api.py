@@ -134,13 +134,14 @@ def estimate(model: Union[str, Any, None] = None, example_batch: Any = None, *,
     default cross-entropy on random classes does not apply; optimizer: the one to trace with,
     a name or a function of the parameters); or trace: a Trace, a trace file's path, or the
     dict trainfit.trace returned; or hf_config: a Hugging Face model's config.json (Llama,
-    Mistral, Qwen2, Qwen3), read offline. set: the model's keys ({"num_classes": 10}). lora:
+    Mistral, Qwen2, Qwen3, Gemma), read offline. set: the model's keys ({"num_classes": 10}). lora:
     peft's LoRA on the model's Linear modules, as a dict of LoraConfig's fields ({"r": 16,
     "alpha": 32, "dropout": 0.05, "target": ["q_proj", "v_proj"]}) or --lora's text
-    ("r=16,target=all-linear"); {"quant": "nf4"} is QLoRA's 4-bit base. input: CxHxW of image models; seq_len: tokens of sequence
-    models. precision: fp32, amp-fp16, amp-bf16 or bf16.
+    ("r=16,target=all-linear"); {"quant": "nf4"} is QLoRA's 4-bit base. input: CxHxW of image
+    models; seq_len: tokens of sequence models. precision: fp32, amp-fp16, amp-bf16 or bf16.
     device_profile: cuda (PyTorch 2.x) or cpu (PyTorch 1.13 CPU kernels). optimizer: sgd,
-    momentum, adam, adamw, adam8bit or adamw8bit (default: the model's preset, else adamw);
+    momentum, adam, adamw, adam8bit, adamw8bit, paged_adamw or paged_adamw8bit (default: the
+    model's preset, else adamw);
     optimizer_impl: default, foreach, fused or loop. checkpoint: module patterns under
     activation checkpointing ("encoder.layers.*"). gpu: a name from `trainfit gpus`, or
     gpu_memory for another card. gpu_profile: the file `python3 -m trainfit.calibrate` wrote on

@@ -38,7 +38,8 @@ void add_source_flags(CLI::App& app, RequestFlags& f) {
 void add_training_flags(CLI::App& app, RequestFlags& f) {
   app.add_option("--optimizer", f.optimizer,
                  "sgd | momentum (SGD, momentum 0.9) | adam | adamw | adam8bit | adamw8bit "
-                 "(bitsandbytes' 8-bit state); default: the model's "
+                 "(bitsandbytes' 8-bit state) | paged_adamw | paged_adamw8bit (bitsandbytes' "
+                 "paged state: unified memory outside PyTorch's allocator); default: the model's "
                  "training preset (LeRobot's ACT: adamw, Diffusion: adam), else adamw");
   app.add_option(
          "--optimizer-impl", f.optimizer_impl,

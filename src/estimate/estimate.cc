@@ -325,6 +325,9 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
     e.activations_by_module.push_back({std::move(name), r.activations[s]});
   }
   e.allocator_cache_bytes = r.peak_reserved - r.peak_allocated;
+  for (const Buffer& b : list.buffers) {
+    if (b.paged) e.paged_bytes += b.bytes;
+  }
   e.num_alloc_retries = r.retries;
   e.device_used_bytes = r.peak_reserved + e.cuda_context_bytes;
   if (e.total_bytes >= 0) {

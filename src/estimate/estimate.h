@@ -82,6 +82,9 @@ struct Estimate {
   std::array<int64_t, kCategoryCount> breakdown{};
   std::vector<ModuleBytes> activations_by_module;  // activation bytes at the peak, per top module
   int64_t allocator_cache_bytes = 0;               // peak reserved - peak allocated
+  // bitsandbytes' paged optimizer state: unified memory outside the allocator and the figures
+  // above, on the GPU while it has room and moved to the host when it has not.
+  int64_t paged_bytes = 0;
   int64_t num_alloc_retries = 0;
   int64_t total_bytes = -1;  // the device's memory, when known
   int64_t margin_bytes = 0;  // of it, kept free

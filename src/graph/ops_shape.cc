@@ -472,11 +472,14 @@ void add_shape_ops(std::vector<OpSchema>& ops) {
         }
         TF_ASSIGN_OR_RETURN(DType dtype, creation_dtype(c));
         o.push_back(OutputSpec::aux(shape, dtype));
+        o.back().host = c.attrs.get_bool("host");
         return Status();
       });
   full.attrs = {{"shape", AttrKind::kInts, AttrValue{Dims{}}, "shape (ignored with an input)"},
                 {"value", AttrKind::kFloat, AttrValue{0.0}, "fill value"},
-                {"dtype", AttrKind::kString, AttrValue{std::string("float32")}, "dtype"}};
+                {"dtype", AttrKind::kString, AttrValue{std::string("float32")}, "dtype"},
+                {"host", AttrKind::kBool, AttrValue{false},
+                 "made on the CPU (torch.tensor(x) with no device), used as a scalar"}};
   full.min_inputs = 0;
   full.max_inputs = 1;
   full.differentiable = false;

@@ -258,11 +258,13 @@ void CostBuilder::optimizer() {
     // GradScaler.unscale_: _amp_foreach_non_finite_check_and_unscale_ over the gradients.
     add_optimizer_op(numels, itemsize, 1, 2, false);
   }
-  if (is_8bit(opt.kind)) {
-    // One kernel per parameter: fp32 parameter and gradient, 8-bit state (read and written).
+  if (is_bitsandbytes(opt.kind)) {
+    // One kernel per parameter: parameter and gradient, two states read and written (8-bit or
+    // fp32). Paged state moved over PCIe when the GPU is full is not counted.
     KernelCost k;
     k.part = StepPart::kOptimizer;
-    for (int64_t n : numels) k.bytes += static_cast<double>(n) * (3.0 * itemsize + 4);
+    const double state = is_8bit(opt.kind) ? 4.0 : 16.0;
+    for (int64_t n : numels) k.bytes += static_cast<double>(n) * (3.0 * itemsize + state);
     k.launches = static_cast<int64_t>(numels.size());
     cpu(StepPart::kOptimizer).dispatches += 3.0 * static_cast<double>(numels.size());
     add(k);

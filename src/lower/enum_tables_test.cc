@@ -40,7 +40,8 @@ TEST(EnumTables, NameEveryValueOnce) {
 }
 
 TEST(EnumTables, HintsListNamesAsUsersTypeThem) {
-  EXPECT_EQ(kOptimizerNames.list(), "sgd, momentum, adam, adamw, adam8bit or adamw8bit");
+  EXPECT_EQ(kOptimizerNames.list(),
+            "sgd, momentum, adam, adamw, adam8bit, adamw8bit, paged_adamw or paged_adamw8bit");
   EXPECT_EQ(kOptimizerImplNames.list(), "default, foreach, fused or loop");
   EXPECT_EQ(kPrecisionNames.list(), "fp32, amp-fp16, amp-bf16 or bf16");
   EXPECT_EQ(kDeviceNames.list(), "cuda or cpu");

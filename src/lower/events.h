@@ -66,7 +66,10 @@ struct Buffer {
   NodeId node = kNone;      // the op that allocated it, if any
   ModuleId module = kNone;  // the module it belongs to, if any
   bool host = false;        // host memory: not on the GPU
-  int32_t param = -1;       // the parameter it holds (category parameter), as an index
+  // bitsandbytes' paged optimizer state: CUDA unified memory, outside PyTorch's allocator (host
+  // is set too), on the GPU while it has room and moved to the host when it has not.
+  bool paged = false;
+  int32_t param = -1;  // the parameter it holds (category parameter), as an index
 };
 
 struct Event {
@@ -107,6 +110,11 @@ class EventSink {
   virtual ~EventSink() = default;
   // A new buffer; `param` >= 0 labels optimizer state with its parameter.
   virtual BufferId alloc(int64_t bytes, Category category, bool host, int32_t param) = 0;
+  // Optimizer state in unified memory (Buffer::paged). Sinks that do not tell it apart count it
+  // as device memory.
+  virtual BufferId alloc_paged(int64_t bytes, int32_t param) {
+    return alloc(bytes, Category::kOptimizerState, false, param);
+  }
   virtual void release(BufferId buffer) = 0;
 };
 

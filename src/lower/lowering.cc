@@ -47,6 +47,7 @@ class Lowerer : public EventSink {
   bool uses_grad_scaler() const;
   void scale_loss();
   BufferId alloc(int64_t bytes, Category category, bool host, int32_t param) override;
+  BufferId alloc_paged(int64_t bytes, int32_t param) override;
   void release(BufferId buffer) override;
   void zero_grad();
   void end_micro_step();
@@ -664,6 +665,12 @@ BufferId Lowerer::alloc(int64_t bytes, Category category, bool host, int32_t par
     out_.buffers[b].module = g_.params[param].module;
   }
   emit(b, true, kNone);
+  return b;
+}
+
+BufferId Lowerer::alloc_paged(int64_t bytes, int32_t param) {
+  const BufferId b = alloc(bytes, Category::kOptimizerState, /*host=*/true, param);
+  out_.buffers[b].paged = true;
   return b;
 }
 

@@ -259,12 +259,18 @@ class StateBytes : public EventSink {
     if (category == Category::kTemporary) ++temporaries_;
     return count_++;
   }
+  int32_t alloc_paged(int64_t bytes, int32_t) override {
+    paged_ += bytes;
+    return count_++;
+  }
   void release(int32_t) override {}
   int64_t state() const { return state_; }
+  int64_t paged() const { return paged_; }
   int temporaries() const { return temporaries_; }
 
  private:
   int64_t state_ = 0;
+  int64_t paged_ = 0;
   int temporaries_ = 0;
   int32_t count_ = 0;
 };
@@ -290,6 +296,34 @@ TEST(Lowering, EightBitAdamStateAsBitsandbytesKeepsIt) {
   StateBytes later;
   lower_optimizer_step(step, later);
   EXPECT_EQ(later.state(), 0);
+}
+
+// bitsandbytes' paged optimizers (get_state_buffer): the two states of a parameter with 1e5
+// elements or more go to unified memory; smaller parameters' states, the absmax vectors and the
+// maps are ordinary tensors. PagedAdamW keeps fp32 states whatever the parameter's dtype.
+TEST(Lowering, PagedOptimizersPageTheStatesOfLargeParameters) {
+  OptimizerStep step;
+  step.target = {Device::kCuda, TorchVersion::k2};
+  step.first_step = true;
+  constexpr int64_t kF32 = 4;
+  constexpr int64_t kBf16 = 2;
+  // 200,000 elements (98 blocks of 2048), exactly 100,000 (49 blocks), 99,999 and 100.
+  step.params = {{0, kBf16 * 200'000, 0, 200'000},
+                 {1, kBf16 * 100'000, 0, 100'000},
+                 {2, kBf16 * 99'999, 0, 99'999},
+                 {3, kBf16 * 100, 0, 100}};
+  step.optimizer.kind = OptimizerKind::kPagedAdamW8bit;
+  StateBytes eight;
+  lower_optimizer_step(step, eight);
+  EXPECT_EQ(eight.paged(), int64_t{2} * (200'000 + 100'000));
+  EXPECT_EQ(eight.state(), 2 * kF32 * (98 + 49) + (int64_t{2} * 99'999 + 2 * kF32 * 49) +
+                               2 * kF32 * 100 + kF32 * 2 * 256);
+  step.optimizer.kind = OptimizerKind::kPagedAdamW;
+  StateBytes full;
+  lower_optimizer_step(step, full);
+  EXPECT_EQ(full.paged(), 2 * kF32 * (200'000 + 100'000));
+  EXPECT_EQ(full.state(), 2 * kF32 * (99'999 + 100));
+  EXPECT_EQ(full.temporaries(), 0);
 }
 
 }  // namespace

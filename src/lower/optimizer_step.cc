@@ -13,21 +13,35 @@ void release(EventSink& sink, int32_t buffer) {
 }
 
 // bitsandbytes' Optimizer2State (bitsandbytes/optim/optimizer.py init_state, update_step): at
-// the first step each parameter with at least min_8bit_size (4096) elements gets two uint8
-// states and two float32 absmax vectors, one per 2048-element block; smaller ones get two
-// float32 states. The update is one fused kernel per parameter, with no temporaries. The two
-// 256-entry quantization maps are copied to the device once and shared.
+// the first step each parameter gets two states. The 8-bit optimizers give a parameter with at
+// least min_8bit_size (4096) elements two uint8 states and two float32 absmax vectors, one per
+// 2048-element block, and smaller ones two float32 states; the 32-bit ones two float32 states,
+// whatever the parameter's dtype. The update is one fused kernel per parameter, with no
+// temporaries. The two 256-entry quantization maps are copied to the device once and shared.
+// The paged optimizers make the states (get_state_buffer) of parameters with at least 1e5
+// elements in unified memory; the absmax vectors and the maps stay ordinary tensors.
 constexpr int64_t kMin8bitNumel = 4096;
+constexpr int64_t kMinPagedNumel = 100'000;
 constexpr int64_t kQuantBlock = 2048;
 constexpr int64_t kQuantMapBytes = int64_t{256} * 4;
 
-void step_group_8bit(const OptimizerStep& step, std::span<const StepParam> params, EventSink& sink,
-                     bool& maps_made) {
+void step_group_bitsandbytes(const OptimizerStep& step, std::span<const StepParam> params,
+                             EventSink& sink, bool& maps_made) {
   if (!step.first_step) return;
+  const OptimizerKind kind = step.optimizer.kind;
+  const bool paged = kind == OptimizerKind::kPagedAdamW || kind == OptimizerKind::kPagedAdamW8bit;
+  const bool eight = is_8bit(kind);
   for (const StepParam& p : params) {
-    if (p.numel < kMin8bitNumel) {
-      sink.alloc(p.numel * 4, Category::kOptimizerState, false, p.index);
-      sink.alloc(p.numel * 4, Category::kOptimizerState, false, p.index);
+    const auto state = [&](int64_t bytes) {
+      if (paged && p.numel >= kMinPagedNumel) {
+        sink.alloc_paged(bytes, p.index);
+      } else {
+        sink.alloc(bytes, Category::kOptimizerState, false, p.index);
+      }
+    };
+    if (!eight || p.numel < kMin8bitNumel) {
+      state(p.numel * 4);
+      state(p.numel * 4);
       continue;
     }
     if (!maps_made) {
@@ -36,8 +50,8 @@ void step_group_8bit(const OptimizerStep& step, std::span<const StepParam> param
       maps_made = true;
     }
     const int64_t blocks = (p.numel + kQuantBlock - 1) / kQuantBlock;
-    sink.alloc(p.numel, Category::kOptimizerState, false, p.index);
-    sink.alloc(p.numel, Category::kOptimizerState, false, p.index);
+    state(p.numel);
+    state(p.numel);
     sink.alloc(blocks * 4, Category::kOptimizerState, false, p.index);
     sink.alloc(blocks * 4, Category::kOptimizerState, false, p.index);
   }
@@ -115,7 +129,12 @@ void step_group(const OptimizerStep& step, std::span<const StepParam> params, Ev
 }  // namespace
 
 bool is_8bit(OptimizerKind kind) {
-  return kind == OptimizerKind::kAdam8bit || kind == OptimizerKind::kAdamW8bit;
+  return kind == OptimizerKind::kAdam8bit || kind == OptimizerKind::kAdamW8bit ||
+         kind == OptimizerKind::kPagedAdamW8bit;
+}
+
+bool is_bitsandbytes(OptimizerKind kind) {
+  return is_8bit(kind) || kind == OptimizerKind::kPagedAdamW;
 }
 
 OptimizerImpl resolve_optimizer_impl(OptimizerImpl impl, const KernelTarget& target) {
@@ -153,8 +172,8 @@ void lower_optimizer_step(const OptimizerStep& step, EventSink& sink) {
     size_t end = first;
     while (end < params.size() && params[end].group == params[first].group) ++end;
     const auto group = std::span<const StepParam>(params).subspan(first, end - first);
-    if (is_8bit(step.optimizer.kind)) {
-      step_group_8bit(step, group, sink, maps_made);
+    if (is_bitsandbytes(step.optimizer.kind)) {
+      step_group_bitsandbytes(step, group, sink, maps_made);
     } else {
       step_group(step, group, sink);
     }

@@ -44,7 +44,10 @@ struct OptimizerStep {
   std::vector<StepParam> params;
 };
 
+// bitsandbytes' optimizers with 8-bit state (paged or not).
 bool is_8bit(OptimizerKind kind);
+// Any of bitsandbytes' optimizers: 8-bit, or paged.
+bool is_bitsandbytes(OptimizerKind kind);
 
 void lower_optimizer_step(const OptimizerStep& step, EventSink& sink);
 

@@ -18,7 +18,18 @@
 namespace trainfit {
 
 // kAdam8bit / kAdamW8bit: bitsandbytes' Adam8bit / AdamW8bit (blockwise 8-bit state).
-enum class OptimizerKind : uint8_t { kSgd, kMomentum, kAdam, kAdamW, kAdam8bit, kAdamW8bit };
+// kPagedAdamW / kPagedAdamW8bit: bitsandbytes' PagedAdamW (32-bit state) / PagedAdamW8bit, whose
+// state of large parameters lives in CUDA unified memory, outside PyTorch's allocator.
+enum class OptimizerKind : uint8_t {
+  kSgd,
+  kMomentum,
+  kAdam,
+  kAdamW,
+  kAdam8bit,
+  kAdamW8bit,
+  kPagedAdamW,
+  kPagedAdamW8bit
+};
 // kDefault: what PyTorch picks: foreach for CUDA tensors on 2.x, the for-loop otherwise.
 enum class OptimizerImpl : uint8_t { kDefault, kForeach, kFused, kLoop };
 
@@ -29,6 +40,8 @@ inline constexpr auto kOptimizerNames = enum_names<OptimizerKind>({
     {OptimizerKind::kAdamW, "adamw"},
     {OptimizerKind::kAdam8bit, "adam8bit"},
     {OptimizerKind::kAdamW8bit, "adamw8bit"},
+    {OptimizerKind::kPagedAdamW, "paged_adamw"},
+    {OptimizerKind::kPagedAdamW8bit, "paged_adamw8bit"},
 });
 inline constexpr auto kOptimizerImplNames = enum_names<OptimizerImpl>({
     {OptimizerImpl::kDefault, "default"},

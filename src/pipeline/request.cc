@@ -163,15 +163,15 @@ Result<TrainingConfig> training_config(const TrainingRequest& r, std::optional<O
   }
   c.optimizer.impl = r.optimizer_impl;
   const Device device = r.device.target.device;
-  if (is_8bit(c.optimizer.kind)) {
+  if (is_bitsandbytes(c.optimizer.kind)) {
     if (device == Device::kCpu) {
-      return unsupported("bitsandbytes' 8-bit optimizers are modelled for CUDA only",
+      return unsupported("bitsandbytes' optimizers are modelled for CUDA only",
                          "drop --device-profile cpu, or use adam/adamw");
     }
     if (c.optimizer.impl != OptimizerImpl::kDefault) {
       return invalid_argument(
-          "--optimizer-impl does not apply to bitsandbytes' 8-bit optimizers (one fused kernel "
-          "per parameter)",
+          "--optimizer-impl does not apply to bitsandbytes' optimizers (one fused kernel per "
+          "parameter)",
           "drop --optimizer-impl");
     }
   }

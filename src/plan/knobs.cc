@@ -291,6 +291,8 @@ Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request,
     add(w ? "8-bit AdamW state" : "8-bit Adam state", KnobKind::kPrecision, "optimizer",
         set_optimizer(w ? OptimizerKind::kAdamW8bit : OptimizerKind::kAdam8bit),
         "needs bitsandbytes");
+    add("paged 8-bit AdamW", KnobKind::kPrecision, "optimizer",
+        set_optimizer(OptimizerKind::kPagedAdamW8bit), "needs bitsandbytes");
     add("SGD with momentum", KnobKind::kRecipe, "optimizer",
         set_optimizer(OptimizerKind::kMomentum), "a new optimizer");
   }

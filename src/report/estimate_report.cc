@@ -79,7 +79,7 @@ std::string strategy_label(const DistributedConfig& d) {
 }
 
 std::string_view impl_label(const EstimateHeader& h) {
-  return is_8bit(h.optimizer.kind) ? "bitsandbytes" : optimizer_impl_name(h.resolved_impl);
+  return is_bitsandbytes(h.optimizer.kind) ? "bitsandbytes" : optimizer_impl_name(h.resolved_impl);
 }
 
 std::string optimizer_line(const EstimateHeader& h) {

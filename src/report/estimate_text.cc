@@ -286,6 +286,11 @@ std::string estimate_text(const EstimateReport& report) {
     total += e.allocator_cache_bytes + e.cuda_context_bytes;
   }
   line("total", total, cuda ? "= device used" : "= peak allocated");
+  if (e.paged_bytes > 0) {
+    line("paged state", e.paged_bytes,
+         "optimizer state in unified memory, not in the total: on the GPU while it has room, "
+         "moved to the host when it has not");
+  }
   if (report.scaling) out += scaling_text(*report.scaling, h);
   if (!e.live_at_peak.empty()) {
     out += fmt::format("\nLargest of the {} tensors alive at the peak\n", e.live_at_peak.size());

@@ -23,6 +23,10 @@ std::string optimizer_class(OptimizerKind kind) {
       return "bitsandbytes.optim.Adam8bit";
     case OptimizerKind::kAdamW8bit:
       return "bitsandbytes.optim.AdamW8bit";
+    case OptimizerKind::kPagedAdamW:
+      return "bitsandbytes.optim.PagedAdamW";
+    case OptimizerKind::kPagedAdamW8bit:
+      return "bitsandbytes.optim.PagedAdamW8bit";
   }
   return "your optimizer's class";
 }

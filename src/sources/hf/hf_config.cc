@@ -27,13 +27,17 @@ struct Family {
   bool has_bias_fields;   // attention_bias and mlp_bias are read (Llama, Qwen3)
   bool qk_norm;           // RMSNorms on q and k (Qwen3)
   bool sliding_optional;  // use_sliding_window, off by default, is not modelled (Qwen2, Qwen3)
+  bool tied;              // tie_word_embeddings' default (Gemma's is true)
+  bool gemma;             // scaled embeddings, (1 + weight) norms, and the activation read from
+                          // hidden_activation (GELU tanh when null), hidden_act ignored
 };
 
-constexpr std::array<Family, 4> kFamilies{{
-    {"llama", "llama", 2048, 0, false, true, false, false},
-    {"mistral", "mistral", 131072, 0, false, false, false, false},
-    {"qwen2", "qwen2", 32768, 0, true, false, false, true},
-    {"qwen3", "qwen3", 32768, 128, false, true, true, true},
+constexpr std::array<Family, 5> kFamilies{{
+    {"llama", "llama", 2048, 0, false, true, false, false, false, false},
+    {"mistral", "mistral", 131072, 0, false, false, false, false, false, false},
+    {"qwen2", "qwen2", 32768, 0, true, false, false, true, false, false},
+    {"qwen3", "qwen3", 32768, 128, false, true, true, true, false, false},
+    {"gemma", "gemma", 8192, 256, false, true, false, false, true, true},
 }};
 
 // Sizes are capped so that products of them cannot overflow further on.
@@ -100,18 +104,23 @@ Result<HfModel> parse_document(const json& doc) {
   set("qkv_bias", bool_text(family->qkv_bias));
   set("mlp_bias", bool_text(mlp_bias));
   set("qk_norm", bool_text(family->qk_norm));
-  TF_ASSIGN_OR_RETURN(const bool tied, f.boolean_or("tie_word_embeddings", false));
+  set("gemma", bool_text(family->gemma));
+  TF_ASSIGN_OR_RETURN(const bool tied, f.boolean_or("tie_word_embeddings", family->tied));
   set("tie_word_embeddings", bool_text(tied));
   TF_ASSIGN_OR_RETURN(const bool use_cache, f.boolean_or("use_cache", true));
   set("use_cache", bool_text(use_cache));
 
-  std::string act = "silu";
-  if (f.has("hidden_act")) {
-    TF_ASSIGN_OR_RETURN(act, f.string("hidden_act"));
+  // GemmaMLP takes hidden_activation, GELU tanh when it is null, and ignores hidden_act.
+  const char* act_field = family->gemma ? "hidden_activation" : "hidden_act";
+  std::string act = family->gemma ? "gelu_pytorch_tanh" : "silu";
+  if (f.has(act_field)) {
+    TF_ASSIGN_OR_RETURN(act, f.string(act_field));
   }
-  if (act != "silu") {
-    return f.error(fmt::format("hidden_act '{}' is not supported for model_type {} (silu is)", act,
-                               model_type));
+  const bool act_ok = family->gemma ? (act == "gelu_pytorch_tanh" || act == "gelu") : act == "silu";
+  if (!act_ok) {
+    return f.error(fmt::format("{} '{}' is not supported for model_type {} ({})", act_field, act,
+                               model_type,
+                               family->gemma ? "gelu_pytorch_tanh or gelu are" : "silu is"));
   }
   set("hidden_act", act);
 

@@ -42,7 +42,8 @@ TEST(HfConfig, ShippedConfigsBuildThePublishedParameterCounts) {
   const std::pair<const char*, int64_t> cases[] = {
       {"llama-3-8b.json", 8'030'261'248},      {"llama-3.2-1b.json", 1'235'814'400},
       {"mistral-7b-v0.1.json", 7'241'732'096}, {"qwen2.5-7b.json", 7'615'616'512},
-      {"qwen3-8b.json", 8'190'735'360},
+      {"qwen3-8b.json", 8'190'735'360},        {"gemma-7b.json", 8'537'680'896},
+      {"gemma-2b.json", 2'506'172'416},
   };
   for (const auto& [file, count] : cases) {
     SCOPED_TRACE(file);
@@ -95,6 +96,22 @@ TEST(HfConfig, Qwen3NormsQAndKAndDefaultsTheHeadWidth) {
   EXPECT_FALSE(small_config("qwen3", R"(, "use_sliding_window": true)").ok());
 }
 
+// Gemma: GELU tanh from hidden_activation (hidden_act is ignored; null means GELU tanh), tied
+// embeddings and a head of 256 unless the file says otherwise.
+TEST(HfConfig, GemmaReadsHiddenActivationAndTiesEmbeddings) {
+  expect_sets(small_config("gemma", R"(, "hidden_act": "gelu", "hidden_activation": null)"),
+              {{"gemma", "true"},
+               {"hidden_act", "gelu_pytorch_tanh"},
+               {"tie_word_embeddings", "true"},
+               {"head_dim", "256"}});
+  expect_sets(small_config("gemma", R"(, "hidden_activation": "gelu")"), {{"hidden_act", "gelu"}});
+  expect_sets(small_config("llama"), {{"gemma", "false"}, {"tie_word_embeddings", "false"}});
+  const Result<HfModel> relu = small_config("gemma", R"(, "hidden_activation": "relu")");
+  ASSERT_FALSE(relu.ok());
+  EXPECT_NE(relu.status().message().find("hidden_activation 'relu' is not supported"),
+            std::string::npos);
+}
+
 // A config that leaves fields out gets its family's defaults, as transformers' config class does.
 TEST(HfConfig, MissingOptionalFieldsTakeTheFamilyDefaults) {
   expect_sets(small_config("mistral"), {{"num_key_value_heads", "4"},
@@ -116,6 +133,7 @@ TEST(HfConfig, BadConfigsGetOneLineNamingTheProblem) {
       {"[1, 2]", "must be a JSON object"},
       {"{}", "'model_type' is missing"},
       {R"({"model_type": "gemma9"})", "model_type 'gemma9' is not supported yet"},
+      {R"({"model_type": "gemma2"})", "model_type 'gemma2' is not supported yet"},
       {R"({"model_type": "llama", "hidden_size": 64})", "'vocab_size' is missing"},
       {R"({"model_type": "llama", "vocab_size": "32000"})", "'vocab_size' must be an integer"},
       {R"({"model_type": "llama", "vocab_size": 0})", "'vocab_size' must be at least 1"},

@@ -36,7 +36,8 @@ Result<TraceOptimizer> parse_optimizer(const json& j, size_t params) {
   TF_ASSIGN_OR_RETURN(o.type, f.string("type"));
   const std::string kind = f.string_or("kind", "");
   // torch.optim's four that trainfit models; anything else replays as traced.
-  if (const std::optional<OptimizerKind> k = kOptimizerNames.parse(kind); k && !is_8bit(*k)) {
+  if (const std::optional<OptimizerKind> k = kOptimizerNames.parse(kind);
+      k && !is_bitsandbytes(*k)) {
     o.kind = k;
   }
   const std::string impl = f.string_or("impl", "loop");

@@ -4,7 +4,10 @@
 // gated MLP (down(act(gate(x)) * up(x))), residual add; a final RMSNorm, lm_head (tied to the
 // embedding or not) and the causal LM loss. Mistral and Qwen2 share the layout; Qwen2 adds biases
 // to q, k and v; Qwen3 (transformers 4.51) an RMSNorm over each head of q and of k, before the
-// rotation. Keys are named as in the model's config.json (see --hf-config).
+// rotation. Gemma (gemma=true) scales the embeddings by sqrt(hidden_size), through a CPU scalar
+// tensor in their dtype, and its RMSNorm multiplies the normalized fp32 x by (1 + weight) in fp32
+// before casting back; its MLP gate is GELU. Keys are named as in the model's config.json (see
+// --hf-config).
 //
 // What a training step keeps besides autograd's tensors:
 //  - the rotary cos and sin tables (1 x seq x head_dim, made under no_grad) for the whole forward;
@@ -30,35 +33,41 @@ namespace {
 struct DecoderShape {
   const char* name;
   const char* doc;
-  int64_t vocab, hidden, intermediate, layers, heads, kv_heads, positions;
+  int64_t vocab, hidden, intermediate, layers, heads, kv_heads, head_dim, positions;
   int64_t window;
   double eps, rope_theta;
-  bool qkv_bias, tied, qk_norm;
+  bool qkv_bias, tied, qk_norm, gemma;
+  const char* act;
   const char* params;
 };
 
 // Published config.json figures of one model per family: the zoo's defaults.
 constexpr DecoderShape kDecoders[] = {
-    {"llama", "Meta Llama 3 8B", 128256, 4096, 14336, 32, 32, 8, 8192, 0, 1e-5, 500000.0, false,
-     false, false, "8,030,261,248"},
-    {"mistral", "Mistral 7B v0.1", 32000, 4096, 14336, 32, 32, 8, 32768, 4096, 1e-5, 10000.0, false,
-     false, false, "7,241,732,096"},
-    {"qwen2", "Qwen2.5 7B (biases on q, k and v)", 152064, 3584, 18944, 28, 28, 4, 131072, 0, 1e-6,
-     1000000.0, true, false, false, "7,615,616,512"},
-    {"qwen3", "Qwen3 8B (RMSNorms on q and k)", 151936, 4096, 12288, 36, 32, 8, 40960, 0, 1e-6,
-     1000000.0, false, false, true, "8,190,735,360"},
+    {"llama", "Meta Llama 3 8B", 128256, 4096, 14336, 32, 32, 8, 0, 8192, 0, 1e-5, 500000.0, false,
+     false, false, false, "silu", "8,030,261,248"},
+    {"mistral", "Mistral 7B v0.1", 32000, 4096, 14336, 32, 32, 8, 0, 32768, 4096, 1e-5, 10000.0,
+     false, false, false, false, "silu", "7,241,732,096"},
+    {"qwen2", "Qwen2.5 7B (biases on q, k and v)", 152064, 3584, 18944, 28, 28, 4, 0, 131072, 0,
+     1e-6, 1000000.0, true, false, false, false, "silu", "7,615,616,512"},
+    {"qwen3", "Qwen3 8B (RMSNorms on q and k)", 151936, 4096, 12288, 36, 32, 8, 0, 40960, 0, 1e-6,
+     1000000.0, false, false, true, false, "silu", "8,190,735,360"},
+    {"gemma", "Google Gemma 7B (GELU, scaled embeddings, (1 + weight) norms)", 256000, 3072, 24576,
+     28, 16, 16, 256, 8192, 0, 1e-6, 10000.0, false, true, false, true, "gelu_pytorch_tanh",
+     "8,537,680,896"},
 };
 
 struct Decoder {
   int64_t batch, len, layers, hidden, intermediate, heads, kv_heads, head_dim, vocab, positions,
       window;
   double eps, attention_dropout;
-  bool qkv_bias, o_bias, mlp_bias, tied, sdpa, use_cache, qk_norm;
+  bool qkv_bias, o_bias, mlp_bias, tied, sdpa, use_cache, qk_norm, gemma;
   std::string act;
 };
 
 // LlamaRMSNorm: x in fp32, times rsqrt(mean(x^2) + eps), back to x's dtype, times the weight.
-ValueId rms_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t width, double eps) {
+// GemmaRMSNorm: the same fp32 product times (1.0 + weight.float()), then back to x's dtype.
+ValueId rms_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t width, double eps,
+                 bool gemma) {
   auto norm = b.module(name, "RMSNorm");
   if (!b.ok()) return kNone;
   const DType input_dtype = b.value(x).dtype;
@@ -66,6 +75,12 @@ ValueId rms_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t widt
   ValueId variance = b.call1("pow_scalar", {h}, {{"exponent", 2.0}});
   variance = b.call1("mean", {variance}, {{"dims", Dims{-1}}, {"keepdim", true}});
   const ValueId scale = b.call1("rsqrt", {b.call1("add_scalar", {variance}, {{"value", eps}})});
+  if (gemma) {
+    h = b.call1("mul", {h, scale});
+    const ValueId weight = nn::cast(b, b.parameter("weight", {width}), DType::kFloat32);
+    const ValueId shifted = b.call1("add_scalar", {weight}, {{"value", 1.0}});
+    return nn::cast(b, b.call1("mul", {h, shifted}), input_dtype);
+  }
   h = nn::cast(b, b.call1("mul", {h, scale}), input_dtype);
   const ValueId weight = b.parameter("weight", {width});
   const ValueId out = b.call1("mul", {weight, h});
@@ -149,7 +164,7 @@ ValueId attention(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, ValueId 
   auto heads = [&](std::string_view name, int64_t n_heads, bool bias, std::string_view norm) {
     ValueId t = nn::linear(b, name, x, n_heads * d.head_dim, bias);
     t = b.call1("view", {t}, {{"shape", hidden_shape}});
-    if (!norm.empty()) t = rms_norm(b, norm, t, d.head_dim, d.eps);
+    if (!norm.empty()) t = rms_norm(b, norm, t, d.head_dim, d.eps, d.gemma);
     return b.call1("transpose", {t}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}});
   };
   ValueId q = heads("q_proj", d.heads, d.qkv_bias, d.qk_norm ? "q_norm" : "");
@@ -198,7 +213,7 @@ ValueId mlp(GraphBuilder& b, ValueId x, const Decoder& d) {
   if (d.act == "silu") {
     gate = nn::op_module(b, "act_fn", "SiLU", "silu", {gate});
   } else {
-    gate = nn::gelu(b, "act_fn", gate, /*tanh=*/true);
+    gate = nn::gelu(b, "act_fn", gate, /*tanh=*/d.act == "gelu_pytorch_tanh");
   }
   const ValueId up = nn::linear(b, "up_proj", x, d.intermediate, d.mlp_bias);
   return nn::linear(b, "down_proj", b.call1("mul", {gate, up}), d.hidden, d.mlp_bias);
@@ -279,6 +294,7 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
             c.get_string("attention") == "sdpa",
             c.get_bool("use_cache"),
             c.get_bool("qk_norm"),
+            c.get_bool("gemma"),
             c.get_string("hidden_act")};
   if (const Status status = resolve_shape(d); !status.ok()) {
     b.fail(status);
@@ -305,15 +321,24 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
       ValueId mask = kNone;
       if (!d.sdpa && b.ok()) mask = causal_mask(b, cache_position, d, b.value(h).dtype);
       const auto [cos, sin] = rotary_tables(b, h, d);
+      // GemmaModel: normalizer = torch.tensor(hidden_size ** 0.5, dtype=h.dtype), a CPU scalar.
+      ValueId normalizer = kNone;
+      if (d.gemma && b.ok()) {
+        normalizer = b.call1("full", {},
+                             {{"shape", Dims{}},
+                              {"dtype", std::string(dtype_name(b.value(h).dtype))},
+                              {"host", true}});
+        h = b.call1("mul", {h, normalizer});
+      }
       for (int64_t i = 0; i < d.layers; ++i) {
         auto layer = b.module(fmt::format("layers.{}", i), "LlamaDecoderLayer");
-        ValueId x = rms_norm(b, "input_layernorm", h, d.hidden, d.eps);
+        ValueId x = rms_norm(b, "input_layernorm", h, d.hidden, d.eps, d.gemma);
         h = nn::add(b, h, attention(b, x, cos, sin, mask, d, cache[static_cast<size_t>(i)]));
-        x = rms_norm(b, "post_attention_layernorm", h, d.hidden, d.eps);
+        x = rms_norm(b, "post_attention_layernorm", h, d.hidden, d.eps, d.gemma);
         h = nn::add(b, h, mlp(b, x, d));
       }
-      h = rms_norm(b, "norm", h, d.hidden, d.eps);
-      nn::hold(b, {embeds, cache_position, mask, cos, sin});  // the forward's locals
+      h = rms_norm(b, "norm", h, d.hidden, d.eps, d.gemma);
+      nn::hold(b, {embeds, normalizer, cache_position, mask, cos, sin});  // the forward's locals
     }
     final_hidden = h;
     std::vector<ValueId> head_weight;
@@ -359,8 +384,8 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
         set_key("num_attention_heads", AttrKind::kInt, s.heads, "query heads", {}, 1.0),
         set_key("num_key_value_heads", AttrKind::kInt, s.kv_heads,
                 "key/value heads (grouped-query)", {}, 1.0),
-        set_key("head_dim", AttrKind::kInt, int64_t{0}, "width of a head", {}, 0.0, {},
-                "hidden_size / num_attention_heads"),
+        set_key("head_dim", AttrKind::kInt, s.head_dim, "width of a head", {}, 0.0, {},
+                s.head_dim == 0 ? "hidden_size / num_attention_heads" : ""),
         set_key("max_position_embeddings", AttrKind::kInt, s.positions, "longest sequence", {},
                 1.0),
         set_key("sliding_window", AttrKind::kInt, s.window, "attention window (0: none)", {}, 0.0),
@@ -372,9 +397,12 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
         set_key("mlp_bias", AttrKind::kBool, false, "biases on the MLP projections"),
         set_key("qk_norm", AttrKind::kBool, s.qk_norm,
                 "an RMSNorm over each head of q and of k (Qwen3)"),
+        set_key(
+            "gemma", AttrKind::kBool, s.gemma,
+            "Gemma's embeddings scaled by sqrt(hidden_size) and RMSNorms by (1 + weight) in fp32"),
         set_key("tie_word_embeddings", AttrKind::kBool, s.tied, "lm_head shares the embedding"),
-        set_key("hidden_act", AttrKind::kString, std::string("silu"), "MLP gate activation",
-                {"silu", "gelu_pytorch_tanh"}),
+        set_key("hidden_act", AttrKind::kString, std::string(s.act), "MLP gate activation",
+                {"silu", "gelu_pytorch_tanh", "gelu"}),
         set_key("attention_dropout", AttrKind::kFloat, 0.0, "dropout on attention probabilities",
                 {}, 0.0, 1.0),
         set_key("attention", AttrKind::kString, std::string("sdpa"), "attention implementation",

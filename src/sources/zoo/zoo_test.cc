@@ -59,6 +59,7 @@ TEST(Zoo, DecodersMatchThePublishedParameterCounts) {
   EXPECT_EQ(parameters(*build("mistral", {}, {}, 16)), 7'241'732'096);
   EXPECT_EQ(parameters(*build("qwen2", {}, {}, 16)), 7'615'616'512);
   EXPECT_EQ(parameters(*build("qwen3", {}, {}, 16)), 8'190'735'360);
+  EXPECT_EQ(parameters(*build("gemma", {}, {}, 16)), 8'537'680'896);
   EXPECT_EQ(parameters(*build("llama",
                               {{"hidden_size", "2048"},
                                {"intermediate_size", "8192"},
