@@ -280,6 +280,14 @@ BackwardSpec matmul_4bit_backward(const OpCall& call) {
   return spec;
 }
 
+// A Linear's product: the rows of x (all leading dims folded) times W^T, W being input 1.
+GemmShape rows_gemm(const OpCall& c, const Dims& out) {
+  GemmShape g = product(out, c.in(0).shape.back(), 0, 1);
+  g.m *= g.batch;
+  g.batch = 1;
+  return g;
+}
+
 OpSchema matrix_schema(std::string_view name, std::string_view doc, int inputs) {
   OpSchema s;
   s.name = name;
@@ -304,13 +312,7 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
   linear.first_ready_input = 2;
   linear.infer = linear_infer;
   linear.saved = linear_saved;
-  // The rows of x (all leading dims) times W^T; W is input 1.
-  linear.gemm = [](const OpCall& c, const Dims& out) {
-    GemmShape g = product(out, c.in(0).shape.back(), 0, 1);
-    g.m *= g.batch;
-    g.batch = 1;
-    return g;
-  };
+  linear.gemm = rows_gemm;
   ops.push_back(std::move(linear));
 
   OpSchema matmul = matrix_schema(
@@ -404,9 +406,7 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
   mm4.saved = [](const OpCall&) { return SavedList{}; };
   mm4.backward = matmul_4bit_backward;
   mm4.gemm = [](const OpCall& c, const Dims& out) {
-    GemmShape g = product(out, c.in(0).shape.back(), 0, 1);
-    g.m *= g.batch;
-    g.batch = 1;
+    GemmShape g = rows_gemm(c, out);
     g.operands = 0b01;  // only x gets a gradient
     return g;
   };
@@ -436,12 +436,7 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
     out.push_back(OutputSpec::fresh(std::move(shape), x.dtype));
     return Status();
   };
-  lt.gemm = [](const OpCall& c, const Dims& out) {
-    GemmShape g = product(out, c.in(0).shape.back(), 0, 1);
-    g.m *= g.batch;
-    g.batch = 1;
-    return g;
-  };
+  lt.gemm = rows_gemm;
   lt.saved = [](const OpCall& c) {
     SavedList saved;
     if (c.requires_grad(1)) saved.push_back(saved_input(0));
