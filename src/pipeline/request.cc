@@ -274,10 +274,9 @@ Result<LoraConfig> resolve_lora(const LoraConfig& given, const ModelSpec* spec) 
   return lora;
 }
 
-// What a 4-bit base is modelled under: the model loaded in its dtype (fp32 or bf16) and computing
-// in it, on one GPU or under DDP.
-Status check_quantized_base(const LoraConfig& lora, const TrainingRequest& r) {
-  if (lora.quant == LoraConfig::Quant::kOff) return {};
+}  // namespace
+
+Status check_quantized_base(const TrainingRequest& r) {
   if (r.precision == Precision::kAmpFp16 || r.precision == Precision::kAmpBf16) {
     return unsupported(
         fmt::format("--lora quant= under --precision {} is not modelled yet",
@@ -291,8 +290,6 @@ Status check_quantized_base(const LoraConfig& lora, const TrainingRequest& r) {
   }
   return {};
 }
-
-}  // namespace
 
 Result<LoraConfig> parse_lora(std::string_view text) {
   LoraConfig lora;
@@ -461,7 +458,9 @@ Result<ResolvedRequest> resolve(const TrainingRequest& r) {
   out.hf_config = r.hf_config;
   if (r.lora && !r.trace) {
     TF_ASSIGN_OR_RETURN(out.model.options.lora, resolve_lora(*r.lora, find_model(r.model)));
-    TF_RETURN_IF_ERROR(check_quantized_base(*out.model.options.lora, r));
+    if (out.model.options.lora->quant != LoraConfig::Quant::kOff) {
+      TF_RETURN_IF_ERROR(check_quantized_base(r));
+    }
   }
   if (const ModelSpec* spec = find_model(r.model); spec != nullptr && !r.checkpoint.empty()) {
     out.model.sets.insert(out.model.sets.end(), spec->checkpoint_sets.begin(),

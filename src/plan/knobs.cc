@@ -199,9 +199,7 @@ void add_model_knobs(const ResolvedRequest& r, const ModelSpec& spec, std::vecto
 // and QLoRA (its base in 4-bit NF4) where the request's precision and strategy allow one.
 void add_lora_knobs(const TrainingRequest& request, const ModelSpec& spec,
                     std::vector<Knob>& knobs) {
-  const bool quantizable =
-      request.precision != Precision::kAmpFp16 && request.precision != Precision::kAmpBf16 &&
-      request.strategy != Strategy::kFsdp && request.strategy != Strategy::kZero3;
+  const bool quantizable = check_quantized_base(request).ok();
   constexpr std::string_view kFourBit = "4-bit NF4 weights, dequantized at each use";
   if (request.lora) {
     if (!quantizable || request.lora->quant != LoraConfig::Quant::kOff) return;
