@@ -79,6 +79,17 @@ CASES = [
       "num_key_value_heads": "1"}, 2, 64, "adamw", "bf16", (), None),
     ({"gemma": "true", "hidden_act": "gelu", "tie_word_embeddings": "true"}, 2, 64, "adamw",
      "bf16", (), {"r": 8, "target": ("all-linear",), "quant": "nf4"}),
+    # Phi-3's layout: q, k and v sliced from one qkv_proj, gate and up chunked from one
+    # gate_up_proj, the rotated head concatenated back; in fp32, in bf16 with a quarter of each
+    # head left unrotated (Phi-4-mini's 0.75) and residual dropout, with LoRA on the fused
+    # projections, and under QLoRA.
+    ({"phi3": "true", "vocab_size": "3000"}, 2, 64, "adamw", "fp32", (), None),
+    ({"phi3": "true", "partial_rotary_factor": "0.75", "resid_pdrop": "0.1"}, 2, 64, "adamw",
+     "bf16", (), None),
+    ({"phi3": "true", "num_key_value_heads": "4"}, 2, 64, "adamw", "bf16", (),
+     {"r": 8, "alpha": 16, "dropout": 0.05, "target": ("qkv_proj", "gate_up_proj")}),
+    ({"phi3": "true", "partial_rotary_factor": "0.5"}, 2, 64, "adamw", "bf16", (),
+     {"r": 16, "target": ("all-linear",), "quant": "nf4"}),
     # Wide layers and few tokens: the dequantized weights, not the activations, make the peak.
     ({"hidden_size": "256", "intermediate_size": "1024", "vocab_size": "500"}, 1, 16, "adamw",
      "bf16", (), {"r": 8, "target": ("all-linear",), "quant": "nf4"}),

@@ -10,7 +10,11 @@ logits and the cache together. Mistral and Qwen2 share the layout (Qwen2: biases
 so does transformers 4.51's Qwen3ForCausalLM with qk_norm (an RMSNorm over each head of q and of
 k, before the rotation; Qwen3Attention registers them after the projections), and so does
 GemmaForCausalLM with gemma (embeddings times a CPU scalar tensor sqrt(hidden_size) after the
-rotary tables are made, GemmaRMSNorm's (x * (1 + weight)) in fp32, a GELU gate).
+rotary tables are made, GemmaRMSNorm's (x * (1 + weight)) in fp32, a GELU gate), and so does
+transformers' current Phi3ForCausalLM with phi3 (written from its modular_phi3.py: one qkv_proj
+sliced into q, k and v, registered after o_proj; one gate_up_proj chunked into gate and up;
+rotary over the first partial_rotary_factor of each head, the rest concatenated back; dropout
+resid_pdrop on each residual branch).
 """
 import torch
 import torch.nn as nn
@@ -23,7 +27,8 @@ def config(sets):
              num_attention_heads=4, num_key_value_heads=2, head_dim=0,
              max_position_embeddings=256, rms_norm_eps=1e-5, attention_bias=False,
              qkv_bias=False, mlp_bias=False, tie_word_embeddings=False, use_cache=True,
-             attention_dropout=0.0, qk_norm=False, gemma=False, hidden_act="silu")
+             attention_dropout=0.0, qk_norm=False, gemma=False, hidden_act="silu", phi3=False,
+             partial_rotary_factor=1.0, resid_pdrop=0.0)
     for k, v in (sets or {}).items():
         if k == "attention":
             assert v == "eager", "PyTorch 1.13 has no scaled_dot_product_attention"
@@ -61,7 +66,7 @@ class RMSNorm(nn.Module):
 class RotaryEmbedding(nn.Module):
     def __init__(self, c):
         super().__init__()
-        dim = c["head_dim"]
+        dim = int(c["head_dim"] * c["partial_rotary_factor"])
         inv_freq = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         self.attention_scaling = 1.0
@@ -90,6 +95,18 @@ def apply_rotary_pos_emb(q, k, cos, sin):
     sin = sin.unsqueeze(1)
     q_embed = (q * cos) + (rotate_half(q) * sin)
     k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed, k_embed
+
+
+def apply_rotary_pos_emb_partial(q, k, cos, sin):
+    """Phi-3's: only the first cos.shape[-1] dims of each head rotate; the rest pass through."""
+    cos = cos.unsqueeze(1)
+    sin = sin.unsqueeze(1)
+    rotary_dim = cos.shape[-1]
+    q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]
+    k_rot, k_pass = k[..., :rotary_dim], k[..., rotary_dim:]
+    q_embed = torch.cat([(q_rot * cos) + (rotate_half(q_rot) * sin), q_pass], dim=-1)
+    k_embed = torch.cat([(k_rot * cos) + (rotate_half(k_rot) * sin), k_pass], dim=-1)
     return q_embed, k_embed
 
 
@@ -138,6 +155,13 @@ class Attention(nn.Module):
         self.attention_dropout = c["attention_dropout"]
         qkv_bias = c["attention_bias"] or c["qkv_bias"]
         h, heads, kv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
+        self.phi3 = c["phi3"]
+        if self.phi3:
+            self.num_heads, self.num_key_value_heads = heads, kv
+            self.o_proj = nn.Linear(heads * self.head_dim, h, bias=False)
+            self.qkv_proj = nn.Linear(h, (heads + 2 * kv) * self.head_dim, bias=False)
+            self.qk_norm = False
+            return
         self.q_proj = nn.Linear(h, heads * self.head_dim, bias=qkv_bias)
         self.k_proj = nn.Linear(h, kv * self.head_dim, bias=qkv_bias)
         self.v_proj = nn.Linear(h, kv * self.head_dim, bias=qkv_bias)
@@ -150,6 +174,20 @@ class Attention(nn.Module):
     def forward(self, hidden_states, position_embeddings, attention_mask, past_key_value):
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.head_dim)
+        if self.phi3:
+            qkv = self.qkv_proj(hidden_states)
+            query_pos = self.num_heads * self.head_dim
+            query_states = qkv[..., :query_pos]
+            key_states = qkv[..., query_pos: query_pos + self.num_key_value_heads * self.head_dim]
+            value_states = qkv[..., query_pos + self.num_key_value_heads * self.head_dim:]
+            query_states = query_states.view(hidden_shape).transpose(1, 2)
+            key_states = key_states.view(hidden_shape).transpose(1, 2)
+            value_states = value_states.view(hidden_shape).transpose(1, 2)
+            cos, sin = position_embeddings
+            query_states, key_states = apply_rotary_pos_emb_partial(query_states, key_states, cos,
+                                                                    sin)
+            return self._attend(query_states, key_states, value_states, input_shape,
+                                attention_mask, past_key_value)
         if self.qk_norm:
             query_states = self.q_norm(
                 self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
@@ -161,6 +199,11 @@ class Attention(nn.Module):
         value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         cos, sin = position_embeddings
         query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+        return self._attend(query_states, key_states, value_states, input_shape, attention_mask,
+                            past_key_value)
+
+    def _attend(self, query_states, key_states, value_states, input_shape, attention_mask,
+                past_key_value):
         if past_key_value is not None:
             key_states, value_states = past_key_value.update(key_states, value_states,
                                                              self.layer_idx)
@@ -176,6 +219,14 @@ class MLP(nn.Module):
     def __init__(self, c):
         super().__init__()
         h, i, bias = c["hidden_size"], c["intermediate_size"], c["mlp_bias"]
+        act = c["hidden_act"]
+        self.phi3 = c["phi3"]
+        if self.phi3:
+            self.gate_up_proj = nn.Linear(h, 2 * i, bias=False)
+            self.down_proj = nn.Linear(i, h, bias=False)
+            self.activation_fn = nn.SiLU() if act == "silu" else nn.GELU(
+                approximate="tanh" if act == "gelu_pytorch_tanh" else "none")
+            return
         self.gate_proj = nn.Linear(h, i, bias=bias)
         self.up_proj = nn.Linear(h, i, bias=bias)
         self.down_proj = nn.Linear(i, h, bias=bias)
@@ -184,6 +235,11 @@ class MLP(nn.Module):
             approximate="tanh" if act == "gelu_pytorch_tanh" else "none")
 
     def forward(self, x):
+        if self.phi3:
+            up_states = self.gate_up_proj(x)
+            gate, up_states = up_states.chunk(2, dim=-1)
+            up_states = up_states * self.activation_fn(gate)
+            return self.down_proj(up_states)
         return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
 
 
@@ -194,16 +250,24 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(c)
         self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"])
         self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"])
+        self.phi3 = c["phi3"]
+        if self.phi3:
+            self.resid_attn_dropout = nn.Dropout(c["resid_pdrop"])
+            self.resid_mlp_dropout = nn.Dropout(c["resid_pdrop"])
 
     def forward(self, hidden_states, attention_mask, past_key_value, position_embeddings):
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
         hidden_states, self_attn_weights = self.self_attn(
             hidden_states, position_embeddings, attention_mask, past_key_value)
+        if self.phi3:
+            hidden_states = self.resid_attn_dropout(hidden_states)
         hidden_states = residual + hidden_states
         residual = hidden_states
         hidden_states = self.post_attention_layernorm(hidden_states)
         hidden_states = self.mlp(hidden_states)
+        if self.phi3:
+            hidden_states = self.resid_mlp_dropout(hidden_states)
         hidden_states = residual + hidden_states
         return (hidden_states,)
 

@@ -42,6 +42,10 @@ TEST(HfConfigCli, BadFilesAndSourcesAreOneLineAndExit2) {
       {"estimate", "--hf-config", std::string(TRAINFIT_TEST_DATA_DIR) + "/../../README.md"},
       {"fit", "--hf-config", kExamples + "mistral-7b-v0.1.json", "--seq-len", "8192", "--gpu",
        "h100"},
+      // Phi-3 mini 4k's window of 2047 tokens: a longer sequence needs the windowed mask.
+      {"estimate", "--hf-config", kExamples + "phi-3-mini-4k-instruct.json", "--seq-len", "2048"},
+      // peft has no default target modules for phi3.
+      {"estimate", "--hf-config", kExamples + "phi-3-mini-4k-instruct.json", "--lora", "r=16"},
   };
   for (const auto& args : cases) {
     SCOPED_TRACE(args[2]);
@@ -67,6 +71,20 @@ TEST(LoraCli, TrainableParametersAreTheAdapters) {
                 "r=16,alpha=32,dropout=0.05,target=all-linear", "--seq-len", "256"});
   EXPECT_EQ(all.at("trainable_parameters"), 41'943'040);
   EXPECT_EQ(all.at("parameters"), 8'072'204'288);
+}
+
+// Phi-3 mini with r=16 on its four fused Linear kinds: 16 x (in + out) per Linear, 786,432 a
+// layer.
+TEST(LoraCli, Phi3AdaptsItsFusedProjections) {
+  const nlohmann::json j =
+      run_json({"estimate", "--hf-config", kExamples + "phi-3-mini-4k-instruct.json", "--lora",
+                "r=16,target=qkv_proj,o_proj,gate_up_proj,down_proj", "--seq-len", "1024"});
+  EXPECT_EQ(j.at("trainable_parameters"), 25'165'824);
+  EXPECT_EQ(j.at("parameters"), 3'821'079'552 + 25'165'824);
+  const nlohmann::json all =
+      run_json({"estimate", "--hf-config", kExamples + "phi-3-mini-4k-instruct.json", "--lora",
+                "r=16,target=all-linear", "--seq-len", "1024"});
+  EXPECT_EQ(all.at("trainable_parameters"), 25'165'824);
 }
 
 // Only the adapters train, so no gradient or optimizer state is kept for the base: far less

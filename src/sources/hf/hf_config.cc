@@ -30,14 +30,16 @@ struct Family {
   bool tied;              // tie_word_embeddings' default (Gemma's is true)
   bool gemma;             // scaled embeddings, (1 + weight) norms, and the activation read from
                           // hidden_activation (GELU tanh when null), hidden_act ignored
+  bool phi3;              // fused qkv_proj and gate_up_proj, partial_rotary_factor, resid_pdrop
 };
 
-constexpr std::array<Family, 5> kFamilies{{
-    {"llama", "llama", 2048, 0, false, true, false, false, false, false},
-    {"mistral", "mistral", 131072, 0, false, false, false, false, false, false},
-    {"qwen2", "qwen2", 32768, 0, true, false, false, true, false, false},
-    {"qwen3", "qwen3", 32768, 128, false, true, true, true, false, false},
-    {"gemma", "gemma", 8192, 256, false, true, false, false, true, true},
+constexpr std::array<Family, 6> kFamilies{{
+    {"llama", "llama", 2048, 0, false, true, false, false, false, false, false},
+    {"mistral", "mistral", 131072, 0, false, false, false, false, false, false, false},
+    {"qwen2", "qwen2", 32768, 0, true, false, false, true, false, false, false},
+    {"qwen3", "qwen3", 32768, 128, false, true, true, true, false, false, false},
+    {"gemma", "gemma", 8192, 256, false, true, false, false, true, true, false},
+    {"phi3", "phi3", 4096, 0, false, false, false, false, false, false, true},
 }};
 
 // Sizes are capped so that products of them cannot overflow further on.
@@ -105,6 +107,20 @@ Result<HfModel> parse_document(const json& doc) {
   set("mlp_bias", bool_text(mlp_bias));
   set("qk_norm", bool_text(family->qk_norm));
   set("gemma", bool_text(family->gemma));
+  set("phi3", bool_text(family->phi3));
+  // Phi3Config: rotary over the first partial_rotary_factor of each head (Phi-4-mini: 0.75), and
+  // dropout on each residual branch.
+  double rotary_factor = 1.0;
+  double resid_dropout = 0.0;
+  if (family->phi3) {
+    TF_ASSIGN_OR_RETURN(const std::optional<double> factor,
+                        f.number_or_null("partial_rotary_factor", 0, 1));
+    rotary_factor = factor.value_or(1.0);
+    TF_ASSIGN_OR_RETURN(const std::optional<double> pdrop, f.number_or_null("resid_pdrop", 0, 1));
+    resid_dropout = pdrop.value_or(0.0);
+  }
+  set("partial_rotary_factor", number_text(rotary_factor));
+  set("resid_pdrop", number_text(resid_dropout));
   TF_ASSIGN_OR_RETURN(const bool tied, f.boolean_or("tie_word_embeddings", family->tied));
   set("tie_word_embeddings", bool_text(tied));
   TF_ASSIGN_OR_RETURN(const bool use_cache, f.boolean_or("use_cache", true));
@@ -124,13 +140,14 @@ Result<HfModel> parse_document(const json& doc) {
   }
   set("hidden_act", act);
 
-  // Mistral's attention window (MistralConfig's 4096 when the field is missing, none when null);
-  // Qwen2 and Qwen3 attend over the whole sequence unless use_sliding_window, not modelled.
+  // Mistral's attention window (MistralConfig's 4096 when the field is missing, none when null),
+  // Phi-3's (none unless given); Qwen2 and Qwen3 attend over the whole sequence unless
+  // use_sliding_window, not modelled.
   int64_t window = 0;
-  if (model_type == "mistral") {
+  if (model_type == "mistral" || family->phi3) {
     if (f.has("sliding_window")) {
       TF_ASSIGN_OR_RETURN(window, f.integer_in("sliding_window", 1, kMaxSize));
-    } else if (!doc.contains("sliding_window")) {
+    } else if (!doc.contains("sliding_window") && !family->phi3) {
       window = 4096;
     }
   } else if (family->sliding_optional) {

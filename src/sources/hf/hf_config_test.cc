@@ -43,7 +43,7 @@ TEST(HfConfig, ShippedConfigsBuildThePublishedParameterCounts) {
       {"llama-3-8b.json", 8'030'261'248},      {"llama-3.2-1b.json", 1'235'814'400},
       {"mistral-7b-v0.1.json", 7'241'732'096}, {"qwen2.5-7b.json", 7'615'616'512},
       {"qwen3-8b.json", 8'190'735'360},        {"gemma-7b.json", 8'537'680'896},
-      {"gemma-2b.json", 2'506'172'416},
+      {"gemma-2b.json", 2'506'172'416},        {"phi-3-mini-4k-instruct.json", 3'821'079'552},
   };
   for (const auto& [file, count] : cases) {
     SCOPED_TRACE(file);
@@ -110,6 +110,23 @@ TEST(HfConfig, GemmaReadsHiddenActivationAndTiesEmbeddings) {
   ASSERT_FALSE(relu.ok());
   EXPECT_NE(relu.status().message().find("hidden_activation 'relu' is not supported"),
             std::string::npos);
+}
+
+// Phi-3: fused projections, its window (none unless given), partial rotary and residual dropout.
+TEST(HfConfig, Phi3ReadsItsWindowRotaryShareAndResidualDropout) {
+  expect_sets(small_config("phi3"), {{"phi3", "true"},
+                                     {"sliding_window", "0"},
+                                     {"partial_rotary_factor", "1"},
+                                     {"resid_pdrop", "0"},
+                                     {"qkv_bias", "false"}});
+  expect_sets(
+      small_config("phi3", R"(, "sliding_window": 2047, "partial_rotary_factor": 0.75,
+          "resid_pdrop": 0.1)"),
+      {{"sliding_window", "2047"}, {"partial_rotary_factor", "0.75"}, {"resid_pdrop", "0.1"}});
+  expect_sets(small_config("llama", R"(, "partial_rotary_factor": 0.5)"),
+              {{"phi3", "false"}, {"partial_rotary_factor", "1"}});
+  EXPECT_FALSE(small_config("phi3", R"(, "partial_rotary_factor": 2)").ok());
+  EXPECT_FALSE(small_config("phi3", R"(, "resid_pdrop": "0.1")").ok());
 }
 
 // A config that leaves fields out gets its family's defaults, as transformers' config class does.

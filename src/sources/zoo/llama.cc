@@ -6,7 +6,11 @@
 // to q, k and v; Qwen3 (transformers 4.51) an RMSNorm over each head of q and of k, before the
 // rotation. Gemma (gemma=true) scales the embeddings by sqrt(hidden_size), through a CPU scalar
 // tensor in their dtype, and its RMSNorm multiplies the normalized fp32 x by (1 + weight) in fp32
-// before casting back; its MLP gate is GELU. Keys are named as in the model's config.json (see
+// before casting back; its MLP gate is GELU. Phi-3 (phi3=true, transformers' current
+// Phi3ForCausalLM) fuses q, k and v into one qkv_proj whose result is sliced, and gate and up into
+// one gate_up_proj whose result is chunked; it rotates the first partial_rotary_factor of each
+// head and concatenates the rest back (a new tensor even when nothing is left over), and puts
+// dropout (resid_pdrop) on each residual branch. Keys are named as in the model's config.json (see
 // --hf-config).
 //
 // What a training step keeps besides autograd's tensors:
@@ -36,32 +40,93 @@ struct DecoderShape {
   int64_t vocab, hidden, intermediate, layers, heads, kv_heads, head_dim, positions;
   int64_t window;
   double eps, rope_theta;
-  bool qkv_bias, tied, qk_norm, gemma;
+  bool qkv_bias, tied, qk_norm, gemma, phi3;
   const char* act;
   const char* params;
 };
 
 // Published config.json figures of one model per family: the zoo's defaults.
 constexpr DecoderShape kDecoders[] = {
-    {"llama", "Meta Llama 3 8B", 128256, 4096, 14336, 32, 32, 8, 0, 8192, 0, 1e-5, 500000.0, false,
-     false, false, false, "silu", "8,030,261,248"},
-    {"mistral", "Mistral 7B v0.1", 32000, 4096, 14336, 32, 32, 8, 0, 32768, 4096, 1e-5, 10000.0,
-     false, false, false, false, "silu", "7,241,732,096"},
-    {"qwen2", "Qwen2.5 7B (biases on q, k and v)", 152064, 3584, 18944, 28, 28, 4, 0, 131072, 0,
-     1e-6, 1000000.0, true, false, false, false, "silu", "7,615,616,512"},
-    {"qwen3", "Qwen3 8B (RMSNorms on q and k)", 151936, 4096, 12288, 36, 32, 8, 0, 40960, 0, 1e-6,
-     1000000.0, false, false, true, false, "silu", "8,190,735,360"},
-    {"gemma", "Google Gemma 7B (GELU, scaled embeddings, (1 + weight) norms)", 256000, 3072, 24576,
-     28, 16, 16, 256, 8192, 0, 1e-6, 10000.0, false, true, false, true, "gelu_pytorch_tanh",
+    {"llama",  "Meta Llama 3 8B",
+     128256,   4096,
+     14336,    32,
+     32,       8,
+     0,        8192,
+     0,        1e-5,
+     500000.0, false,
+     false,    false,
+     false,    false,
+     "silu",   "8,030,261,248"},
+    {"mistral", "Mistral 7B v0.1",
+     32000,     4096,
+     14336,     32,
+     32,        8,
+     0,         32768,
+     4096,      1e-5,
+     10000.0,   false,
+     false,     false,
+     false,     false,
+     "silu",    "7,241,732,096"},
+    {"qwen2",   "Qwen2.5 7B (biases on q, k and v)",
+     152064,    3584,
+     18944,     28,
+     28,        4,
+     0,         131072,
+     0,         1e-6,
+     1000000.0, true,
+     false,     false,
+     false,     false,
+     "silu",    "7,615,616,512"},
+    {"qwen3",   "Qwen3 8B (RMSNorms on q and k)",
+     151936,    4096,
+     12288,     36,
+     32,        8,
+     0,         40960,
+     0,         1e-6,
+     1000000.0, false,
+     false,     true,
+     false,     false,
+     "silu",    "8,190,735,360"},
+    {"gemma",
+     "Google Gemma 7B (GELU, scaled embeddings, (1 + weight) norms)",
+     256000,
+     3072,
+     24576,
+     28,
+     16,
+     16,
+     256,
+     8192,
+     0,
+     1e-6,
+     10000.0,
+     false,
+     true,
+     false,
+     true,
+     false,
+     "gelu_pytorch_tanh",
      "8,537,680,896"},
+    {"phi3",  "Microsoft Phi-3.5 mini (fused qkv_proj and gate_up_proj)",
+     32064,   3072,
+     8192,    32,
+     32,      32,
+     0,       131072,
+     262144,  1e-5,
+     10000.0, false,
+     false,   false,
+     false,   true,
+     "silu",  "3,821,079,552"},
 };
 
 struct Decoder {
   int64_t batch, len, layers, hidden, intermediate, heads, kv_heads, head_dim, vocab, positions,
       window;
   double eps, attention_dropout;
-  bool qkv_bias, o_bias, mlp_bias, tied, sdpa, use_cache, qk_norm, gemma;
+  bool qkv_bias, o_bias, mlp_bias, tied, sdpa, use_cache, qk_norm, gemma, phi3;
   std::string act;
+  double rotary_factor, resid_dropout;
+  int64_t rotary_dim = 0;  // int(head_dim * partial_rotary_factor), set by resolve_shape
 };
 
 // LlamaRMSNorm: x in fp32, times rsqrt(mean(x^2) + eps), back to x's dtype, times the weight.
@@ -94,11 +159,11 @@ ValueId rms_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t widt
 // sin stand in as tensors of their shape.
 std::pair<ValueId, ValueId> rotary_tables(GraphBuilder& b, ValueId like, const Decoder& d) {
   auto rotary = b.module("rotary_emb", "LlamaRotaryEmbedding");
-  b.parameter("inv_freq", {d.head_dim / 2}, /*buffer=*/true, DType::kFloat32);
+  b.parameter("inv_freq", {d.rotary_dim / 2}, /*buffer=*/true, DType::kFloat32);
   const std::string fp32("float32");
   const ValueId positions = b.call1("full", {}, {{"shape", Dims{1, 1, d.len}}, {"dtype", fp32}});
   const ValueId freqs =
-      b.call1("full", {}, {{"shape", Dims{1, d.head_dim / 2, d.len}}, {"dtype", fp32}});
+      b.call1("full", {}, {{"shape", Dims{1, d.rotary_dim / 2, d.len}}, {"dtype", fp32}});
   const ValueId rows = b.call1("transpose", {freqs}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}});
   const ValueId emb = b.call1("cat", {rows, rows}, {{"dim", int64_t{-1}}});
   ValueId cos = b.call1("full", {emb}, {{"dtype", fp32}});
@@ -143,6 +208,17 @@ ValueId rotate(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, int64_t hea
                  {b.call1("mul", {x, cos}), b.call1("mul", {rotate_half(b, x, head_dim), sin})});
 }
 
+// Phi-3's apply_rotary_pos_emb: cat([rotate(x[..., :r]), x[..., r:]]). A slice to the end of a
+// dim is the tensor itself in Python, so x[..., :head_dim] is x; x[..., head_dim:] is an empty
+// slice, whose gradient is still a zero tensor of x's shape.
+ValueId rotate_partial(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, const Decoder& d) {
+  const ValueId head = d.rotary_dim == d.head_dim
+                           ? x
+                           : b.call1("slice", {x}, {{"dim", int64_t{-1}}, {"end", d.rotary_dim}});
+  const ValueId rest = b.call1("slice", {x}, {{"dim", int64_t{-1}}, {"start", d.rotary_dim}});
+  return b.call1("cat", {rotate(b, head, cos, sin, d.rotary_dim), rest}, {{"dim", int64_t{-1}}});
+}
+
 // repeat_kv: (b, kv, s, d) -> (b, kv * n, s, d) through expand and a reshape copy.
 ValueId repeat_kv(GraphBuilder& b, ValueId x, const Decoder& d) {
   const int64_t n = d.heads / d.kv_heads;
@@ -160,20 +236,45 @@ ValueId attention(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, ValueId 
                   const Decoder& d, Cached& cached) {
   auto attn = b.module("self_attn", "LlamaAttention");
   const Dims hidden_shape{d.batch, d.len, -1, d.head_dim};
-  // (Qwen3: the head's RMSNorm before the transpose.)
-  auto heads = [&](std::string_view name, int64_t n_heads, bool bias, std::string_view norm) {
-    ValueId t = nn::linear(b, name, x, n_heads * d.head_dim, bias);
+  // A projection's result as (batch, heads, seq, head_dim). (Qwen3: the head's RMSNorm before the
+  // transpose.)
+  auto to_heads = [&](ValueId t, std::string_view norm) {
     t = b.call1("view", {t}, {{"shape", hidden_shape}});
     if (!norm.empty()) t = rms_norm(b, norm, t, d.head_dim, d.eps, d.gemma);
     return b.call1("transpose", {t}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}});
   };
-  ValueId q = heads("q_proj", d.heads, d.qkv_bias, d.qk_norm ? "q_norm" : "");
-  ValueId k = heads("k_proj", d.kv_heads, d.qkv_bias, d.qk_norm ? "k_norm" : "");
-  ValueId v = heads("v_proj", d.kv_heads, d.qkv_bias, "");
+  ValueId q = kNone;
+  ValueId k = kNone;
+  ValueId v = kNone;
+  if (d.phi3) {
+    // Phi3Attention: one qkv_proj, sliced into q, k and v (views of its result).
+    const int64_t q_width = d.heads * d.head_dim;
+    const int64_t kv_width = d.kv_heads * d.head_dim;
+    const ValueId qkv = nn::linear(b, "qkv_proj", x, q_width + 2 * kv_width, false);
+    auto part = [&](int64_t start, int64_t end) {
+      return to_heads(
+          b.call1("slice", {qkv}, {{"dim", int64_t{-1}}, {"start", start}, {"end", end}}), "");
+    };
+    q = part(0, q_width);
+    k = part(q_width, q_width + kv_width);
+    v = part(q_width + kv_width, std::numeric_limits<int64_t>::max());
+  } else {
+    auto heads = [&](std::string_view name, int64_t n_heads, std::string_view norm) {
+      return to_heads(nn::linear(b, name, x, n_heads * d.head_dim, d.qkv_bias), norm);
+    };
+    q = heads("q_proj", d.heads, d.qk_norm ? "q_norm" : "");
+    k = heads("k_proj", d.kv_heads, d.qk_norm ? "k_norm" : "");
+    v = heads("v_proj", d.kv_heads, "");
+  }
   cos = b.call1("unsqueeze", {cos}, {{"dim", int64_t{1}}});
   sin = b.call1("unsqueeze", {sin}, {{"dim", int64_t{1}}});
-  q = rotate(b, q, cos, sin, d.head_dim);
-  k = rotate(b, k, cos, sin, d.head_dim);
+  if (d.phi3) {
+    q = rotate_partial(b, q, cos, sin, d);
+    k = rotate_partial(b, k, cos, sin, d);
+  } else {
+    q = rotate(b, q, cos, sin, d.head_dim);
+    k = rotate(b, k, cos, sin, d.head_dim);
+  }
   if (d.use_cache) cached = {k, v};
   const ValueId rotated_q = q;
   const ValueId rotated_k = k;
@@ -207,25 +308,41 @@ ValueId attention(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, ValueId 
   return out;
 }
 
+ValueId activation(GraphBuilder& b, std::string_view name, ValueId x, const Decoder& d) {
+  if (d.act == "silu") return nn::op_module(b, name, "SiLU", "silu", {x});
+  return nn::gelu(b, name, x, /*tanh=*/d.act == "gelu_pytorch_tanh");
+}
+
 ValueId mlp(GraphBuilder& b, ValueId x, const Decoder& d) {
   auto mlp = b.module("mlp", "LlamaMLP");
-  ValueId gate = nn::linear(b, "gate_proj", x, d.intermediate, d.mlp_bias);
-  if (d.act == "silu") {
-    gate = nn::op_module(b, "act_fn", "SiLU", "silu", {gate});
-  } else {
-    gate = nn::gelu(b, "act_fn", gate, /*tanh=*/d.act == "gelu_pytorch_tanh");
+  if (d.phi3) {
+    // Phi3MLP: gate, up = gate_up_proj(x).chunk(2, -1); down(up * act(gate)).
+    const ValueId both = nn::linear(b, "gate_up_proj", x, 2 * d.intermediate, false);
+    const std::vector<ValueId> halves =
+        b.call("chunk", {both}, {{"chunks", int64_t{2}}, {"dim", int64_t{-1}}});
+    if (halves.size() != 2) return kNone;
+    const ValueId gate = activation(b, "activation_fn", halves[0], d);
+    return nn::linear(b, "down_proj", b.call1("mul", {halves[1], gate}), d.hidden, false);
   }
+  const ValueId gate =
+      activation(b, "act_fn", nn::linear(b, "gate_proj", x, d.intermediate, d.mlp_bias), d);
   const ValueId up = nn::linear(b, "up_proj", x, d.intermediate, d.mlp_bias);
   return nn::linear(b, "down_proj", b.call1("mul", {gate, up}), d.hidden, d.mlp_bias);
 }
 
 std::vector<std::string> registration_order(const Decoder& d) {
   std::vector<std::string> order{"model.embed_tokens."};
+  // The attention's projections, then its norms (Qwen3), as its __init__ registers them;
+  // Phi3Attention registers o_proj before qkv_proj.
+  const std::vector<const char*> llama_parts{"self_attn.q_proj", "self_attn.k_proj",
+                                             "self_attn.v_proj", "self_attn.o_proj",
+                                             "self_attn",        "mlp",
+                                             "input_layernorm",  "post_attention_layernorm"};
+  const std::vector<const char*> phi3_parts{"self_attn.o_proj", "self_attn.qkv_proj",
+                                            "mlp.gate_up_proj", "mlp.down_proj",
+                                            "input_layernorm",  "post_attention_layernorm"};
   for (int64_t i = 0; i < d.layers; ++i) {
-    // The attention's projections, then its norms (Qwen3), as its __init__ registers them.
-    for (const char* part :
-         {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-          "self_attn", "mlp", "input_layernorm", "post_attention_layernorm"}) {
+    for (const char* part : d.phi3 ? phi3_parts : llama_parts) {
       order.push_back(fmt::format("model.layers.{}.{}.", i, part));
     }
   }
@@ -253,9 +370,18 @@ Status resolve_shape(Decoder& d) {
                     d.kv_heads),
         "each key/value head serves a whole number of query heads");
   }
-  if (d.head_dim % 2 != 0) {
-    return invalid_argument(fmt::format("head_dim {} is odd", d.head_dim),
-                            "rotary embeddings rotate pairs of dimensions");
+  if (!d.phi3 && d.rotary_factor != 1.0) {
+    return invalid_argument(
+        fmt::format("partial_rotary_factor {} needs phi3=true", d.rotary_factor),
+        "only Phi-3's attention rotates part of each head; other families rotate all of it");
+  }
+  // Phi3RotaryEmbedding: int(head_dim * partial_rotary_factor) dimensions, in pairs.
+  d.rotary_dim = static_cast<int64_t>(static_cast<double>(d.head_dim) * d.rotary_factor);
+  if (d.rotary_dim % 2 != 0 || d.rotary_dim == 0) {
+    return invalid_argument(
+        fmt::format("the rotary width {} (head_dim {} x partial_rotary_factor {}) is {}",
+                    d.rotary_dim, d.head_dim, d.rotary_factor, d.rotary_dim == 0 ? "zero" : "odd"),
+        "rotary embeddings rotate pairs of dimensions");
   }
   if (d.len > d.positions) {
     return invalid_argument(
@@ -295,7 +421,10 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
             c.get_bool("use_cache"),
             c.get_bool("qk_norm"),
             c.get_bool("gemma"),
-            c.get_string("hidden_act")};
+            c.get_bool("phi3"),
+            c.get_string("hidden_act"),
+            c.get_float("partial_rotary_factor"),
+            c.get_float("resid_pdrop")};
   if (const Status status = resolve_shape(d); !status.ok()) {
     b.fail(status);
     return;
@@ -333,9 +462,12 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
       for (int64_t i = 0; i < d.layers; ++i) {
         auto layer = b.module(fmt::format("layers.{}", i), "LlamaDecoderLayer");
         ValueId x = rms_norm(b, "input_layernorm", h, d.hidden, d.eps, d.gemma);
-        h = nn::add(b, h, attention(b, x, cos, sin, mask, d, cache[static_cast<size_t>(i)]));
-        x = rms_norm(b, "post_attention_layernorm", h, d.hidden, d.eps, d.gemma);
-        h = nn::add(b, h, mlp(b, x, d));
+        x = attention(b, x, cos, sin, mask, d, cache[static_cast<size_t>(i)]);
+        if (d.phi3) x = nn::dropout(b, "resid_attn_dropout", x, d.resid_dropout);
+        h = nn::add(b, h, x);
+        x = mlp(b, rms_norm(b, "post_attention_layernorm", h, d.hidden, d.eps, d.gemma), d);
+        if (d.phi3) x = nn::dropout(b, "resid_mlp_dropout", x, d.resid_dropout);
+        h = nn::add(b, h, x);
       }
       h = rms_norm(b, "norm", h, d.hidden, d.eps, d.gemma);
       nn::hold(b, {embeds, normalizer, cache_position, mask, cos, sin});  // the forward's locals
@@ -400,6 +532,12 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
         set_key(
             "gemma", AttrKind::kBool, s.gemma,
             "Gemma's embeddings scaled by sqrt(hidden_size) and RMSNorms by (1 + weight) in fp32"),
+        set_key("phi3", AttrKind::kBool, s.phi3,
+                "Phi-3's fused qkv_proj and gate_up_proj, partial rotary and residual dropout"),
+        set_key("partial_rotary_factor", AttrKind::kFloat, 1.0,
+                "share of each head that is rotated (phi3)", {}, 0.0, 1.0),
+        set_key("resid_pdrop", AttrKind::kFloat, 0.0, "dropout on each residual branch (phi3)", {},
+                0.0, 1.0),
         set_key("tie_word_embeddings", AttrKind::kBool, s.tied, "lm_head shares the embedding"),
         set_key("hidden_act", AttrKind::kString, std::string(s.act), "MLP gate activation",
                 {"silu", "gelu_pytorch_tanh", "gelu"}),
@@ -412,8 +550,9 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
                 "end"),
     };
     m.build = build_decoder;
-    // peft's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING for these model types.
-    m.lora_target = {"q_proj", "v_proj"};
+    // peft's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING for these model types; it has
+    // none for phi3, whose LoraConfig must name target_modules.
+    if (!s.phi3) m.lora_target = {"q_proj", "v_proj"};
     m.checkpoint_families = {{"decoder layers", {"model.layers.*"}}};
     // transformers turns the cache off when a decoder trains under gradient checkpointing
     // (use_cache=True is incompatible with it), whatever the config says.

@@ -60,6 +60,7 @@ TEST(Zoo, DecodersMatchThePublishedParameterCounts) {
   EXPECT_EQ(parameters(*build("qwen2", {}, {}, 16)), 7'615'616'512);
   EXPECT_EQ(parameters(*build("qwen3", {}, {}, 16)), 8'190'735'360);
   EXPECT_EQ(parameters(*build("gemma", {}, {}, 16)), 8'537'680'896);
+  EXPECT_EQ(parameters(*build("phi3", {}, {}, 16)), 3'821'079'552);
   EXPECT_EQ(parameters(*build("llama",
                               {{"hidden_size", "2048"},
                                {"intermediate_size", "8192"},
@@ -78,6 +79,13 @@ TEST(Zoo, DecoderShapesThatDoNotDivideAreRefused) {
   EXPECT_NE(width.status().message().find("not divisible by num_attention_heads"),
             std::string::npos);
   EXPECT_FALSE(build("llama", {{"max_position_embeddings", "8"}}, {}, 16).ok());
+  // Only Phi-3 rotates part of a head, and the rotated part must be pairs.
+  const Result<Graph> partial = build("llama", {{"partial_rotary_factor", "0.5"}}, {}, 16);
+  ASSERT_FALSE(partial.ok());
+  EXPECT_NE(partial.status().message().find("needs phi3=true"), std::string::npos);
+  const Result<Graph> odd = build("phi3", {{"partial_rotary_factor", "0.7"}}, {}, 16);
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("rotary width 67"), std::string::npos);
 }
 
 TEST(Zoo, SetKeysChangeTheModel) {
