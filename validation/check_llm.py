@@ -90,6 +90,18 @@ CASES = [
      {"r": 8, "alpha": 16, "dropout": 0.05, "target": ("qkv_proj", "gate_up_proj")}),
     ({"phi3": "true", "partial_rotary_factor": "0.5"}, 2, 64, "adamw", "bf16", (),
      {"r": 16, "target": ("all-linear",), "quant": "nf4"}),
+    # Mixtral's layout: experts in place of the MLP, the router's tokens spread evenly (see
+    # llama_reference.SparseMoeBlock). Four experts, two per token, in fp32 with a small
+    # vocabulary (the experts make the peak); three experts that share the tokens unevenly, with
+    # router jitter, in bf16; LoRA on peft's defaults; QLoRA on every Linear.
+    ({"num_local_experts": "4", "vocab_size": "500"}, 2, 64, "adamw", "fp32", (), None),
+    ({"num_local_experts": "4", "vocab_size": "32", "intermediate_size": "512",
+      "num_hidden_layers": "1"}, 2, 128, "sgd", "fp32", (), None),
+    ({"num_local_experts": "3", "router_jitter_noise": "0.1", "use_cache": "false"}, 2, 64,
+     "adamw", "bf16", (), None),
+    ({"num_local_experts": "4"}, 2, 64, "adamw", "bf16", (), {"r": 8, "alpha": 16}),
+    ({"num_local_experts": "4", "num_experts_per_tok": "1"}, 2, 64, "adamw", "bf16", (),
+     {"r": 8, "target": ("all-linear",), "quant": "nf4"}),
     # Wide layers and few tokens: the dequantized weights, not the activations, make the peak.
     ({"hidden_size": "256", "intermediate_size": "1024", "vocab_size": "500"}, 1, 16, "adamw",
      "bf16", (), {"r": 8, "target": ("all-linear",), "quant": "nf4"}),
@@ -116,6 +128,29 @@ def reference_sets(sets):
     return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in c.items()}
 
 
+def reference_step(sets, batch, seq, optimizer, precision, frozen=(), lora=None, seed=0):
+    """Trains the re-creation two iterations: [its parameter count, the peak of live tensor
+    bytes, where it peaked]."""
+    torch.manual_seed(seed)
+    c = llama_reference.config(sets)
+    model = llama_reference.LlamaForCausalLM(c)
+    if precision == "bf16":
+        model = model.to(torch.bfloat16)
+    freeze(model, frozen)
+    if lora is not None:
+        llama_reference.apply_lora(model, **lora)
+    model.train()
+
+    def make_batch():
+        ids = torch.randint(0, c["vocab_size"], (batch, seq))
+        return [ids, torch.randint(0, c["vocab_size"], (batch, seq))], []
+
+    peak, where = training_peak(Case(model, [], [], lambda out: out.loss), optimizer, make_batch)
+    # 4-bit weights count as the weights they pack, as peft counts them.
+    weights = sum(p.numel() * getattr(p, "packing", 1) for p in model.parameters())
+    return [weights, peak, where]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trainfit", required=True, help="the trainfit binary")
@@ -131,25 +166,7 @@ def main():
         fields = reference_sets(sets)
 
         def measure():
-            torch.manual_seed(0)
-            c = llama_reference.config(sets)
-            model = llama_reference.LlamaForCausalLM(c)
-            if precision == "bf16":
-                model = model.to(torch.bfloat16)
-            freeze(model, frozen)
-            if lora is not None:
-                llama_reference.apply_lora(model, **lora)
-            model.train()
-
-            def make_batch():
-                ids = torch.randint(0, c["vocab_size"], (batch, seq))
-                return [ids, torch.randint(0, c["vocab_size"], (batch, seq))], []
-
-            peak, where = training_peak(Case(model, [], [], lambda out: out.loss), optimizer,
-                                        make_batch)
-            # 4-bit weights count as the weights they pack, as peft counts them.
-            weights = sum(p.numel() * getattr(p, "packing", 1) for p in model.parameters())
-            return [weights, peak, where]
+            return reference_step(sets, batch, seq, optimizer, precision, frozen, lora)
 
         key = [sets, batch, seq, optimizer, precision, list(frozen)]
         if lora is not None:

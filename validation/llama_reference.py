@@ -14,7 +14,10 @@ rotary tables are made, GemmaRMSNorm's (x * (1 + weight)) in fp32, a GELU gate),
 transformers' current Phi3ForCausalLM with phi3 (written from its modular_phi3.py: one qkv_proj
 sliced into q, k and v, registered after o_proj; one gate_up_proj chunked into gate and up;
 rotary over the first partial_rotary_factor of each head, the rest concatenated back; dropout
-resid_pdrop on each residual branch).
+resid_pdrop on each residual branch), and so does MixtralForCausalLM with num_local_experts
+(MixtralSparseMoeBlock in place of the MLP, looping over the experts that receive tokens). Its
+router adds a fixed bias to its logits, in place, that sends token t to experts (t * k + j) mod
+num_local_experts: the even spread trainfit assumes, where real routing depends on the data.
 """
 import torch
 import torch.nn as nn
@@ -28,7 +31,8 @@ def config(sets):
              max_position_embeddings=256, rms_norm_eps=1e-5, attention_bias=False,
              qkv_bias=False, mlp_bias=False, tie_word_embeddings=False, use_cache=True,
              attention_dropout=0.0, qk_norm=False, gemma=False, hidden_act="silu", phi3=False,
-             partial_rotary_factor=1.0, resid_pdrop=0.0)
+             partial_rotary_factor=1.0, resid_pdrop=0.0, num_local_experts=0,
+             num_experts_per_tok=2, router_jitter_noise=0.0)
     for k, v in (sets or {}).items():
         if k == "attention":
             assert v == "eager", "PyTorch 1.13 has no scaled_dot_product_attention"
@@ -243,11 +247,78 @@ class MLP(nn.Module):
         return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
 
 
+class BlockSparseTop2MLP(nn.Module):
+    """MixtralBlockSparseTop2MLP: one expert."""
+
+    def __init__(self, c):
+        super().__init__()
+        h, i = c["hidden_size"], c["intermediate_size"]
+        self.w1 = nn.Linear(h, i, bias=False)
+        self.w2 = nn.Linear(i, h, bias=False)
+        self.w3 = nn.Linear(h, i, bias=False)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, hidden_states):
+        current_hidden_states = self.act_fn(self.w1(hidden_states)) * self.w3(hidden_states)
+        current_hidden_states = self.w2(current_hidden_states)
+        return current_hidden_states
+
+
+class SparseMoeBlock(nn.Module):
+    """MixtralSparseMoeBlock, with the router's spread fixed (see the module's docstring)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.hidden_dim = c["hidden_size"]
+        self.num_experts = c["num_local_experts"]
+        self.top_k = c["num_experts_per_tok"]
+        self.gate = nn.Linear(self.hidden_dim, self.num_experts, bias=False)
+        self.experts = nn.ModuleList([BlockSparseTop2MLP(c) for _ in range(self.num_experts)])
+        self.jitter_noise = c["router_jitter_noise"]
+
+    def spread(self, router_logits):
+        """Token t to experts (t * k + j) mod E, j < k: added in place, a transient bias."""
+        tokens = router_logits.shape[0]
+        slots = torch.arange(tokens * self.top_k).view(tokens, self.top_k) % self.num_experts
+        bias = torch.zeros(tokens, self.num_experts, dtype=router_logits.dtype)
+        bias.scatter_(1, slots, 1e4)
+        router_logits += bias
+
+    def forward(self, hidden_states):
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        if self.training and self.jitter_noise > 0:
+            hidden_states *= torch.empty_like(hidden_states).uniform_(
+                1.0 - self.jitter_noise, 1.0 + self.jitter_noise)
+        hidden_states = hidden_states.view(-1, hidden_dim)
+        router_logits = self.gate(hidden_states)
+        self.spread(router_logits)
+        routing_weights = F.softmax(router_logits, dim=1, dtype=torch.float)
+        routing_weights, selected_experts = torch.topk(routing_weights, self.top_k, dim=-1)
+        routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
+        routing_weights = routing_weights.to(hidden_states.dtype)
+        final_hidden_states = torch.zeros((batch_size * sequence_length, hidden_dim),
+                                          dtype=hidden_states.dtype)
+        expert_mask = F.one_hot(selected_experts, num_classes=self.num_experts).permute(2, 1, 0)
+        expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()
+        for expert_idx in expert_hit:
+            expert_layer = self.experts[expert_idx]
+            idx, top_x = torch.where(expert_mask[expert_idx].squeeze(0))
+            current_state = hidden_states[None, top_x].reshape(-1, hidden_dim)
+            current_hidden_states = expert_layer(current_state) * routing_weights[top_x, idx, None]
+            final_hidden_states.index_add_(0, top_x, current_hidden_states.to(hidden_states.dtype))
+        final_hidden_states = final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
+        return final_hidden_states, router_logits
+
+
 class DecoderLayer(nn.Module):
     def __init__(self, c, layer_idx):
         super().__init__()
         self.self_attn = Attention(c, layer_idx)
-        self.mlp = MLP(c)
+        self.moe = c["num_local_experts"] > 0
+        if self.moe:
+            self.block_sparse_moe = SparseMoeBlock(c)
+        else:
+            self.mlp = MLP(c)
         self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"])
         self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"])
         self.phi3 = c["phi3"]
@@ -265,7 +336,10 @@ class DecoderLayer(nn.Module):
         hidden_states = residual + hidden_states
         residual = hidden_states
         hidden_states = self.post_attention_layernorm(hidden_states)
-        hidden_states = self.mlp(hidden_states)
+        if self.moe:
+            hidden_states, router_logits = self.block_sparse_moe(hidden_states)
+        else:
+            hidden_states = self.mlp(hidden_states)
         if self.phi3:
             hidden_states = self.resid_mlp_dropout(hidden_states)
         hidden_states = residual + hidden_states

@@ -36,23 +36,29 @@ TEST(HfConfigCli, SetKeysOverrideTheFile) {
 }
 
 TEST(HfConfigCli, BadFilesAndSourcesAreOneLineAndExit2) {
-  const std::vector<std::vector<std::string>> cases{
-      {"estimate", "--hf-config", "/nonexistent/config.json"},
-      {"estimate", "--hf-config", kExamples + "llama-3-8b.json", "--model", "llama"},
-      {"estimate", "--hf-config", std::string(TRAINFIT_TEST_DATA_DIR) + "/../../README.md"},
-      {"fit", "--hf-config", kExamples + "mistral-7b-v0.1.json", "--seq-len", "8192", "--gpu",
-       "h100"},
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"estimate", "--hf-config", "/nonexistent/config.json"}, "/nonexistent/config.json"},
+      {{"estimate", "--hf-config", kExamples + "llama-3-8b.json", "--model", "llama"},
+       "--hf-config"},
+      {{"estimate", "--hf-config", std::string(TRAINFIT_TEST_DATA_DIR) + "/../../README.md"},
+       "README.md"},
+      {{"fit", "--hf-config", kExamples + "mistral-7b-v0.1.json", "--seq-len", "8192", "--gpu",
+        "h100-80gb"},
+       "reaches sliding_window 4096"},
       // Phi-3 mini 4k's window of 2047 tokens: a longer sequence needs the windowed mask.
-      {"estimate", "--hf-config", kExamples + "phi-3-mini-4k-instruct.json", "--seq-len", "2048"},
+      {{"estimate", "--hf-config", kExamples + "phi-3-mini-4k-instruct.json", "--seq-len", "2048"},
+       "reaches sliding_window 2047"},
       // peft has no default target modules for phi3.
-      {"estimate", "--hf-config", kExamples + "phi-3-mini-4k-instruct.json", "--lora", "r=16"},
+      {{"estimate", "--hf-config", kExamples + "phi-3-mini-4k-instruct.json", "--lora", "r=16"},
+       "--lora needs target= for phi3"},
   };
-  for (const auto& args : cases) {
+  for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args[2]);
     const CliRun r = run(args);
     EXPECT_EQ(r.code, 2);
     EXPECT_EQ(r.out, "");
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
   }
 }
 
@@ -85,6 +91,20 @@ TEST(LoraCli, Phi3AdaptsItsFusedProjections) {
       run_json({"estimate", "--hf-config", kExamples + "phi-3-mini-4k-instruct.json", "--lora",
                 "r=16,target=all-linear", "--seq-len", "1024"});
   EXPECT_EQ(all.at("trainable_parameters"), 25'165'824);
+}
+
+// Mixtral 8x7B: peft's defaults (q_proj, v_proj) train what they train on Llama 3 8B; all-linear
+// adds the router (16 x (4096 + 8)) and every expert's w1, w2 and w3 (16 x (4096 + 14336) each):
+// 7,569,536 a layer.
+TEST(LoraCli, MixtralAdaptsTheRouterAndEveryExpertUnderAllLinear) {
+  const std::string config = kExamples + "mixtral-8x7b-v0.1.json";
+  const nlohmann::json qv =
+      run_json({"estimate", "--hf-config", config, "--lora", "r=16", "--seq-len", "512"});
+  EXPECT_EQ(qv.at("trainable_parameters"), 6'815'744);
+  const nlohmann::json all = run_json(
+      {"estimate", "--hf-config", config, "--lora", "r=16,target=all-linear", "--seq-len", "512"});
+  EXPECT_EQ(all.at("trainable_parameters"), 242'225'152);
+  EXPECT_EQ(all.at("parameters"), 46'702'792'704 + 242'225'152);
 }
 
 // Only the adapters train, so no gradient or optimizer state is kept for the base: far less

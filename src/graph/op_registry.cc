@@ -30,6 +30,7 @@ const OpRegistry& op_registry() {
     add_attention_ops(ops);
     add_loss_ops(ops);
     add_embedding_ops(ops);
+    add_index_ops(ops);
     return OpRegistry(std::move(ops));
   }();
   return kRegistry;

@@ -39,5 +39,6 @@ void add_reduction_ops(std::vector<OpSchema>& ops);
 void add_attention_ops(std::vector<OpSchema>& ops);
 void add_loss_ops(std::vector<OpSchema>& ops);
 void add_embedding_ops(std::vector<OpSchema>& ops);
+void add_index_ops(std::vector<OpSchema>& ops);
 
 }  // namespace trainfit

@@ -72,11 +72,24 @@ OpSchema binary_schema(std::string_view name, std::string_view doc, Binary kind)
     s.attrs.push_back({"alpha", AttrKind::kFloat, AttrValue{1.0}, "multiplier of other"});
   }
   s.attrs.push_back({"inplace", AttrKind::kBool, AttrValue{false}, "write into the first input"});
-  s.infer = [](const OpCall& call, std::vector<OutputSpec>& out) {
-    const size_t operands[] = {0, 1};
-    return elementwise_output(call, out, result_dtype(call.in(0), call.in(1)), operands);
+  // In place (a *= b, a /= b), b's gradient needs a as it was: autograd saves a clone of it
+  // made before the write (an aux output here).
+  auto saves_original = [kind](const OpCall& call) {
+    return (kind == Binary::kMul || kind == Binary::kDiv) && inplace(call) && call.requires_grad(1);
   };
-  s.saved = [kind](const OpCall& call) {
+  s.infer = [saves_original](const OpCall& call, std::vector<OutputSpec>& out) {
+    const size_t operands[] = {0, 1};
+    TF_RETURN_IF_ERROR(
+        elementwise_output(call, out, result_dtype(call.in(0), call.in(1)), operands));
+    if (saves_original(call)) out.push_back(OutputSpec::aux(call.in(0).shape, call.in(0).dtype));
+    return Status();
+  };
+  s.saved = [kind, saves_original](const OpCall& call) {
+    if (saves_original(call)) {
+      SavedList saved{saved_output(1)};
+      if (kind == Binary::kDiv || call.requires_grad(0)) saved.push_back(saved_input(1));
+      return saved;
+    }
     SavedList saved;
     if (kind == Binary::kMul) {
       if (call.requires_grad(0)) saved.push_back(saved_input(1));

@@ -31,15 +31,17 @@ struct Family {
   bool gemma;             // scaled embeddings, (1 + weight) norms, and the activation read from
                           // hidden_activation (GELU tanh when null), hidden_act ignored
   bool phi3;              // fused qkv_proj and gate_up_proj, partial_rotary_factor, resid_pdrop
+  bool experts;           // num_local_experts experts per layer in place of the MLP (Mixtral)
 };
 
-constexpr std::array<Family, 6> kFamilies{{
-    {"llama", "llama", 2048, 0, false, true, false, false, false, false, false},
-    {"mistral", "mistral", 131072, 0, false, false, false, false, false, false, false},
-    {"qwen2", "qwen2", 32768, 0, true, false, false, true, false, false, false},
-    {"qwen3", "qwen3", 32768, 128, false, true, true, true, false, false, false},
-    {"gemma", "gemma", 8192, 256, false, true, false, false, true, true, false},
-    {"phi3", "phi3", 4096, 0, false, false, false, false, false, false, true},
+constexpr std::array<Family, 7> kFamilies{{
+    {"llama", "llama", 2048, 0, false, true, false, false, false, false, false, false},
+    {"mistral", "mistral", 131072, 0, false, false, false, false, false, false, false, false},
+    {"qwen2", "qwen2", 32768, 0, true, false, false, true, false, false, false, false},
+    {"qwen3", "qwen3", 32768, 128, false, true, true, true, false, false, false, false},
+    {"gemma", "gemma", 8192, 256, false, true, false, false, true, true, false, false},
+    {"phi3", "phi3", 4096, 0, false, false, false, false, false, false, true, false},
+    {"mixtral", "mixtral", 131072, 0, false, false, false, false, false, false, false, true},
 }};
 
 // Sizes are capped so that products of them cannot overflow further on.
@@ -119,6 +121,30 @@ Result<HfModel> parse_document(const json& doc) {
     TF_ASSIGN_OR_RETURN(const std::optional<double> pdrop, f.number_or_null("resid_pdrop", 0, 1));
     resid_dropout = pdrop.value_or(0.0);
   }
+  // MixtralConfig: eight experts, two per token; output_router_logits adds the load-balancing
+  // loss over every layer's router logits, which is not modelled.
+  int64_t experts = 0;
+  int64_t per_token = 2;
+  double jitter = 0.0;
+  if (family->experts) {
+    TF_ASSIGN_OR_RETURN(const std::optional<int64_t> n,
+                        f.integer_in_or_null("num_local_experts", 1, 1 << 16));
+    experts = n.value_or(8);
+    TF_ASSIGN_OR_RETURN(const std::optional<int64_t> k,
+                        f.integer_in_or_null("num_experts_per_tok", 1, 1 << 16));
+    per_token = k.value_or(2);
+    TF_ASSIGN_OR_RETURN(const std::optional<double> noise,
+                        f.number_or_null("router_jitter_noise", 0, 1));
+    jitter = noise.value_or(0.0);
+    TF_ASSIGN_OR_RETURN(const bool aux, f.boolean_or("output_router_logits", false));
+    if (aux) {
+      return f.error(
+          "output_router_logits true (the router's load-balancing loss) is not modelled yet");
+    }
+  }
+  set("num_local_experts", std::to_string(experts));
+  set("num_experts_per_tok", std::to_string(per_token));
+  set("router_jitter_noise", number_text(jitter));
   set("partial_rotary_factor", number_text(rotary_factor));
   set("resid_pdrop", number_text(resid_dropout));
   TF_ASSIGN_OR_RETURN(const bool tied, f.boolean_or("tie_word_embeddings", family->tied));
@@ -141,13 +167,13 @@ Result<HfModel> parse_document(const json& doc) {
   set("hidden_act", act);
 
   // Mistral's attention window (MistralConfig's 4096 when the field is missing, none when null),
-  // Phi-3's (none unless given); Qwen2 and Qwen3 attend over the whole sequence unless
-  // use_sliding_window, not modelled.
+  // Phi-3's and Mixtral's (none unless given); Qwen2 and Qwen3 attend over the whole sequence
+  // unless use_sliding_window, not modelled.
   int64_t window = 0;
-  if (model_type == "mistral" || family->phi3) {
+  if (model_type == "mistral" || family->phi3 || family->experts) {
     if (f.has("sliding_window")) {
       TF_ASSIGN_OR_RETURN(window, f.integer_in("sliding_window", 1, kMaxSize));
-    } else if (!doc.contains("sliding_window") && !family->phi3) {
+    } else if (!doc.contains("sliding_window") && model_type == "mistral") {
       window = 4096;
     }
   } else if (family->sliding_optional) {

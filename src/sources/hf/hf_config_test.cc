@@ -40,10 +40,11 @@ int64_t parameters(const HfModel& m) {
 // The shipped configs (the published config.json files) build the published parameter counts.
 TEST(HfConfig, ShippedConfigsBuildThePublishedParameterCounts) {
   const std::pair<const char*, int64_t> cases[] = {
-      {"llama-3-8b.json", 8'030'261'248},      {"llama-3.2-1b.json", 1'235'814'400},
-      {"mistral-7b-v0.1.json", 7'241'732'096}, {"qwen2.5-7b.json", 7'615'616'512},
-      {"qwen3-8b.json", 8'190'735'360},        {"gemma-7b.json", 8'537'680'896},
-      {"gemma-2b.json", 2'506'172'416},        {"phi-3-mini-4k-instruct.json", 3'821'079'552},
+      {"llama-3-8b.json", 8'030'261'248},         {"llama-3.2-1b.json", 1'235'814'400},
+      {"mistral-7b-v0.1.json", 7'241'732'096},    {"qwen2.5-7b.json", 7'615'616'512},
+      {"qwen3-8b.json", 8'190'735'360},           {"gemma-7b.json", 8'537'680'896},
+      {"gemma-2b.json", 2'506'172'416},           {"phi-3-mini-4k-instruct.json", 3'821'079'552},
+      {"mixtral-8x7b-v0.1.json", 46'702'792'704},
   };
   for (const auto& [file, count] : cases) {
     SCOPED_TRACE(file);
@@ -127,6 +128,27 @@ TEST(HfConfig, Phi3ReadsItsWindowRotaryShareAndResidualDropout) {
               {{"phi3", "false"}, {"partial_rotary_factor", "1"}});
   EXPECT_FALSE(small_config("phi3", R"(, "partial_rotary_factor": 2)").ok());
   EXPECT_FALSE(small_config("phi3", R"(, "resid_pdrop": "0.1")").ok());
+}
+
+// Mixtral: MixtralConfig's eight experts, two per token, no window unless given; the
+// load-balancing loss (output_router_logits) is refused.
+TEST(HfConfig, MixtralReadsItsExpertsAndRefusesTheAuxiliaryLoss) {
+  expect_sets(small_config("mixtral"), {{"num_local_experts", "8"},
+                                        {"num_experts_per_tok", "2"},
+                                        {"router_jitter_noise", "0"},
+                                        {"sliding_window", "0"},
+                                        {"max_position_embeddings", "131072"}});
+  expect_sets(small_config("mixtral", R"(, "num_local_experts": 4, "num_experts_per_tok": 1,
+          "router_jitter_noise": 0.01, "sliding_window": 4096)"),
+              {{"num_local_experts", "4"},
+               {"num_experts_per_tok", "1"},
+               {"router_jitter_noise", "0.01"},
+               {"sliding_window", "4096"}});
+  expect_sets(small_config("llama", R"(, "num_local_experts": 8)"), {{"num_local_experts", "0"}});
+  const Result<HfModel> aux = small_config("mixtral", R"(, "output_router_logits": true)");
+  ASSERT_FALSE(aux.ok());
+  EXPECT_NE(aux.status().message().find("output_router_logits"), std::string::npos);
+  EXPECT_FALSE(small_config("mixtral", R"(, "num_local_experts": 0)").ok());
 }
 
 // A config that leaves fields out gets its family's defaults, as transformers' config class does.

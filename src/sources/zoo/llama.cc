@@ -10,8 +10,15 @@
 // Phi3ForCausalLM) fuses q, k and v into one qkv_proj whose result is sliced, and gate and up into
 // one gate_up_proj whose result is chunked; it rotates the first partial_rotary_factor of each
 // head and concatenates the rest back (a new tensor even when nothing is left over), and puts
-// dropout (resid_pdrop) on each residual branch. Keys are named as in the model's config.json (see
-// --hf-config).
+// dropout (resid_pdrop) on each residual branch. Mixtral (num_local_experts > 0) replaces the
+// MLP with MixtralSparseMoeBlock: a router Linear, softmax in fp32, top-k experts per token,
+// their weights renormalized in place, then each expert that receives tokens gathers them,
+// runs its own gated MLP (w2(act(w1(x)) * w3(x))), scales by its routing weight and index_adds
+// the result into a zero tensor. Routing depends on the data: the estimate assumes the router
+// spreads tokens evenly, num_experts_per_tok of every token over all experts (so every expert
+// trains). What autograd keeps does not depend on the spread (it is proportional to the tokens
+// each expert sees, which sum to tokens x top_k); the transients of the busiest expert do. Keys
+// are named as in the model's config.json (see --hf-config).
 //
 // What a training step keeps besides autograd's tensors:
 //  - the rotary cos and sin tables (1 x seq x head_dim, made under no_grad) for the whole forward;
@@ -43,81 +50,37 @@ struct DecoderShape {
   bool qkv_bias, tied, qk_norm, gemma, phi3;
   const char* act;
   const char* params;
+  int64_t experts = 0;
 };
 
-// Published config.json figures of one model per family: the zoo's defaults.
+// Published config.json figures of one model per family: the zoo's defaults. Columns: vocab,
+// hidden, intermediate, layers, heads, key/value heads, head_dim, positions, window, eps,
+// rope_theta, qkv_bias, tied, qk_norm, gemma, phi3, activation, parameters, experts.
+// clang-format off
 constexpr DecoderShape kDecoders[] = {
-    {"llama",  "Meta Llama 3 8B",
-     128256,   4096,
-     14336,    32,
-     32,       8,
-     0,        8192,
-     0,        1e-5,
-     500000.0, false,
-     false,    false,
-     false,    false,
-     "silu",   "8,030,261,248"},
+    {"llama", "Meta Llama 3 8B",
+     128256, 4096, 14336, 32, 32, 8, 0, 8192, 0, 1e-5, 500000.0,
+     false, false, false, false, false, "silu", "8,030,261,248"},
     {"mistral", "Mistral 7B v0.1",
-     32000,     4096,
-     14336,     32,
-     32,        8,
-     0,         32768,
-     4096,      1e-5,
-     10000.0,   false,
-     false,     false,
-     false,     false,
-     "silu",    "7,241,732,096"},
-    {"qwen2",   "Qwen2.5 7B (biases on q, k and v)",
-     152064,    3584,
-     18944,     28,
-     28,        4,
-     0,         131072,
-     0,         1e-6,
-     1000000.0, true,
-     false,     false,
-     false,     false,
-     "silu",    "7,615,616,512"},
-    {"qwen3",   "Qwen3 8B (RMSNorms on q and k)",
-     151936,    4096,
-     12288,     36,
-     32,        8,
-     0,         40960,
-     0,         1e-6,
-     1000000.0, false,
-     false,     true,
-     false,     false,
-     "silu",    "8,190,735,360"},
-    {"gemma",
-     "Google Gemma 7B (GELU, scaled embeddings, (1 + weight) norms)",
-     256000,
-     3072,
-     24576,
-     28,
-     16,
-     16,
-     256,
-     8192,
-     0,
-     1e-6,
-     10000.0,
-     false,
-     true,
-     false,
-     true,
-     false,
-     "gelu_pytorch_tanh",
-     "8,537,680,896"},
-    {"phi3",  "Microsoft Phi-3.5 mini (fused qkv_proj and gate_up_proj)",
-     32064,   3072,
-     8192,    32,
-     32,      32,
-     0,       131072,
-     262144,  1e-5,
-     10000.0, false,
-     false,   false,
-     false,   true,
-     "silu",  "3,821,079,552"},
+     32000, 4096, 14336, 32, 32, 8, 0, 32768, 4096, 1e-5, 10000.0,
+     false, false, false, false, false, "silu", "7,241,732,096"},
+    {"qwen2", "Qwen2.5 7B (biases on q, k and v)",
+     152064, 3584, 18944, 28, 28, 4, 0, 131072, 0, 1e-6, 1000000.0,
+     true, false, false, false, false, "silu", "7,615,616,512"},
+    {"qwen3", "Qwen3 8B (RMSNorms on q and k)",
+     151936, 4096, 12288, 36, 32, 8, 0, 40960, 0, 1e-6, 1000000.0,
+     false, false, true, false, false, "silu", "8,190,735,360"},
+    {"gemma", "Google Gemma 7B (GELU, scaled embeddings, (1 + weight) norms)",
+     256000, 3072, 24576, 28, 16, 16, 256, 8192, 0, 1e-6, 10000.0,
+     false, true, false, true, false, "gelu_pytorch_tanh", "8,537,680,896"},
+    {"phi3", "Microsoft Phi-3.5 mini (fused qkv_proj and gate_up_proj)",
+     32064, 3072, 8192, 32, 32, 32, 0, 131072, 262144, 1e-5, 10000.0,
+     false, false, false, false, true, "silu", "3,821,079,552"},
+    {"mixtral", "Mistral Mixtral 8x7B (eight experts, two per token)",
+     32000, 4096, 14336, 32, 32, 8, 0, 32768, 0, 1e-5, 1000000.0,
+     false, false, false, false, false, "silu", "46,702,792,704", 8},
 };
+// clang-format on
 
 struct Decoder {
   int64_t batch, len, layers, hidden, intermediate, heads, kv_heads, head_dim, vocab, positions,
@@ -126,6 +89,8 @@ struct Decoder {
   bool qkv_bias, o_bias, mlp_bias, tied, sdpa, use_cache, qk_norm, gemma, phi3;
   std::string act;
   double rotary_factor, resid_dropout;
+  int64_t experts, experts_per_token;  // Mixtral's num_local_experts (0: a dense MLP)
+  double jitter;                       // router_jitter_noise
   int64_t rotary_dim = 0;  // int(head_dim * partial_rotary_factor), set by resolve_shape
 };
 
@@ -330,6 +295,79 @@ ValueId mlp(GraphBuilder& b, ValueId x, const Decoder& d) {
   return nn::linear(b, "down_proj", b.call1("mul", {gate, up}), d.hidden, d.mlp_bias);
 }
 
+// Mixtral's expert: MixtralBlockSparseTop2MLP, w2(act(w1(x)) * w3(x)).
+ValueId expert_mlp(GraphBuilder& b, ValueId x, const Decoder& d) {
+  const ValueId gate = activation(b, "act_fn", nn::linear(b, "w1", x, d.intermediate, false), d);
+  const ValueId up = nn::linear(b, "w3", x, d.intermediate, false);
+  return nn::linear(b, "w2", b.call1("mul", {gate, up}), d.hidden, false);
+}
+
+// MixtralSparseMoeBlock's forward, looping over the experts that receive tokens (all of them,
+// with tokens spread evenly). The index tensors routing makes (one_hot's mask, its sums, the
+// experts hit, each expert's row of the mask and nonzero's positions) stand in as int64 and
+// bool tensors of their shapes: they need no gradient. Returns the output and the router's
+// logits (a local of the decoder layer until it returns).
+std::pair<ValueId, ValueId> sparse_moe(GraphBuilder& b, ValueId x, const Decoder& d) {
+  auto moe = b.module("block_sparse_moe", "MixtralSparseMoeBlock");
+  const int64_t tokens = d.batch * d.len;
+  const int64_t k = d.experts_per_token;
+  const std::string int64("int64");
+  if (d.jitter > 0 && b.ok()) {
+    // hidden_states *= torch.empty_like(hidden_states).uniform_(1 - jitter, 1 + jitter)
+    const ValueId noise =
+        b.call1("full", {x}, {{"dtype", std::string(dtype_name(b.value(x).dtype))}});
+    x = b.call1("mul", {x, noise}, {{"inplace", true}});
+  }
+  const ValueId h = b.call1("view", {x}, {{"shape", Dims{tokens, d.hidden}}});
+  const ValueId router_logits = nn::linear(b, "gate", h, d.experts, false);
+  ValueId weights =
+      b.call1("softmax", {router_logits}, {{"dim", int64_t{1}}, {"dtype", std::string("float32")}});
+  const std::vector<ValueId> top = b.call("topk", {weights}, {{"k", k}, {"dim", int64_t{-1}}});
+  if (top.size() != 2 || !b.ok()) return {kNone, kNone};
+  weights = top[0];
+  const ValueId total = b.call1("sum", {weights}, {{"dims", Dims{-1}}, {"keepdim", true}});
+  weights = b.call1("div", {weights, total}, {{"inplace", true}});
+  weights = nn::cast(b, weights, b.value(h).dtype);
+  ValueId out = b.call1(
+      "full", {},
+      {{"shape", Dims{tokens, d.hidden}}, {"dtype", std::string(dtype_name(b.value(h).dtype))}});
+  ValueId mask = b.call1("full", {}, {{"shape", Dims{tokens, k, d.experts}}, {"dtype", int64}});
+  mask = b.call1("permute", {mask}, {{"dims", Dims{2, 1, 0}}});
+  // expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()
+  b.call1("full", {}, {{"shape", Dims{d.experts}}, {"dtype", int64}});
+  b.call1("full", {}, {{"shape", Dims{d.experts}}, {"dtype", std::string("bool")}});
+  const ValueId expert_hit = b.call1("full", {}, {{"shape", Dims{d.experts, 1}}, {"dtype", int64}});
+  const ValueId routing = b.call1("unsqueeze", {weights}, {{"dim", int64_t{2}}});
+  const ValueId rows = b.call1("unsqueeze", {h}, {{"dim", int64_t{0}}});
+  std::vector<ValueId> last;  // the loop's variables outlive it
+  for (int64_t e = 0; e < d.experts; ++e) {
+    // The expert's share: tokens x k spread over the experts, the first ones taking the rest.
+    const int64_t n = tokens * k / d.experts + (e < tokens * k % d.experts ? 1 : 0);
+    // idx, top_x = torch.where(expert_mask[expert_idx].squeeze(0))
+    b.call1("full", {}, {{"shape", Dims{1, k, tokens}}, {"dtype", int64}});
+    const ValueId where = b.call1("full", {}, {{"shape", Dims{n, 2}}, {"dtype", int64}});
+    const std::vector<ValueId> pos = b.call("unbind", {where}, {{"dim", int64_t{1}}});
+    if (pos.size() != 2 || !b.ok()) return {kNone, kNone};
+    const ValueId slot = pos[0];
+    const ValueId token = pos[1];
+    ValueId state = b.call1("index", {rows, token}, {{"dim", int64_t{1}}});
+    state = b.call1("reshape", {state}, {{"shape", Dims{-1, d.hidden}}});
+    ValueId y = kNone;
+    {
+      auto expert = b.module(fmt::format("experts.{}", e), "MixtralBlockSparseTop2MLP");
+      y = expert_mlp(b, state, d);
+    }
+    const ValueId scale = b.call1("index", {routing, token, slot}, {{"dim", int64_t{0}}});
+    y = nn::cast(b, b.call1("mul", {y, scale}), b.value(h).dtype);
+    out = b.call1("index_add", {out, token, y}, {{"dim", int64_t{0}}});
+    last = {where, state, y};
+  }
+  for (const ValueId v : last) nn::hold(b, {v});
+  nn::hold(b, {h, top[1], weights, mask, expert_hit});  // the forward's locals
+  out = b.call1("reshape", {out}, {{"shape", Dims{d.batch, d.len, d.hidden}}});
+  return {out, router_logits};
+}
+
 std::vector<std::string> registration_order(const Decoder& d) {
   std::vector<std::string> order{"model.embed_tokens."};
   // The attention's projections, then its norms (Qwen3), as its __init__ registers them;
@@ -341,7 +379,22 @@ std::vector<std::string> registration_order(const Decoder& d) {
   const std::vector<const char*> phi3_parts{"self_attn.o_proj", "self_attn.qkv_proj",
                                             "mlp.gate_up_proj", "mlp.down_proj",
                                             "input_layernorm",  "post_attention_layernorm"};
+  std::vector<std::string> moe_parts{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                     "self_attn.o_proj", "block_sparse_moe.gate"};
+  for (int64_t e = 0; e < d.experts; ++e) {
+    for (const char* w : {"w1", "w2", "w3"}) {
+      moe_parts.push_back(fmt::format("block_sparse_moe.experts.{}.{}", e, w));
+    }
+  }
+  moe_parts.emplace_back("input_layernorm");
+  moe_parts.emplace_back("post_attention_layernorm");
   for (int64_t i = 0; i < d.layers; ++i) {
+    if (d.experts > 0) {
+      for (const std::string& part : moe_parts) {
+        order.push_back(fmt::format("model.layers.{}.{}.", i, part));
+      }
+      continue;
+    }
     for (const char* part : d.phi3 ? phi3_parts : llama_parts) {
       order.push_back(fmt::format("model.layers.{}.{}.", i, part));
     }
@@ -369,6 +422,16 @@ Status resolve_shape(Decoder& d) {
         fmt::format("num_attention_heads {} is not divisible by num_key_value_heads {}", d.heads,
                     d.kv_heads),
         "each key/value head serves a whole number of query heads");
+  }
+  if (d.experts > 0 && (d.experts_per_token < 1 || d.experts_per_token > d.experts)) {
+    return invalid_argument(
+        fmt::format("num_experts_per_tok {} is not between 1 and num_local_experts {}",
+                    d.experts_per_token, d.experts),
+        "each token goes to at least one expert and at most all of them");
+  }
+  if (d.experts > 0 && d.phi3) {
+    return invalid_argument("num_local_experts needs phi3=false",
+                            "the mixture-of-experts block is Mixtral's");
   }
   if (!d.phi3 && d.rotary_factor != 1.0) {
     return invalid_argument(
@@ -424,7 +487,10 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
             c.get_bool("phi3"),
             c.get_string("hidden_act"),
             c.get_float("partial_rotary_factor"),
-            c.get_float("resid_pdrop")};
+            c.get_float("resid_pdrop"),
+            c.get_int("num_local_experts"),
+            c.get_int("num_experts_per_tok"),
+            c.get_float("router_jitter_noise")};
   if (const Status status = resolve_shape(d); !status.ok()) {
     b.fail(status);
     return;
@@ -465,9 +531,16 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
         x = attention(b, x, cos, sin, mask, d, cache[static_cast<size_t>(i)]);
         if (d.phi3) x = nn::dropout(b, "resid_attn_dropout", x, d.resid_dropout);
         h = nn::add(b, h, x);
-        x = mlp(b, rms_norm(b, "post_attention_layernorm", h, d.hidden, d.eps, d.gemma), d);
+        x = rms_norm(b, "post_attention_layernorm", h, d.hidden, d.eps, d.gemma);
+        ValueId router_logits = kNone;
+        if (d.experts > 0) {
+          std::tie(x, router_logits) = sparse_moe(b, x, d);
+        } else {
+          x = mlp(b, x, d);
+        }
         if (d.phi3) x = nn::dropout(b, "resid_mlp_dropout", x, d.resid_dropout);
         h = nn::add(b, h, x);
+        nn::hold(b, {router_logits});  // the layer's local until it returns
       }
       h = rms_norm(b, "norm", h, d.hidden, d.eps, d.gemma);
       nn::hold(b, {embeds, normalizer, cache_position, mask, cos, sin});  // the forward's locals
@@ -538,6 +611,12 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
                 "share of each head that is rotated (phi3)", {}, 0.0, 1.0),
         set_key("resid_pdrop", AttrKind::kFloat, 0.0, "dropout on each residual branch (phi3)", {},
                 0.0, 1.0),
+        set_key("num_local_experts", AttrKind::kInt, s.experts,
+                "experts per layer in place of the MLP (Mixtral; 0: a dense MLP)", {}, 0.0),
+        set_key("num_experts_per_tok", AttrKind::kInt, int64_t{2}, "experts each token goes to", {},
+                1.0),
+        set_key("router_jitter_noise", AttrKind::kFloat, 0.0,
+                "multiplicative noise on the router's input in training", {}, 0.0, 1.0),
         set_key("tie_word_embeddings", AttrKind::kBool, s.tied, "lm_head shares the embedding"),
         set_key("hidden_act", AttrKind::kString, std::string(s.act), "MLP gate activation",
                 {"silu", "gelu_pytorch_tanh", "gelu"}),

@@ -61,6 +61,7 @@ TEST(Zoo, DecodersMatchThePublishedParameterCounts) {
   EXPECT_EQ(parameters(*build("qwen3", {}, {}, 16)), 8'190'735'360);
   EXPECT_EQ(parameters(*build("gemma", {}, {}, 16)), 8'537'680'896);
   EXPECT_EQ(parameters(*build("phi3", {}, {}, 16)), 3'821'079'552);
+  EXPECT_EQ(parameters(*build("mixtral", {}, {}, 16)), 46'702'792'704);
   EXPECT_EQ(parameters(*build("llama",
                               {{"hidden_size", "2048"},
                                {"intermediate_size", "8192"},
@@ -79,6 +80,10 @@ TEST(Zoo, DecoderShapesThatDoNotDivideAreRefused) {
   EXPECT_NE(width.status().message().find("not divisible by num_attention_heads"),
             std::string::npos);
   EXPECT_FALSE(build("llama", {{"max_position_embeddings", "8"}}, {}, 16).ok());
+  // A token goes to between one and all of the experts.
+  const Result<Graph> top = build("mixtral", {{"num_experts_per_tok", "9"}}, {}, 16);
+  ASSERT_FALSE(top.ok());
+  EXPECT_NE(top.status().message().find("num_experts_per_tok 9"), std::string::npos);
   // Only Phi-3 rotates part of a head, and the rotated part must be pairs.
   const Result<Graph> partial = build("llama", {{"partial_rotary_factor", "0.5"}}, {}, 16);
   ASSERT_FALSE(partial.ok());
