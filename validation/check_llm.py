@@ -102,6 +102,12 @@ CASES = [
     ({"num_local_experts": "4"}, 2, 64, "adamw", "bf16", (), {"r": 8, "alpha": 16}),
     ({"num_local_experts": "4", "num_experts_per_tok": "1"}, 2, 64, "adamw", "bf16", (),
      {"r": 8, "target": ("all-linear",), "quant": "nf4"}),
+    # prepare_model_for_kbit_training first: the embedding, norms and lm_head in fp32, so the
+    # hidden states between the 4-bit layers are fp32 (and the logits need no fp32 copy).
+    ({"vocab_size": "4000"}, 2, 64, "adamw", "bf16", (),
+     {"r": 8, "alpha": 16, "quant": "nf4", "prepare": True}),
+    ({"qk_norm": "true", "head_dim": "32", "use_cache": "false"}, 2, 64, "adamw", "bf16", (),
+     {"r": 16, "dropout": 0.05, "target": ("all-linear",), "quant": "nf4", "prepare": True}),
     # Wide layers and few tokens: the dequantized weights, not the activations, make the peak.
     ({"hidden_size": "256", "intermediate_size": "1024", "vocab_size": "500"}, 1, 16, "adamw",
      "bf16", (), {"r": 8, "target": ("all-linear",), "quant": "nf4"}),
@@ -119,6 +125,8 @@ def lora_flag(lora):
         items.append(f"quant={lora['quant']}")
         if not lora.get("double_quant", True):
             items.append("double_quant=false")
+        if lora.get("prepare"):
+            items.append("prepare=true")
     return ",".join(items)
 
 

@@ -518,7 +518,11 @@ class Linear4bit(nn.Module):
         return weight
 
     def forward(self, x):
-        return MatMul4Bit.apply(x, self)
+        # bitsandbytes computes in the compute dtype and hands back the input's dtype (both the
+        # same unless prepare_model_for_kbit_training made the hidden states fp32).
+        inp_dtype = x.dtype
+        x = x.to(self.dtype)
+        return MatMul4Bit.apply(x, self).to(inp_dtype)
 
 
 class LoraLinear4bit(LoraLinear):
@@ -538,30 +542,41 @@ class LoraLinear4bit(LoraLinear):
         return result
 
 
+def prepare_model_for_kbit_training(model):
+    """peft's, with use_gradient_checkpointing=False: every parameter frozen, and every bf16 or
+    fp16 one (the 4-bit weights are uint8) cast to fp32."""
+    for param in model.parameters():
+        param.requires_grad = False
+    for param in model.parameters():
+        if param.dtype in (torch.float16, torch.bfloat16):
+            param.data = param.data.to(torch.float32)
+
+
 def apply_lora(model, r=8, alpha=8, dropout=0.0, target=("q_proj", "v_proj"),
-               fp32_adapters=True, quant=None, double_quant=True):
+               fp32_adapters=True, quant=None, double_quant=True, prepare=False):
     """get_peft_model(model, LoraConfig(...)): each nn.Linear whose name is a target, or ends in
     ".target" ("all-linear": every Linear but lm_head), becomes a LoraLinear; then only
     parameters named lora_* train. quant ("nf4", "fp4": the same bytes) first makes every Linear
     but lm_head a Linear4bit, as from_pretrained(quantization_config=BitsAndBytesConfig(
-    load_in_4bit=True, ...)) does, and the targets peft's LoraLinear4bit."""
+    load_in_4bit=True, ...)) does, and the targets peft's LoraLinear4bit; with prepare,
+    prepare_model_for_kbit_training runs on the 4-bit model before the adapters are added."""
+    if quant is not None:
+        for name, module in list(model.named_modules()):
+            if isinstance(module, nn.Linear) and name != "lm_head":
+                parent_name, _, child = name.rpartition(".")
+                setattr(model.get_submodule(parent_name), child, Linear4bit(module, double_quant))
+        if prepare:
+            prepare_model_for_kbit_training(model)
+    kind = nn.Linear if quant is None else Linear4bit
     for name, module in list(model.named_modules()):
-        if not isinstance(module, nn.Linear) or name == "lm_head":
+        if not isinstance(module, kind) or name == "lm_head":
             continue
-        adapted = any(t == "all-linear" or name == t or name.endswith("." + t) for t in target)
-        if not adapted and quant is None:
+        if not any(t == "all-linear" or name == t or name.endswith("." + t) for t in target):
             continue
         parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name)
-        if quant is None:
-            setattr(parent, child, LoraLinear(module, r, alpha, dropout, fp32_adapters))
-            continue
-        base = Linear4bit(module, double_quant)
-        if adapted:
-            lora = LoraLinear4bit(base, r, alpha, dropout, fp32_adapters)
-            setattr(parent, child, lora)
-        else:
-            setattr(parent, child, base)
+        lora = (LoraLinear if quant is None else LoraLinear4bit)(module, r, alpha, dropout,
+                                                                fp32_adapters)
+        setattr(model.get_submodule(parent_name), child, lora)
     for name, p in model.named_parameters():
         p.requires_grad_("lora_" in name)
     return model

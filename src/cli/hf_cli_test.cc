@@ -229,6 +229,38 @@ TEST(QloraCli, FourBitBaseLowersThePeakAndSaysSo) {
 }
 
 // What the 4-bit base is not modelled under is refused in one line.
+// prepare_model_for_kbit_training casts the embedding, lm_head and norms to fp32 (twice their
+// bf16 bytes), so the hidden states between the 4-bit layers are fp32 and the peak rises. It
+// needs a 4-bit base, and is refused over 4-bit layers with biases (Qwen2's q, k and v).
+TEST(QloraCli, PrepareCastsTheRestToFp32) {
+  const std::vector<std::string> base{
+      "--hf-config", kExamples + "llama-3-8b.json", "--seq-len", "512", "--precision", "bf16"};
+  auto with = [&](std::string command, std::string lora) {
+    std::vector<std::string> args{std::move(command)};
+    args.insert(args.end(), base.begin(), base.end());
+    args.insert(args.end(), {"--lora", std::move(lora)});
+    return args;
+  };
+  const nlohmann::json s = run_json(with("summary", "r=16,quant=nf4,prepare=true"));
+  EXPECT_EQ(s.at("parameter_bytes"), int64_t{3'489'660'928} + int64_t{2} * 2'101'346'304 +
+                                         1'064'960 + int64_t{6'815'744} * 4);
+  const nlohmann::json prepared = run_json(with("estimate", "r=16,quant=nf4,prepare=true"));
+  const nlohmann::json plain = run_json(with("estimate", "r=16,quant=nf4"));
+  EXPECT_EQ(prepared.at("lora").at("prepare"), true);
+  EXPECT_GT(prepared.at("peak_allocated_bytes").get<int64_t>(),
+            plain.at("peak_allocated_bytes").get<int64_t>());
+  for (const auto& [args, message] :
+       {std::pair{with("estimate", "r=16,prepare=true"), std::string("needs quant=")},
+        std::pair{std::vector<std::string>{"estimate", "--hf-config", kExamples + "qwen2.5-7b.json",
+                                           "--lora", "r=16,quant=nf4,prepare=true"},
+                  std::string("with biases")}}) {
+    const CliRun r = run(args);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+}
+
 TEST(QloraCli, AutocastAndShardedParametersAreRefused) {
   const std::string config = kExamples + "llama-3.2-1b.json";
   for (const std::vector<std::string>& extra :
@@ -320,11 +352,13 @@ TEST(LoraCli, ParseLoraReadsBackItsArgumentAndSurvivesCuts) {
       EXPECT_FALSE(cut.status().message().empty());
     }
   }
-  const std::string quantized = "r=8,target=all-linear,quant=fp4,double_quant=false";
+  const std::string quantized = "r=8,target=all-linear,quant=fp4,double_quant=false,prepare=true";
   const Result<LoraConfig> q = parse_lora(quantized);
   ASSERT_TRUE(q.ok()) << q.status().to_string();
   EXPECT_EQ(q->quant, LoraConfig::Quant::kFp4);
   EXPECT_FALSE(q->double_quant);
+  EXPECT_TRUE(q->prepare);
+  EXPECT_FALSE(parse_lora("r=8,prepare=yes").ok());
   EXPECT_EQ(lora_arg(*q), quantized);
   for (const char* garbage : {",,,", "=,=", "target=,", "r=1e400", "\xff\xfe", "r==2"}) {
     const Result<LoraConfig> g = parse_lora(garbage);

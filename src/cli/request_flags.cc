@@ -32,7 +32,8 @@ void add_source_flags(CLI::App& app, RequestFlags& f) {
                  "peft's for the model, q_proj,v_proj for decoders), adapter_dtype=fp32 (peft's "
                  "default) or base; only the adapters train. QLoRA: quant=nf4 (or fp4) loads every "
                  "Linear but lm_head in 4 bits as bitsandbytes does, double_quant=true (default) "
-                 "or false; the base computes in --precision's dtype (give bf16)");
+                 "or false; the base computes in --precision's dtype (give bf16); prepare=true: "
+                 "peft's prepare_model_for_kbit_training first (the other parameters in fp32)");
 }
 
 void add_training_flags(CLI::App& app, RequestFlags& f) {

@@ -137,7 +137,10 @@ ValueId GraphBuilder::make_param(const ParamSpec& spec) {
         << "parameter " << name << " reused with shape " << shape_string(spec.shape);
     return it->second;
   }
-  const DType dtype = spec.dtype.value_or(activation_dtype());
+  // prepare_model_for_kbit_training leaves the 4-bit weights alone and casts the rest to fp32.
+  const bool prepared =
+      options_.lora && options_.lora->prepare && options_.lora->quant != LoraConfig::Quant::kOff;
+  const DType dtype = spec.dtype.value_or(prepared ? DType::kFloat32 : activation_dtype());
   const auto numel = checked_numel(spec.shape);
   const auto bytes = numel ? checked_mul(*numel, dtype_bytes(dtype)) : std::nullopt;
   if (!bytes) {

@@ -45,6 +45,11 @@ struct LoraConfig {
   enum class Quant : uint8_t { kOff, kNf4, kFp4 };
   Quant quant = Quant::kOff;
   bool double_quant = true;
+  // peft's prepare_model_for_kbit_training on the 4-bit model: every bf16 or fp16 parameter that
+  // is not a 4-bit weight (embeddings, norms, lm_head) cast to fp32, so the hidden states between
+  // the 4-bit layers are fp32; each 4-bit layer casts its input to the compute dtype and its
+  // output back.
+  bool prepare = false;
   bool operator==(const LoraConfig&) const = default;
 };
 inline constexpr std::string_view kAllLinear = "all-linear";

@@ -264,6 +264,11 @@ Result<LoraConfig> resolve_lora(const LoraConfig& given, const ModelSpec* spec) 
   // peft makes adapters in fp32 and moves them to the base weight's dtype only when that is a
   // float (_move_adapter_to_device_of_base_layer): over a 4-bit base they stay fp32.
   if (lora.quant != LoraConfig::Quant::kOff) lora.fp32_adapters = true;
+  if (lora.prepare && lora.quant == LoraConfig::Quant::kOff) {
+    return invalid_argument("--lora prepare=true needs quant=nf4 or quant=fp4",
+                            "prepare_model_for_kbit_training prepares a 4-bit model; without one "
+                            "its casts make the whole model fp32: give --precision fp32");
+  }
   if (lora.target.empty() && spec != nullptr) lora.target = spec->lora_target;
   if (lora.target.empty()) {
     return invalid_argument(
@@ -359,10 +364,17 @@ Result<LoraConfig> parse_lora(std::string_view text) {
                                 "true: bnb_4bit_use_double_quant=True, QLoRA's recipe");
       }
       lora.double_quant = value == "true";
+    } else if (key == "prepare") {
+      if (value != "true" && value != "false") {
+        return invalid_argument(
+            fmt::format("--lora prepare='{}' is not true or false", value),
+            "true: peft's prepare_model_for_kbit_training before get_peft_model");
+      }
+      lora.prepare = value == "true";
     } else {
       return invalid_argument(
           fmt::format("--lora has no key '{}'", key),
-          "keys: r, alpha, dropout, target, adapter_dtype, quant, double_quant");
+          "keys: r, alpha, dropout, target, adapter_dtype, quant, double_quant, prepare");
     }
   }
   return lora;
@@ -379,6 +391,7 @@ std::string lora_arg(const LoraConfig& lora) {
     items.emplace_back(lora.quant == LoraConfig::Quant::kNf4 ? "quant=nf4" : "quant=fp4");
     if (!lora.double_quant) items.emplace_back("double_quant=false");
   }
+  if (lora.prepare) items.emplace_back("prepare=true");
   return fmt::format("{}", fmt::join(items, ","));
 }
 

@@ -115,7 +115,8 @@ Result<bool> parse_fsdp_mixed_precision(std::string_view option, std::string_vie
 // --lora's value, peft's LoraConfig fields: "r=16,alpha=32,dropout=0.05,target=q_proj,v_proj".
 // Keys: r (8), alpha (8), dropout (0), target (module names, or all-linear; default: peft's for
 // the model), adapter_dtype (fp32, as get_peft_model casts bf16 adapters; or base), quant (nf4 or
-// fp4: QLoRA's 4-bit base; none) and double_quant (true).
+// fp4: QLoRA's 4-bit base; none), double_quant (true) and prepare (false; true:
+// prepare_model_for_kbit_training's fp32 casts).
 Result<LoraConfig> parse_lora(std::string_view text);
 // The value parse_lora reads back, defaults left out ("r=16,target=q_proj,v_proj").
 std::string lora_arg(const LoraConfig& lora);

@@ -48,6 +48,7 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
     if (h.lora->quant != LoraConfig::Quant::kOff) {
       j["lora"]["quant"] = h.lora->quant == LoraConfig::Quant::kNf4 ? "nf4" : "fp4";
       j["lora"]["double_quant"] = h.lora->double_quant;
+      j["lora"]["prepare"] = h.lora->prepare;
     }
   }
   j["batch"] = h.batch;

@@ -23,6 +23,7 @@ std::string lora_label(const LoraConfig& lora) {
   if (lora.quant != LoraConfig::Quant::kOff) {
     s += fmt::format(", 4-bit {} base{}", lora.quant == LoraConfig::Quant::kNf4 ? "NF4" : "FP4",
                      lora.double_quant ? " (double quantization)" : "");
+    if (lora.prepare) s += ", the rest fp32 (prepare_model_for_kbit_training)";
   }
   return s;
 }

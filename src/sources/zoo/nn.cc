@@ -71,6 +71,14 @@ ValueId linear_4bit(GraphBuilder& b, std::string_view name, ValueId x, int64_t o
                     const LoraConfig& quant) {
   auto layer = b.module(name, "Linear4bit");
   if (!b.ok()) return kNone;
+  if (bias && quant.prepare) {
+    // bitsandbytes then keeps the bias in the input's dtype (fp32) and casts a copy to the
+    // compute dtype on every call.
+    b.fail(unsupported("--lora prepare=true over 4-bit layers with biases is not modelled yet",
+                       "leave prepare out (the base in --precision's dtype), or use a model "
+                       "without Linear biases"));
+    return kNone;
+  }
   const DType input_dtype = b.value(x).dtype;
   const DType compute = b.activation_dtype();
   x = cast(b, x, compute);
