@@ -370,32 +370,30 @@ std::pair<ValueId, ValueId> sparse_moe(GraphBuilder& b, ValueId x, const Decoder
 
 std::vector<std::string> registration_order(const Decoder& d) {
   std::vector<std::string> order{"model.embed_tokens."};
-  // The attention's projections, then its norms (Qwen3), as its __init__ registers them;
-  // Phi3Attention registers o_proj before qkv_proj.
-  const std::vector<const char*> llama_parts{"self_attn.q_proj", "self_attn.k_proj",
-                                             "self_attn.v_proj", "self_attn.o_proj",
-                                             "self_attn",        "mlp",
-                                             "input_layernorm",  "post_attention_layernorm"};
-  const std::vector<const char*> phi3_parts{"self_attn.o_proj", "self_attn.qkv_proj",
-                                            "mlp.gate_up_proj", "mlp.down_proj",
-                                            "input_layernorm",  "post_attention_layernorm"};
-  std::vector<std::string> moe_parts{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                                     "self_attn.o_proj", "block_sparse_moe.gate"};
-  for (int64_t e = 0; e < d.experts; ++e) {
-    for (const char* w : {"w1", "w2", "w3"}) {
-      moe_parts.push_back(fmt::format("block_sparse_moe.experts.{}.{}", e, w));
-    }
+  // Each layer's attention (its projections, then its norms: Qwen3's q_norm and k_norm), as its
+  // __init__ registers them: Phi3Attention registers o_proj before qkv_proj. Then the feed-forward
+  // block: Mixtral's router, then each expert's w1, w2 and w3 (its forward makes w3 before w2).
+  std::vector<std::string> parts;
+  if (d.phi3) {
+    parts = {"self_attn.o_proj", "self_attn.qkv_proj"};
+  } else {
+    parts = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+             "self_attn"};
   }
-  moe_parts.emplace_back("input_layernorm");
-  moe_parts.emplace_back("post_attention_layernorm");
-  for (int64_t i = 0; i < d.layers; ++i) {
-    if (d.experts > 0) {
-      for (const std::string& part : moe_parts) {
-        order.push_back(fmt::format("model.layers.{}.{}.", i, part));
+  if (d.experts > 0) {
+    parts.emplace_back("block_sparse_moe.gate");
+    for (int64_t e = 0; e < d.experts; ++e) {
+      for (const char* w : {"w1", "w2", "w3"}) {
+        parts.push_back(fmt::format("block_sparse_moe.experts.{}.{}", e, w));
       }
-      continue;
     }
-    for (const char* part : d.phi3 ? phi3_parts : llama_parts) {
+  } else {
+    parts.emplace_back("mlp");
+  }
+  parts.emplace_back("input_layernorm");
+  parts.emplace_back("post_attention_layernorm");
+  for (int64_t i = 0; i < d.layers; ++i) {
+    for (const std::string& part : parts) {
       order.push_back(fmt::format("model.layers.{}.{}.", i, part));
     }
   }
