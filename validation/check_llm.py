@@ -79,6 +79,30 @@ CASES = [
       "num_key_value_heads": "1"}, 2, 64, "adamw", "bf16", (), None),
     ({"gemma": "true", "hidden_act": "gelu", "tie_word_embeddings": "true"}, 2, 64, "adamw",
      "bf16", (), {"r": 8, "target": ("all-linear",), "quant": "nf4"}),
+    # Gemma 2's layout: Gemma's, with four norms a layer, soft-capped attention scores and
+    # logits, and the even layers' windowed masks (a window shorter than the sequence); in fp32,
+    # in bf16 on three layers with only the logits capped, with LoRA and under QLoRA.
+    ({"gemma": "true", "gemma2": "true", "hidden_act": "gelu_pytorch_tanh",
+      "tie_word_embeddings": "true", "attn_logit_softcapping": "50", "final_logit_softcapping": "30",
+      "sliding_window": "16", "head_dim": "32", "vocab_size": "3000"}, 2, 64, "adamw", "fp32", (),
+     None),
+    ({"gemma": "true", "gemma2": "true", "hidden_act": "gelu_pytorch_tanh",
+      "tie_word_embeddings": "true", "final_logit_softcapping": "30", "sliding_window": "32",
+      "num_hidden_layers": "3", "num_key_value_heads": "1"}, 2, 64, "adamw", "bf16", (), None),
+    ({"gemma": "true", "gemma2": "true", "hidden_act": "gelu_pytorch_tanh",
+      "tie_word_embeddings": "true", "attn_logit_softcapping": "50", "final_logit_softcapping": "30",
+      "sliding_window": "48"}, 2, 64, "adamw", "bf16", (), {"r": 8, "alpha": 16}),
+    ({"gemma": "true", "gemma2": "true", "hidden_act": "gelu_pytorch_tanh",
+      "tie_word_embeddings": "true", "attn_logit_softcapping": "50", "final_logit_softcapping": "30",
+      "sliding_window": "16"}, 2, 64, "adamw", "bf16", (),
+     {"r": 8, "target": ("all-linear",), "quant": "nf4"}),
+    # One narrow head, long sequences and a 32-token vocabulary: the peak is in the forward,
+    # at the windowed layer's mask add, where its two mask copies are alive (10.8% of it).
+    ({"gemma": "true", "gemma2": "true", "hidden_act": "gelu_pytorch_tanh",
+      "tie_word_embeddings": "true", "sliding_window": "16", "vocab_size": "32",
+      "num_hidden_layers": "1", "num_attention_heads": "1", "num_key_value_heads": "1",
+      "hidden_size": "16", "intermediate_size": "16", "head_dim": "16", "use_cache": "false"},
+     4, 256, "sgd", "fp32", (), None),
     # Phi-3's layout: q, k and v sliced from one qkv_proj, gate and up chunked from one
     # gate_up_proj, the rotated head concatenated back; in fp32, in bf16 with a quarter of each
     # head left unrotated (Phi-4-mini's 0.75) and residual dropout, with LoRA on the fused

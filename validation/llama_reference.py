@@ -18,6 +18,11 @@ resid_pdrop on each residual branch), and so does MixtralForCausalLM with num_lo
 (MixtralSparseMoeBlock in place of the MLP, looping over the experts that receive tokens). Its
 router adds a fixed bias to its logits, in place, that sends token t to experts (t * k + j) mod
 num_local_experts: the even spread trainfit assumes, where real routing depends on the data.
+Gemma2ForCausalLM (gemma2, written from transformers' modeling_gemma2.py of early 2025: rotary
+tables shared by the layers, last_cache_position) adds post_attention_layernorm on the attention's
+output and pre_ and post_feedforward_layernorm around the MLP, soft-caps the attention scores and
+the logits (cap * tanh(x / cap)), makes no cache in training, builds the causal mask over seq
+keys, and windows it on even layers (tril of ones_like, then where).
 """
 import torch
 import torch.nn as nn
@@ -32,7 +37,8 @@ def config(sets):
              qkv_bias=False, mlp_bias=False, tie_word_embeddings=False, use_cache=True,
              attention_dropout=0.0, qk_norm=False, gemma=False, hidden_act="silu", phi3=False,
              partial_rotary_factor=1.0, resid_pdrop=0.0, num_local_experts=0,
-             num_experts_per_tok=2, router_jitter_noise=0.0)
+             num_experts_per_tok=2, router_jitter_noise=0.0, gemma2=False,
+             attn_logit_softcapping=0.0, final_logit_softcapping=0.0, sliding_window=0)
     for k, v in (sets or {}).items():
         if k == "attention":
             assert v == "eager", "PyTorch 1.13 has no scaled_dot_product_attention"
@@ -123,10 +129,15 @@ def repeat_kv(hidden_states, n_rep):
     return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
 
 
-def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0):
+def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0,
+                            softcap=None):
     key_states = repeat_kv(key, module.num_key_value_groups)
     value_states = repeat_kv(value, module.num_key_value_groups)
     attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
+    if softcap is not None:
+        attn_weights = attn_weights / softcap
+        attn_weights = torch.tanh(attn_weights)
+        attn_weights = attn_weights * softcap
     if attention_mask is not None:
         causal_mask = attention_mask[:, :, :, : key_states.shape[-2]]
         attn_weights = attn_weights + causal_mask
@@ -157,6 +168,7 @@ class Attention(nn.Module):
         self.num_key_value_groups = c["num_attention_heads"] // c["num_key_value_heads"]
         self.scaling = self.head_dim ** -0.5
         self.attention_dropout = c["attention_dropout"]
+        self.softcap = c["attn_logit_softcapping"] or None
         qkv_bias = c["attention_bias"] or c["qkv_bias"]
         h, heads, kv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
         self.phi3 = c["phi3"]
@@ -213,7 +225,8 @@ class Attention(nn.Module):
                                                              self.layer_idx)
         attn_output, attn_weights = eager_attention_forward(
             self, query_states, key_states, value_states, attention_mask,
-            dropout=0.0 if not self.training else self.attention_dropout, scaling=self.scaling)
+            dropout=0.0 if not self.training else self.attention_dropout, scaling=self.scaling,
+            softcap=self.softcap)
         attn_output = attn_output.reshape(*input_shape, -1).contiguous()
         attn_output = self.o_proj(attn_output)
         return attn_output, attn_weights
@@ -321,12 +334,22 @@ class DecoderLayer(nn.Module):
             self.mlp = MLP(c)
         self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"])
         self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"])
+        self.gemma2 = c["gemma2"]
+        if self.gemma2:
+            self.pre_feedforward_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], True)
+            self.post_feedforward_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], True)
+            self.is_sliding = not bool(layer_idx % 2)
+            self.sliding_window = c["sliding_window"]
         self.phi3 = c["phi3"]
         if self.phi3:
             self.resid_attn_dropout = nn.Dropout(c["resid_pdrop"])
             self.resid_mlp_dropout = nn.Dropout(c["resid_pdrop"])
 
-    def forward(self, hidden_states, attention_mask, past_key_value, position_embeddings):
+    def forward(self, hidden_states, attention_mask, past_key_value, position_embeddings,
+                cache_position=None):
+        if self.gemma2:
+            return self._gemma2_forward(hidden_states, attention_mask, position_embeddings,
+                                        cache_position)
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
         hidden_states, self_attn_weights = self.self_attn(
@@ -345,6 +368,29 @@ class DecoderLayer(nn.Module):
         hidden_states = residual + hidden_states
         return (hidden_states,)
 
+    def _gemma2_forward(self, hidden_states, attention_mask, position_embeddings, cache_position):
+        """Gemma2DecoderLayer.forward, training with no padding (last_cache_position 0)."""
+        if self.is_sliding and attention_mask is not None:
+            effective_seq_len = max(cache_position.shape[0], self.sliding_window)
+            min_dtype = torch.finfo(attention_mask.dtype).min
+            sliding_window_mask = torch.tril(
+                torch.ones_like(attention_mask, dtype=torch.bool), diagonal=-self.sliding_window)
+            attention_mask = torch.where(sliding_window_mask, min_dtype, attention_mask)
+            offset = max(0, 0 - effective_seq_len)
+            attention_mask = attention_mask[:, :, :, offset: offset + effective_seq_len]
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states, self_attn_weights = self.self_attn(
+            hidden_states, position_embeddings, attention_mask, None)
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.pre_feedforward_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        hidden_states = self.post_feedforward_layernorm(hidden_states)
+        hidden_states = residual + hidden_states
+        return (hidden_states,)
+
 
 class LlamaModel(nn.Module):
     def __init__(self, c):
@@ -357,7 +403,9 @@ class LlamaModel(nn.Module):
 
     def forward(self, input_ids):
         inputs_embeds = self.embed_tokens(input_ids)
-        past_key_values = Cache() if self.config["use_cache"] else None
+        # Gemma2Model makes its HybridCache only outside training.
+        past_key_values = Cache() if self.config["use_cache"] and not self.config["gemma2"] \
+            else None
         cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
         position_ids = cache_position.unsqueeze(0)
         causal_mask = self._update_causal_mask(inputs_embeds, cache_position)
@@ -369,18 +417,18 @@ class LlamaModel(nn.Module):
             hidden_states = hidden_states * normalizer
         for decoder_layer in self.layers:
             layer_outputs = decoder_layer(hidden_states, causal_mask, past_key_values,
-                                          position_embeddings)
+                                          position_embeddings, cache_position)
             hidden_states = layer_outputs[0]
         hidden_states = self.norm(hidden_states)
         return hidden_states, past_key_values
 
     def _update_causal_mask(self, input_tensor, cache_position):
         """The eager path with no attention_mask: _prepare_4d_causal_attention_mask_with_cache_position
-        with target_length = seq + 1."""
+        with target_length = seq + 1 (Gemma2Model's: seq)."""
         dtype = input_tensor.dtype
         min_dtype = torch.finfo(dtype).min
         sequence_length = input_tensor.shape[1]
-        target_length = sequence_length + 1
+        target_length = sequence_length + (0 if self.config["gemma2"] else 1)
         causal_mask = torch.full((sequence_length, target_length), fill_value=min_dtype,
                                  dtype=dtype)
         if sequence_length != 1:
@@ -419,6 +467,11 @@ class LlamaForCausalLM(nn.Module):
     def forward(self, input_ids, labels):
         hidden_states, past_key_values = self.model(input_ids)
         logits = self.lm_head(hidden_states[:, -0:, :])
+        cap = self.config["final_logit_softcapping"]
+        if cap:
+            logits = logits / cap
+            logits = torch.tanh(logits)
+            logits = logits * cap
         loss = causal_lm_loss(logits, labels, self.config["vocab_size"])
         return Output(loss, logits, past_key_values)
 

@@ -32,16 +32,19 @@ struct Family {
                           // hidden_activation (GELU tanh when null), hidden_act ignored
   bool phi3;              // fused qkv_proj and gate_up_proj, partial_rotary_factor, resid_pdrop
   bool experts;           // num_local_experts experts per layer in place of the MLP (Mixtral)
+  bool gemma2;            // four norms a layer, every other layer windowed, soft-capping
 };
 
-constexpr std::array<Family, 7> kFamilies{{
-    {"llama", "llama", 2048, 0, false, true, false, false, false, false, false, false},
-    {"mistral", "mistral", 131072, 0, false, false, false, false, false, false, false, false},
-    {"qwen2", "qwen2", 32768, 0, true, false, false, true, false, false, false, false},
-    {"qwen3", "qwen3", 32768, 128, false, true, true, true, false, false, false, false},
-    {"gemma", "gemma", 8192, 256, false, true, false, false, true, true, false, false},
-    {"phi3", "phi3", 4096, 0, false, false, false, false, false, false, true, false},
-    {"mixtral", "mixtral", 131072, 0, false, false, false, false, false, false, false, true},
+constexpr std::array<Family, 8> kFamilies{{
+    {"llama", "llama", 2048, 0, false, true, false, false, false, false, false, false, false},
+    {"mistral", "mistral", 131072, 0, false, false, false, false, false, false, false, false,
+     false},
+    {"qwen2", "qwen2", 32768, 0, true, false, false, true, false, false, false, false, false},
+    {"qwen3", "qwen3", 32768, 128, false, true, true, true, false, false, false, false, false},
+    {"gemma", "gemma", 8192, 256, false, true, false, false, true, true, false, false, false},
+    {"gemma2", "gemma2", 8192, 256, false, true, false, false, true, true, false, false, true},
+    {"phi3", "phi3", 4096, 0, false, false, false, false, false, false, true, false, false},
+    {"mixtral", "mixtral", 131072, 0, false, false, false, false, false, false, false, true, false},
 }};
 
 // Sizes are capped so that products of them cannot overflow further on.
@@ -109,7 +112,20 @@ Result<HfModel> parse_document(const json& doc) {
   set("mlp_bias", bool_text(mlp_bias));
   set("qk_norm", bool_text(family->qk_norm));
   set("gemma", bool_text(family->gemma));
+  set("gemma2", bool_text(family->gemma2));
   set("phi3", bool_text(family->phi3));
+  // Gemma2Config: soft-caps of 50 on attention scores and 30 on logits when the fields are
+  // missing, none when null.
+  auto softcap = [&](const char* key, double missing) -> Result<double> {
+    if (!family->gemma2) return 0.0;
+    if (!doc.contains(key)) return missing;
+    TF_ASSIGN_OR_RETURN(const std::optional<double> cap, f.number_or_null(key, 0, 1e300));
+    return cap.value_or(0.0);
+  };
+  TF_ASSIGN_OR_RETURN(const double attn_softcap, softcap("attn_logit_softcapping", 50.0));
+  TF_ASSIGN_OR_RETURN(const double final_softcap, softcap("final_logit_softcapping", 30.0));
+  set("attn_logit_softcapping", number_text(attn_softcap));
+  set("final_logit_softcapping", number_text(final_softcap));
   // Phi3Config: rotary over the first partial_rotary_factor of each head (Phi-4-mini: 0.75), and
   // dropout on each residual branch.
   double rotary_factor = 1.0;
@@ -167,10 +183,16 @@ Result<HfModel> parse_document(const json& doc) {
   set("hidden_act", act);
 
   // Mistral's attention window (MistralConfig's 4096 when the field is missing, none when null),
-  // Phi-3's and Mixtral's (none unless given); Qwen2 and Qwen3 attend over the whole sequence
+  // Phi-3's and Mixtral's (none unless given); Gemma 2's every other layer (4096 when missing;
+  // its layers cannot be built without one); Qwen2 and Qwen3 attend over the whole sequence
   // unless use_sliding_window, not modelled.
   int64_t window = 0;
-  if (model_type == "mistral" || family->phi3 || family->experts) {
+  if (family->gemma2) {
+    window = 4096;
+    if (doc.contains("sliding_window")) {
+      TF_ASSIGN_OR_RETURN(window, f.integer_in("sliding_window", 1, kMaxSize));
+    }
+  } else if (model_type == "mistral" || family->phi3 || family->experts) {
     if (f.has("sliding_window")) {
       TF_ASSIGN_OR_RETURN(window, f.integer_in("sliding_window", 1, kMaxSize));
     } else if (!doc.contains("sliding_window") && model_type == "mistral") {

@@ -44,7 +44,7 @@ TEST(HfConfig, ShippedConfigsBuildThePublishedParameterCounts) {
       {"mistral-7b-v0.1.json", 7'241'732'096},    {"qwen2.5-7b.json", 7'615'616'512},
       {"qwen3-8b.json", 8'190'735'360},           {"gemma-7b.json", 8'537'680'896},
       {"gemma-2b.json", 2'506'172'416},           {"phi-3-mini-4k-instruct.json", 3'821'079'552},
-      {"mixtral-8x7b-v0.1.json", 46'702'792'704},
+      {"mixtral-8x7b-v0.1.json", 46'702'792'704}, {"gemma-2-9b.json", 9'241'705'984},
   };
   for (const auto& [file, count] : cases) {
     SCOPED_TRACE(file);
@@ -151,6 +151,28 @@ TEST(HfConfig, MixtralReadsItsExpertsAndRefusesTheAuxiliaryLoss) {
   EXPECT_FALSE(small_config("mixtral", R"(, "num_local_experts": 0)").ok());
 }
 
+// Gemma 2: Gemma's norms and activation, four norms a layer, Gemma2Config's soft-caps (50 on
+// attention scores, 30 on logits) and window (4096) when the fields are missing; a null cap is
+// none; a null window is refused (transformers cannot build the windowed layers without one).
+TEST(HfConfig, Gemma2ReadsItsSoftCapsAndWindow) {
+  expect_sets(small_config("gemma2"), {{"gemma", "true"},
+                                       {"gemma2", "true"},
+                                       {"attn_logit_softcapping", "50"},
+                                       {"final_logit_softcapping", "30"},
+                                       {"sliding_window", "4096"},
+                                       {"hidden_act", "gelu_pytorch_tanh"},
+                                       {"tie_word_embeddings", "true"}});
+  expect_sets(small_config("gemma2", R"(, "attn_logit_softcapping": null,
+          "final_logit_softcapping": 20.0, "sliding_window": 512)"),
+              {{"attn_logit_softcapping", "0"},
+               {"final_logit_softcapping", "20"},
+               {"sliding_window", "512"}});
+  expect_sets(small_config("gemma", R"(, "final_logit_softcapping": 30.0)"),
+              {{"gemma2", "false"}, {"final_logit_softcapping", "0"}});
+  EXPECT_FALSE(small_config("gemma2", R"(, "sliding_window": null)").ok());
+  EXPECT_FALSE(small_config("gemma2", R"(, "final_logit_softcapping": "30")").ok());
+}
+
 // A config that leaves fields out gets its family's defaults, as transformers' config class does.
 TEST(HfConfig, MissingOptionalFieldsTakeTheFamilyDefaults) {
   expect_sets(small_config("mistral"), {{"num_key_value_heads", "4"},
@@ -172,7 +194,7 @@ TEST(HfConfig, BadConfigsGetOneLineNamingTheProblem) {
       {"[1, 2]", "must be a JSON object"},
       {"{}", "'model_type' is missing"},
       {R"({"model_type": "gemma9"})", "model_type 'gemma9' is not supported yet"},
-      {R"({"model_type": "gemma2"})", "model_type 'gemma2' is not supported yet"},
+      {R"({"model_type": "gemma3"})", "model_type 'gemma3' is not supported yet"},
       {R"({"model_type": "llama", "hidden_size": 64})", "'vocab_size' is missing"},
       {R"({"model_type": "llama", "vocab_size": "32000"})", "'vocab_size' must be an integer"},
       {R"({"model_type": "llama", "vocab_size": 0})", "'vocab_size' must be at least 1"},

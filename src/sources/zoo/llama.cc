@@ -6,7 +6,13 @@
 // to q, k and v; Qwen3 (transformers 4.51) an RMSNorm over each head of q and of k, before the
 // rotation. Gemma (gemma=true) scales the embeddings by sqrt(hidden_size), through a CPU scalar
 // tensor in their dtype, and its RMSNorm multiplies the normalized fp32 x by (1 + weight) in fp32
-// before casting back; its MLP gate is GELU. Phi-3 (phi3=true, transformers' current
+// before casting back; its MLP gate is GELU. Gemma 2 (gemma2=true, transformers'
+// Gemma2ForCausalLM of early 2025, with the rotary tables shared by the layers) adds a norm after
+// the attention and one before and after the MLP, soft-caps eager attention's scores and the
+// logits (cap * tanh(x / cap); tanh keeps its output), makes no cache in training, and builds
+// the causal mask (seq x seq) under SDPA too, passing it to SDPA instead of is_causal; its even
+// layers window the mask through two more (batch, 1, seq, seq) tensors, a bool and one in the
+// model's dtype, alive while the layer runs. Phi-3 (phi3=true, transformers' current
 // Phi3ForCausalLM) fuses q, k and v into one qkv_proj whose result is sliced, and gate and up into
 // one gate_up_proj whose result is chunked; it rotates the first partial_rotary_factor of each
 // head and concatenates the rest back (a new tensor even when nothing is left over), and puts
@@ -51,11 +57,12 @@ struct DecoderShape {
   const char* act;
   const char* params;
   int64_t experts = 0;
+  bool gemma2 = false;
 };
 
 // Published config.json figures of one model per family: the zoo's defaults. Columns: vocab,
 // hidden, intermediate, layers, heads, key/value heads, head_dim, positions, window, eps,
-// rope_theta, qkv_bias, tied, qk_norm, gemma, phi3, activation, parameters, experts.
+// rope_theta, qkv_bias, tied, qk_norm, gemma, phi3, activation, parameters, experts, gemma2.
 // clang-format off
 constexpr DecoderShape kDecoders[] = {
     {"llama", "Meta Llama 3 8B",
@@ -73,6 +80,9 @@ constexpr DecoderShape kDecoders[] = {
     {"gemma", "Google Gemma 7B (GELU, scaled embeddings, (1 + weight) norms)",
      256000, 3072, 24576, 28, 16, 16, 256, 8192, 0, 1e-6, 10000.0,
      false, true, false, true, false, "gelu_pytorch_tanh", "8,537,680,896"},
+    {"gemma2", "Google Gemma 2 9B (four norms a layer, soft-capping, every other layer windowed)",
+     256000, 3584, 14336, 42, 16, 8, 256, 8192, 4096, 1e-6, 10000.0,
+     false, true, false, true, false, "gelu_pytorch_tanh", "9,241,705,984", 0, true},
     {"phi3", "Microsoft Phi-3.5 mini (fused qkv_proj and gate_up_proj)",
      32064, 3072, 8192, 32, 32, 32, 0, 131072, 262144, 1e-5, 10000.0,
      false, false, false, false, true, "silu", "3,821,079,552"},
@@ -91,6 +101,8 @@ struct Decoder {
   double rotary_factor, resid_dropout;
   int64_t experts, experts_per_token;  // Mixtral's num_local_experts (0: a dense MLP)
   double jitter;                       // router_jitter_noise
+  bool gemma2;                         // Gemma 2's layer: four norms, soft-capping, windows
+  double attn_softcap, final_softcap;  // attn_logit_softcapping, final_logit_softcapping (0: none)
   int64_t rotary_dim = 0;  // int(head_dim * partial_rotary_factor), set by resolve_shape
 };
 
@@ -143,21 +155,45 @@ std::pair<ValueId, ValueId> rotary_tables(GraphBuilder& b, ValueId like, const D
   return {cos_out, sin_out};
 }
 
-// The eager path's additive causal mask (_prepare_4d_causal_attention_mask_with_cache_position):
-// full((seq, seq + 1), min) -> triu(1) -> *= arange(seq + 1) > cache_position[:, None], expanded
-// to (batch, 1, seq, seq + 1). triu and the comparison stand in as tensors of their shape.
-ValueId causal_mask(GraphBuilder& b, ValueId cache_position, const Decoder& d, DType dtype) {
+// The additive causal mask (_prepare_4d_causal_attention_mask_with_cache_position) over `keys`
+// positions: full((seq, keys), min) -> triu(1) -> *= arange(keys) > cache_position[:, None],
+// expanded to (batch, 1, seq, keys). LlamaModel's eager path makes it over seq + 1 keys,
+// Gemma2Model's eager and SDPA paths over seq. triu and the comparison stand in as tensors of
+// their shape.
+ValueId causal_mask(GraphBuilder& b, ValueId cache_position, const Decoder& d, DType dtype,
+                    int64_t keys) {
   const std::string name(dtype_name(dtype));
-  const Dims shape{d.len, d.len + 1};
+  const Dims shape{d.len, keys};
   ValueId mask = b.call1("full", {}, {{"shape", shape}, {"dtype", name}});
   mask = b.call1("full", {mask}, {{"dtype", name}});  // triu
-  const ValueId columns = b.call1("arange", {}, {{"end", d.len + 1}});
+  const ValueId columns = b.call1("arange", {}, {{"end", keys}});
   const ValueId later = b.call1("full", {}, {{"shape", shape}, {"dtype", std::string("bool")}});
   nn::hold(b, {columns, cache_position});  // read by the comparison
   mask = b.call1("mul", {mask, later}, {{"inplace", true}});
   mask = b.call1("unsqueeze", {b.call1("unsqueeze", {mask}, {{"dim", int64_t{0}}})},
                  {{"dim", int64_t{0}}});
   return b.call1("expand", {mask}, {{"sizes", Dims{d.batch, 1, -1, -1}}});
+}
+
+// Gemma2DecoderLayer's mask on a windowed layer: tril(ones_like(mask, bool), -window), then
+// where(that, min, mask), both dense (batch, 1, seq, seq) locals until the layer returns (the
+// slice to max(seq, window) columns that follows is a view). ones_like and tril stand in as bool
+// tensors of the mask's shape; min is a Python float, wrapped as a 0-dim float64 CPU tensor.
+// Returns the tril and the windowed mask.
+std::pair<ValueId, ValueId> sliding_mask(GraphBuilder& b, ValueId mask) {
+  const std::string boolean("bool");
+  const ValueId ones = b.call1("full", {mask}, {{"dtype", boolean}});
+  const ValueId far = b.call1("full", {ones}, {{"dtype", boolean}});  // tril
+  const ValueId min =
+      b.call1("full", {}, {{"shape", Dims{}}, {"dtype", std::string("float64")}, {"host", true}});
+  return {far, b.call1("where", {far, min, mask})};
+}
+
+// Gemma 2's soft-capping, cap * tanh(x / cap): tanh keeps its output.
+ValueId softcap(GraphBuilder& b, ValueId x, double cap) {
+  x = b.call1("div_scalar", {x}, {{"value", cap}});
+  x = b.call1("tanh", {x});
+  return b.call1("mul_scalar", {x}, {{"value", cap}});
 }
 
 // rotate_half(x) = cat(-x[..., half:], x[..., :half])
@@ -248,17 +284,22 @@ ValueId attention(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, ValueId 
   v = repeat_kv(b, v, d);
   ValueId out = kNone;
   const double scaling = 1.0 / std::sqrt(static_cast<double>(d.head_dim));
+  if (mask != kNone) mask = b.call1("slice", {mask}, {{"dim", int64_t{3}}, {"end", d.len}});
   if (d.sdpa) {
+    // sdpa_attention_forward: causal through is_causal when there is no mask (Gemma 2 passes its
+    // mask, and SDPA takes no soft-cap).
     q = b.call1("contiguous", {q});
     k = b.call1("contiguous", {k});
     v = b.call1("contiguous", {v});
-    out = b.call1("scaled_dot_product_attention", {q, k, v},
-                  {{"dropout_p", d.attention_dropout}, {"is_causal", true}});
+    std::vector<ValueId> in{q, k, v};
+    if (mask != kNone) in.push_back(mask);
+    out = b.call1("scaled_dot_product_attention", in,
+                  {{"dropout_p", d.attention_dropout}, {"is_causal", mask == kNone}});
   } else {
     ValueId w = b.call1(
         "matmul", {q, b.call1("transpose", {k}, {{"dim0", int64_t{2}}, {"dim1", int64_t{3}}})});
     w = b.call1("mul_scalar", {w}, {{"value", scaling}});
-    mask = b.call1("slice", {mask}, {{"dim", int64_t{3}}, {"end", d.len}});
+    if (d.attn_softcap > 0) w = softcap(b, w, d.attn_softcap);
     w = b.call1("add", {w, mask});
     w = b.call1("softmax", {w}, {{"dim", int64_t{-1}}, {"dtype", std::string("float32")}});
     if (b.ok()) w = nn::cast(b, w, b.value(q).dtype);
@@ -392,6 +433,10 @@ std::vector<std::string> registration_order(const Decoder& d) {
   }
   parts.emplace_back("input_layernorm");
   parts.emplace_back("post_attention_layernorm");
+  if (d.gemma2) {
+    parts.emplace_back("pre_feedforward_layernorm");
+    parts.emplace_back("post_feedforward_layernorm");
+  }
   for (int64_t i = 0; i < d.layers; ++i) {
     for (const std::string& part : parts) {
       order.push_back(fmt::format("model.layers.{}.{}.", i, part));
@@ -431,6 +476,16 @@ Status resolve_shape(Decoder& d) {
     return invalid_argument("num_local_experts needs phi3=false",
                             "the mixture-of-experts block is Mixtral's");
   }
+  if (d.gemma2 && (!d.gemma || d.phi3 || d.experts > 0 || d.qk_norm)) {
+    return invalid_argument(
+        "gemma2 needs gemma=true, phi3=false, qk_norm=false and num_local_experts=0",
+        "Gemma 2's layer is Gemma's with four norms; it has no fused projections or experts");
+  }
+  if (!d.gemma2 && (d.attn_softcap > 0 || d.final_softcap > 0)) {
+    return invalid_argument(
+        "attn_logit_softcapping and final_logit_softcapping need gemma2=true",
+        "only Gemma 2 soft-caps its attention scores and logits; set them to 0 for other families");
+  }
   if (!d.phi3 && d.rotary_factor != 1.0) {
     return invalid_argument(
         fmt::format("partial_rotary_factor {} needs phi3=true", d.rotary_factor),
@@ -450,7 +505,8 @@ Status resolve_shape(Decoder& d) {
         fmt::format("use --seq-len {} or less, or --set max_position_embeddings={}", d.positions,
                     d.len));
   }
-  if (d.window > 0 && d.len >= d.window) {
+  // Gemma 2 masks its windowed layers whatever the length (sliding_mask).
+  if (d.window > 0 && d.len >= d.window && !d.gemma2) {
     return invalid_argument(
         fmt::format("--seq-len {} reaches sliding_window {}: transformers then builds a (batch, 1, "
                     "seq, seq) attention mask, which is not modelled yet",
@@ -488,12 +544,17 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
             c.get_float("resid_pdrop"),
             c.get_int("num_local_experts"),
             c.get_int("num_experts_per_tok"),
-            c.get_float("router_jitter_noise")};
+            c.get_float("router_jitter_noise"),
+            c.get_bool("gemma2"),
+            c.get_float("attn_logit_softcapping"),
+            c.get_float("final_logit_softcapping")};
   if (const Status status = resolve_shape(d); !status.ok()) {
     b.fail(status);
     return;
   }
   if (b.options().target.torch == TorchVersion::k1_13) d.sdpa = false;
+  // Gemma2Model makes its HybridCache only outside training.
+  if (d.gemma2) d.use_cache = false;
   b.param_order(registration_order(d));
 
   const ValueId ids = b.input("input_ids", {d.batch, d.len}, DType::kInt64);
@@ -512,7 +573,9 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
       h = embeds;
       const ValueId cache_position = b.call1("arange", {}, {{"end", d.len}});
       ValueId mask = kNone;
-      if (!d.sdpa && b.ok()) mask = causal_mask(b, cache_position, d, b.value(h).dtype);
+      if (b.ok() && (d.gemma2 || !d.sdpa)) {
+        mask = causal_mask(b, cache_position, d, b.value(h).dtype, d.gemma2 ? d.len : d.len + 1);
+      }
       const auto [cos, sin] = rotary_tables(b, h, d);
       // GemmaModel: normalizer = torch.tensor(hidden_size ** 0.5, dtype=h.dtype), a CPU scalar.
       ValueId normalizer = kNone;
@@ -525,20 +588,30 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
       }
       for (int64_t i = 0; i < d.layers; ++i) {
         auto layer = b.module(fmt::format("layers.{}", i), "LlamaDecoderLayer");
+        // Gemma 2 windows its even layers (sliding_mask).
+        ValueId far = kNone;
+        ValueId layer_mask = mask;
+        if (d.gemma2 && d.window > 0 && i % 2 == 0 && mask != kNone) {
+          std::tie(far, layer_mask) = sliding_mask(b, mask);
+        }
         ValueId x = rms_norm(b, "input_layernorm", h, d.hidden, d.eps, d.gemma);
-        x = attention(b, x, cos, sin, mask, d, cache[static_cast<size_t>(i)]);
+        x = attention(b, x, cos, sin, layer_mask, d, cache[static_cast<size_t>(i)]);
+        if (d.gemma2) x = rms_norm(b, "post_attention_layernorm", x, d.hidden, d.eps, d.gemma);
         if (d.phi3) x = nn::dropout(b, "resid_attn_dropout", x, d.resid_dropout);
         h = nn::add(b, h, x);
-        x = rms_norm(b, "post_attention_layernorm", h, d.hidden, d.eps, d.gemma);
+        x = rms_norm(b, d.gemma2 ? "pre_feedforward_layernorm" : "post_attention_layernorm", h,
+                     d.hidden, d.eps, d.gemma);
         ValueId router_logits = kNone;
         if (d.experts > 0) {
           std::tie(x, router_logits) = sparse_moe(b, x, d);
         } else {
           x = mlp(b, x, d);
         }
+        if (d.gemma2) x = rms_norm(b, "post_feedforward_layernorm", x, d.hidden, d.eps, d.gemma);
         if (d.phi3) x = nn::dropout(b, "resid_mlp_dropout", x, d.resid_dropout);
         h = nn::add(b, h, x);
-        nn::hold(b, {router_logits});  // the layer's local until it returns
+        // The layer's locals until it returns.
+        nn::hold(b, {router_logits, far, far != kNone ? layer_mask : kNone});
       }
       h = rms_norm(b, "norm", h, d.hidden, d.eps, d.gemma);
       nn::hold(b, {embeds, normalizer, cache_position, mask, cos, sin});  // the forward's locals
@@ -550,6 +623,7 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
     h = b.call1("slice", {h}, {{"dim", int64_t{1}}, {"start", int64_t{0}}});
     logits = nn::op_module(b, "lm_head", "Linear", "linear", {h},
                            {{"out_features", d.vocab}, {"bias", false}}, head_weight);
+    if (d.final_softcap > 0) logits = softcap(b, logits, d.final_softcap);
   }
   const ValueId loss = causal_lm_loss(b, logits, labels, d.vocab);
   // transformers computes the loss inside the model's forward: its locals (the last hidden state)
@@ -603,6 +677,12 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
         set_key(
             "gemma", AttrKind::kBool, s.gemma,
             "Gemma's embeddings scaled by sqrt(hidden_size) and RMSNorms by (1 + weight) in fp32"),
+        set_key("gemma2", AttrKind::kBool, s.gemma2,
+                "Gemma 2's layer: four norms, every other layer windowed, soft-capping"),
+        set_key("attn_logit_softcapping", AttrKind::kFloat, s.gemma2 ? 50.0 : 0.0,
+                "cap * tanh(scores / cap) on eager attention's scores (gemma2; 0: none)", {}, 0.0),
+        set_key("final_logit_softcapping", AttrKind::kFloat, s.gemma2 ? 30.0 : 0.0,
+                "cap * tanh(logits / cap) on the logits (gemma2; 0: none)", {}, 0.0),
         set_key("phi3", AttrKind::kBool, s.phi3,
                 "Phi-3's fused qkv_proj and gate_up_proj, partial rotary and residual dropout"),
         set_key("partial_rotary_factor", AttrKind::kFloat, 1.0,
@@ -636,7 +716,7 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
     m.checkpoint_sets = {{"use_cache", "false"}};
     m.settings = [](const ModelConfig& c) {
       std::vector<ModelChange> changes;
-      if (c.get_bool("use_cache")) {
+      if (c.get_bool("use_cache") && !c.get_bool("gemma2")) {
         changes.push_back(
             {"no key/value cache", {{"use_cache", "false"}}, "none (model(..., use_cache=False))"});
       }

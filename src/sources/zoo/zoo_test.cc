@@ -62,6 +62,16 @@ TEST(Zoo, DecodersMatchThePublishedParameterCounts) {
   EXPECT_EQ(parameters(*build("gemma", {}, {}, 16)), 8'537'680'896);
   EXPECT_EQ(parameters(*build("phi3", {}, {}, 16)), 3'821'079'552);
   EXPECT_EQ(parameters(*build("mixtral", {}, {}, 16)), 46'702'792'704);
+  EXPECT_EQ(parameters(*build("gemma2", {}, {}, 16)), 9'241'705'984);
+  // Gemma 2 2B: the same layout, narrower and shallower.
+  EXPECT_EQ(parameters(*build("gemma2",
+                              {{"hidden_size", "2304"},
+                               {"intermediate_size", "9216"},
+                               {"num_hidden_layers", "26"},
+                               {"num_attention_heads", "8"},
+                               {"num_key_value_heads", "4"}},
+                              {}, 16)),
+            2'614'341'888);
   EXPECT_EQ(parameters(*build("llama",
                               {{"hidden_size", "2048"},
                                {"intermediate_size", "8192"},
@@ -91,6 +101,13 @@ TEST(Zoo, DecoderShapesThatDoNotDivideAreRefused) {
   const Result<Graph> odd = build("phi3", {{"partial_rotary_factor", "0.7"}}, {}, 16);
   ASSERT_FALSE(odd.ok());
   EXPECT_NE(odd.status().message().find("rotary width 67"), std::string::npos);
+  // Soft-capping is Gemma 2's, and Gemma 2's layer is Gemma's.
+  const Result<Graph> cap = build("llama", {{"final_logit_softcapping", "30"}}, {}, 16);
+  ASSERT_FALSE(cap.ok());
+  EXPECT_NE(cap.status().message().find("need gemma2=true"), std::string::npos);
+  const Result<Graph> norms = build("gemma2", {{"gemma", "false"}}, {}, 16);
+  ASSERT_FALSE(norms.ok());
+  EXPECT_NE(norms.status().message().find("gemma2 needs gemma=true"), std::string::npos);
 }
 
 TEST(Zoo, SetKeysChangeTheModel) {
