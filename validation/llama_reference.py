@@ -27,6 +27,7 @@ keys, and windows it on even layers (tril of ones_like, then where).
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 
 def config(sets):
@@ -400,12 +401,17 @@ class LlamaModel(nn.Module):
         self.layers = nn.ModuleList([DecoderLayer(c, i) for i in range(c["num_hidden_layers"])])
         self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"])
         self.rotary_emb = RotaryEmbedding(c)
+        # gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": ...}):
+        # None, "reentrant" or "non-reentrant".
+        self.gradient_checkpointing = None
 
     def forward(self, input_ids):
         inputs_embeds = self.embed_tokens(input_ids)
-        # Gemma2Model makes its HybridCache only outside training.
-        past_key_values = Cache() if self.config["use_cache"] and not self.config["gemma2"] \
-            else None
+        # Gemma2Model makes its HybridCache only outside training, and no decoder keeps one
+        # under gradient checkpointing.
+        use_cache = self.config["use_cache"] and not self.config["gemma2"] and not (
+            self.gradient_checkpointing and self.training)
+        past_key_values = Cache() if use_cache else None
         cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
         position_ids = cache_position.unsqueeze(0)
         causal_mask = self._update_causal_mask(inputs_embeds, cache_position)
@@ -416,8 +422,16 @@ class LlamaModel(nn.Module):
             normalizer = torch.tensor(self.config["hidden_size"]**0.5, dtype=hidden_states.dtype)
             hidden_states = hidden_states * normalizer
         for decoder_layer in self.layers:
-            layer_outputs = decoder_layer(hidden_states, causal_mask, past_key_values,
-                                          position_embeddings, cache_position)
+            if self.gradient_checkpointing and self.training:
+                # transformers passes the layer's arguments through torch.utils.checkpoint, which
+                # keeps the tensors among them (cache_position too) until the layer's backward.
+                layer_outputs = torch.utils.checkpoint.checkpoint(
+                    decoder_layer.__call__, hidden_states, causal_mask, past_key_values,
+                    position_embeddings, cache_position,
+                    use_reentrant=self.gradient_checkpointing == "reentrant")
+            else:
+                layer_outputs = decoder_layer(hidden_states, causal_mask, past_key_values,
+                                              position_embeddings, cache_position)
             hidden_states = layer_outputs[0]
         hidden_states = self.norm(hidden_states)
         return hidden_states, past_key_values
@@ -593,6 +607,16 @@ class LoraLinear4bit(LoraLinear):
         output = output.to(expected_dtype)
         result = result + output
         return result
+
+
+def gradient_checkpointing_enable(model, reentrant):
+    """transformers' gradient_checkpointing_enable on every decoder layer, with use_reentrant as
+    asked; under reentrant checkpointing, enable_input_require_grads as peft (or transformers, with
+    an adapter) calls it: a forward hook makes the embeddings' output require grad."""
+    model.model.gradient_checkpointing = "reentrant" if reentrant else "non-reentrant"
+    if reentrant:
+        model.model.embed_tokens.register_forward_hook(
+            lambda module, args, output: output.requires_grad_(True))
 
 
 def prepare_model_for_kbit_training(model):

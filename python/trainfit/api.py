@@ -108,7 +108,8 @@ def estimate(model: Union[str, Any, None] = None, example_batch: Any = None, *,
              optimizer: Union[str, Callable[[Any], Any], None] = None,
              optimizer_impl: str = "default",
              weight_decay: Optional[float] = None,
-             checkpoint: Union[str, Sequence[str], None] = None, grad_accum: int = 1,
+             checkpoint: Union[str, Sequence[str], None] = None,
+             checkpoint_reentrant: bool = False, grad_accum: int = 1,
              tf32: bool = False, memory_format: str = "channels_first",
              dataset_size: Optional[int] = None, gpus: int = 1, nodes: int = 1,
              network: Optional[float] = None,
@@ -143,7 +144,8 @@ def estimate(model: Union[str, Any, None] = None, example_batch: Any = None, *,
     momentum, adam, adamw, adam8bit, adamw8bit, paged_adamw or paged_adamw8bit (default: the
     model's preset, else adamw);
     optimizer_impl: default, foreach, fused or loop. checkpoint: module patterns under
-    activation checkpointing ("encoder.layers.*"). gpu: a name from `trainfit gpus`, or
+    activation checkpointing ("encoder.layers.*"), non-reentrant unless checkpoint_reentrant
+    (use_reentrant=True, transformers' default). gpu: a name from `trainfit gpus`, or
     gpu_memory for another card. gpu_profile: the file `python3 -m trainfit.calibrate` wrote on
     your GPU, whose timings replace the catalog's step-time constants. margin: the share of its
     memory kept free (0.05 or "5%"). tf32: fp32 matmuls in TF32 (convolutions use it by
@@ -185,6 +187,7 @@ def fit(model: Union[str, Any, None] = None, example_batch: Any = None, *,
         lora: Union[str, Mapping[str, Any], None] = None,
         optimizer: Optional[str] = None, optimizer_impl: str = "default",
         weight_decay: Optional[float] = None, checkpoint: Union[str, Sequence[str], None] = None,
+        checkpoint_reentrant: bool = False,
         grad_accum: int = 1, tf32: bool = False, memory_format: str = "channels_first",
         dataset_size: Optional[int] = None, gpu: Optional[str] = None,
         gpu_memory: Optional[Size] = None,

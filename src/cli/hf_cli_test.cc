@@ -189,6 +189,38 @@ TEST(LoraCli, CheckpointTurnsTheCacheOff) {
   EXPECT_EQ(run_json(on).at("peak_allocated_bytes"), run_json(off).at("peak_allocated_bytes"));
 }
 
+// --checkpoint-reentrant (use_reentrant=True): LoRA trains through it because the decoder's
+// embeddings then require grad (enable_input_require_grads), it costs more than non-reentrant
+// checkpointing, and it needs --checkpoint and an input that requires grad.
+TEST(LoraCli, ReentrantCheckpointingMakesTheEmbeddingsRequireGrad) {
+  const std::vector<std::string> base{
+      "estimate",       "--hf-config",   kExamples + "llama-3.2-1b.json",
+      "--seq-len",      "256",           "--checkpoint",
+      "model.layers.*", "--lora",        "r=16",
+      "--set",          "vocab_size=512"};
+  std::vector<std::string> reentrant = base;
+  reentrant.emplace_back("--checkpoint-reentrant");
+  const nlohmann::json plain = run_json(base);
+  const nlohmann::json re = run_json(reentrant);
+  EXPECT_EQ(re.at("checkpoint_reentrant"), true);
+  EXPECT_EQ(plain.at("checkpoint_reentrant"), false);
+  EXPECT_EQ(re.at("trainable_parameters"), plain.at("trainable_parameters"));
+  EXPECT_GT(re.at("peak_allocated_bytes").get<int64_t>(),
+            plain.at("peak_allocated_bytes").get<int64_t>());
+
+  const CliRun alone = run({"estimate", "--hf-config", kExamples + "llama-3.2-1b.json",
+                            "--checkpoint-reentrant", "--seq-len", "64"});
+  EXPECT_EQ(alone.code, 2);
+  EXPECT_NE(alone.err.find("--checkpoint-reentrant needs --checkpoint"), std::string::npos)
+      << alone.err;
+  // ResNet's layer1 takes the output of a frozen stem: PyTorch would give it no gradients.
+  const CliRun frozen = run({"estimate", "--model", "resnet18", "--freeze", "conv1", "--freeze",
+                             "bn1", "--checkpoint", "layer1", "--checkpoint-reentrant"});
+  EXPECT_EQ(frozen.code, 2);
+  EXPECT_NE(frozen.err.find("no input of 'layer1' requires grad"), std::string::npos) << frozen.err;
+  EXPECT_EQ(std::count(frozen.err.begin(), frozen.err.end(), '\n'), 1) << frozen.err;
+}
+
 // QLoRA's 4-bit base as bitsandbytes stores Llama 3 8B: every Linear but lm_head is a Linear4bit.
 // Its 6,979,321,856 weights take 3,489,660,928 bytes (two per byte); the bf16 embedding and
 // lm_head 1,050,673,152 each, the norms 532,480, the fp32 adapters 27,262,976. Beside them (as

@@ -51,6 +51,10 @@ void add_training_flags(CLI::App& app, RequestFlags& f) {
   app.add_option("--checkpoint", f.checkpoint,
                  "module pattern run under activation checkpointing (non-reentrant), repeatable; "
                  "'*' matches one path component, e.g. 'layer3' or 'encoder.layers.*'");
+  app.add_flag("--checkpoint-reentrant", f.checkpoint_reentrant,
+               "run --checkpoint modules under torch.utils.checkpoint(use_reentrant=True), "
+               "transformers' default for gradient_checkpointing_enable(); decoders then make "
+               "their input embeddings require grad, as peft's enable_input_require_grads does");
   app.add_option("--grad-accum", f.grad_accum, "micro-batches of --batch per optimizer step")
       ->capture_default_str();
   app.add_flag("--tf32", f.tf32,
@@ -215,6 +219,7 @@ Status to_training(const RequestFlags& f, TrainingRequest& r) {
                       parse_enum(kOptimizerImplNames, "--optimizer-impl", f.optimizer_impl));
   if (f.weight_decay != -1) r.weight_decay = f.weight_decay;
   r.checkpoint = f.checkpoint;
+  r.checkpoint_reentrant = f.checkpoint_reentrant;
   r.grad_accum = f.grad_accum;
   r.tf32 = f.tf32;
   TF_ASSIGN_OR_RETURN(r.memory_format,

@@ -33,6 +33,7 @@ struct RequestFlags {
   std::string optimizer_impl = "default";
   double weight_decay = -1;  // -1: not given
   std::vector<std::string> checkpoint;
+  bool checkpoint_reentrant = false;
   int grad_accum = 1;
   int gpus = 1;
   std::string strategy;  // empty: ddp with more than one GPU

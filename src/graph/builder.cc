@@ -448,6 +448,11 @@ void GraphBuilder::set_loss(ValueId loss) {
   graph_.loss = loss;
 }
 
+void GraphBuilder::require_grad(ValueId value) {
+  Value& v = graph_.values[value];
+  if (is_floating(v.dtype)) v.requires_grad = true;
+}
+
 void GraphBuilder::returns(ValueId value) {
   if (!ok()) return;
   graph_.returned.push_back(value);

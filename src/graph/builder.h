@@ -117,6 +117,9 @@ class GraphBuilder {
   void set_loss(ValueId loss);
   // A tensor the model returns beside its output (Graph::returned).
   void returns(ValueId value);
+  // tensor.requires_grad_(): a floating value made so far without a gradient becomes a leaf that
+  // needs one; the ops that take it from here on record backward nodes.
+  void require_grad(ValueId value);
   // A derived number users ask about (graph.h GraphFact).
   void fact(std::string key, int64_t value, std::string text);
   // Parameters whose names fall under `prefix` go to optimizer group `group` (LeRobot ACT's

@@ -331,8 +331,9 @@ Result<StepCost> CostBuilder::run() {
       if (p >= 0 && g_.value(v).requires_grad) param_has_grad_[static_cast<size_t>(p)] = true;
     }
   }
-  TF_ASSIGN_OR_RETURN(std::vector<CheckpointSegment> segments,
-                      checkpoint_segments(g_, training_.checkpoint));
+  TF_ASSIGN_OR_RETURN(
+      std::vector<CheckpointSegment> segments,
+      checkpoint_segments(g_, training_.checkpoint, training_.checkpoint_reentrant));
   for (const CheckpointSegment& s : segments) {
     if (s.recompute_stop == kNone) continue;
     for (NodeId n = s.first; n <= s.recompute_stop; ++n) forward(n, StepPart::kRecompute);

@@ -21,7 +21,8 @@ double node_flops(const Graph& graph, const Node& node) {
   return elements;
 }
 
-Result<StepFlops> step_flops(const Graph& graph, const std::vector<std::string>& checkpoint) {
+Result<StepFlops> step_flops(const Graph& graph, const std::vector<std::string>& checkpoint,
+                             bool reentrant) {
   StepFlops f;
   std::vector<double> forward(graph.nodes.size(), 0);
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
@@ -34,7 +35,7 @@ Result<StepFlops> step_flops(const Graph& graph, const std::vector<std::string>&
     f.backward += forward[n] * needing;
   }
   TF_ASSIGN_OR_RETURN(std::vector<CheckpointSegment> segments,
-                      checkpoint_segments(graph, checkpoint));
+                      checkpoint_segments(graph, checkpoint, reentrant));
   for (const CheckpointSegment& s : segments) {
     if (s.recompute_stop == kNone) continue;  // nothing in it is kept: nothing re-runs
     for (NodeId n = s.first; n <= s.recompute_stop; ++n)

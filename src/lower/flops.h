@@ -26,6 +26,7 @@ struct StepFlops {
 
 // Forward FLOPs of one node.
 double node_flops(const Graph& graph, const Node& node);
-Result<StepFlops> step_flops(const Graph& graph, const std::vector<std::string>& checkpoint);
+Result<StepFlops> step_flops(const Graph& graph, const std::vector<std::string>& checkpoint,
+                             bool reentrant = false);
 
 }  // namespace trainfit

@@ -112,6 +112,8 @@ class Lowerer : public EventSink {
   IdVector<std::vector<StorageId>> frees_after_;  // per node
   IdVector<int> segment_of_;                      // per node, or -1
   std::vector<Segment> segments_;
+  // Per reentrant segment: the gradients of its outputs, held while its backward runs.
+  std::vector<std::vector<BufferId>> held_grads_;
   IdVector<int> param_index_;              // per value: index into g_.params, or -1
   IdVector<BackwardSpec> backward_specs_;  // per node (recorded nodes on the loss path)
   IdVector<int> expected_grads_;           // per param: backward nodes that send it one
@@ -131,6 +133,7 @@ class Lowerer : public EventSink {
   CublasHandles cublas_;
   int micro_step_ = 0;
   std::vector<BufferId> iteration_buffers_;  // freed at the end of the micro-step
+  std::vector<BufferId> leaf_grads_;         // .grad of held leaves, freed with them
 
   // DDP state.
   std::vector<int32_t> zero_order_;       // ZeroRedundancyOptimizer: rank 0's params, as it steps
@@ -214,7 +217,9 @@ void Lowerer::unref_grad(BufferId buffer, NodeId node) {
 // ---- analysis ------------------------------------------------------------------------------
 
 Status Lowerer::find_segments() {
-  TF_ASSIGN_OR_RETURN(segments_, checkpoint_segments(g_, config_.checkpoint));
+  TF_ASSIGN_OR_RETURN(segments_,
+                      checkpoint_segments(g_, config_.checkpoint, config_.checkpoint_reentrant));
+  held_grads_.assign(segments_.size(), {});
   segment_of_.assign(g_.nodes.size(), -1);
   for (size_t id = 0; id < segments_.size(); ++id) {
     for (NodeId n = segments_[id].first; n < segments_[id].end; ++n) {
@@ -435,6 +440,19 @@ void Lowerer::recompute(size_t index) {
       ++keep[s];
     }
   }
+  // Reentrant: the recomputed outputs stay referenced until the segment's backward returns,
+  // and so do the gradients that arrived for them.
+  for (StorageId s : seg.outputs) ++keep[s];
+  if (seg.reentrant) {
+    for (NodeId n = seg.first; n < seg.end; ++n) {
+      for (ValueId o : g_.nodes[n].outputs) {
+        const BufferId grad = grad_slot_[o];
+        if (grad == kNoBuffer) continue;
+        ++grad_refs_[grad];
+        held_grads_[index].push_back(grad);
+      }
+    }
+  }
   for (NodeId n = seg.first; n <= seg.recompute_stop; ++n) {
     const Node& node = g_.nodes[n];
     for (ValueId o : node.outputs) {
@@ -442,10 +460,13 @@ void Lowerer::recompute(size_t index) {
       const Storage& st = g_.storages[s];
       if (st.producer != n || recomputed_buffer_[s] != kNoBuffer) continue;
       const auto k = keep.find(s);
-      const bool kept = k != keep.end();
-      recomputed_buffer_[s] =
-          alloc_new(st.bytes, kept ? Category::kActivation : Category::kTemporary, n, st.host);
-      recomputed_refs_[s] = kept ? k->second : 0;
+      const int refs = k != keep.end() ? k->second : 0;
+      // Kept by a backward node (an activation), or only by the reentrant `outputs` local.
+      const int held =
+          std::find(seg.outputs.begin(), seg.outputs.end(), s) != seg.outputs.end() ? 1 : 0;
+      recomputed_buffer_[s] = alloc_new(
+          st.bytes, refs > held ? Category::kActivation : Category::kTemporary, n, st.host);
+      recomputed_refs_[s] = refs;
     }
     for (const auto& [s, at] : last) {
       if (at != n || keep.count(s) != 0) continue;
@@ -546,7 +567,8 @@ void Lowerer::backward() {
       free_buffer(hook, n);
     }
     const int seg = segment_of_[i];
-    if (seg >= 0 && !recomputed_[seg] && !node.saved.empty()) {
+    if (seg >= 0 && !recomputed_[seg] &&
+        (segments_[static_cast<size_t>(seg)].reentrant || !node.saved.empty())) {
       recompute(static_cast<size_t>(seg));
     }
     const BackwardSpec& spec = backward_specs_[i];
@@ -620,19 +642,34 @@ void Lowerer::backward() {
       }
     }
     if (seg >= 0 && segments_[static_cast<size_t>(seg)].last_to_run == n) {
-      for (StorageId s : segments_[static_cast<size_t>(seg)].held_inputs) {
+      const Segment& done = segments_[static_cast<size_t>(seg)];
+      for (StorageId s : done.held_inputs) {
         if (--saver_refs_[s] == 0 && !held_to_end_[s]) {
           free_buffer(storage_buffer_[s], n);
           storage_buffer_[s] = kNoBuffer;
         }
       }
+      for (StorageId s : done.outputs) {
+        if (recomputed_buffer_[s] != kNoBuffer && --recomputed_refs_[s] == 0) {
+          free_buffer(recomputed_buffer_[s], n);
+          recomputed_buffer_[s] = kNoBuffer;
+        }
+      }
+      for (BufferId grad : held_grads_[static_cast<size_t>(seg)]) unref_grad(grad, n);
+      held_grads_[static_cast<size_t>(seg)].clear();
     }
     for (const Produced& pr : produced) route_gradient(pr.value, pr.buffer, pr.same_tensor, n);
     grads_to_buckets(n);
   }
-  // Gradients that reached a value nothing consumes (inputs that need a gradient).
-  for (BufferId& slot : grad_slot_) {
-    unref_grad(slot, kNone);
+  // Gradients that reached a value nothing consumes (inputs that need a gradient). A leaf the
+  // loop holds keeps its .grad as long (enable_input_require_grads' embeddings).
+  for (size_t v = 0; v < grad_slot_.size(); ++v) {
+    BufferId& slot = grad_slot_[static_cast<ValueId>(v)];
+    if (slot != kNoBuffer && held_to_end_[g_.value(static_cast<ValueId>(v)).storage]) {
+      leaf_grads_.push_back(slot);
+    } else {
+      unref_grad(slot, kNone);
+    }
     slot = kNoBuffer;
   }
   // FSDP's final callback reshards what no post-backward hook did.
@@ -731,6 +768,8 @@ void Lowerer::end_micro_step() {
   }
   for (BufferId b : iteration_buffers_) free_buffer(b, kNone);
   iteration_buffers_.clear();
+  for (BufferId b : leaf_grads_) unref_grad(b, kNone);
+  leaf_grads_.clear();
   for (ValueId in : g_.inputs) {
     const StorageId s = g_.value(in).storage;
     if (cast_input(s)) free_buffer(storage_buffer_[s], kNone);  // a cast nothing released
@@ -1159,9 +1198,11 @@ Result<EventList> Lowerer::run() {
 
 }  // namespace
 
-Result<std::vector<CheckpointSegment>> checkpoint_segments(
-    const Graph& g, const std::vector<std::string>& patterns) {
+Result<std::vector<CheckpointSegment>> checkpoint_segments(const Graph& g,
+                                                           const std::vector<std::string>& patterns,
+                                                           bool reentrant) {
   std::vector<CheckpointSegment> segments;
+  std::vector<std::string> paths;
   IdVector<int> segment_of(g.nodes.size(), -1);
   for (const std::string& pattern : patterns) {
     bool any = false;
@@ -1173,8 +1214,10 @@ Result<std::vector<CheckpointSegment>> checkpoint_segments(
       Segment s;
       s.first = m.first_node;
       s.end = m.end_node;
+      s.reentrant = reentrant;
       for (NodeId n = m.first_node; n < m.end_node; ++n) segment_of[n] = id;
       segments.push_back(s);
+      paths.push_back(m.path);
     }
     if (!any) {
       return not_found(fmt::format("--checkpoint '{}' matches no module of {}", pattern, g.model),
@@ -1182,8 +1225,20 @@ Result<std::vector<CheckpointSegment>> checkpoint_segments(
                        "trainfit summary lists the modules");
     }
   }
-  const bool stops_early = recompute_stops_early(g.target);
-  for (Segment& s : segments) {
+  // Storages the training loop holds whatever the graph does (the loss, the model's output and
+  // what it returns): outputs of a segment that produces them.
+  std::vector<StorageId> held;
+  if (g.loss != kNone) held.push_back(g.value(g.loss).storage);
+  if (!g.modules.empty() && g.modules.front().output != kNone) {
+    held.push_back(g.value(g.modules.front().output).storage);
+  }
+  for (ValueId v : g.returned) held.push_back(g.value(v).storage);
+  auto add_once = [](std::vector<StorageId>& list, StorageId s) {
+    if (std::find(list.begin(), list.end(), s) == list.end()) list.push_back(s);
+  };
+  const bool stops_early = recompute_stops_early(g.target) && !reentrant;
+  for (size_t id = 0; id < segments.size(); ++id) {
+    Segment& s = segments[id];
     for (NodeId n = s.first; n < s.end; ++n) {
       const Node& node = g.nodes[n];
       if (!node.recorded || !g.on_loss_path[n]) continue;
@@ -1192,16 +1247,40 @@ Result<std::vector<CheckpointSegment>> checkpoint_segments(
     }
     if (!stops_early) s.recompute_stop = s.end - 1;
     // Inputs produced before the segment and used in it stay alive through its backward.
+    bool input_requires_grad = false;
     for (NodeId n = s.first; n < s.end; ++n) {
       for (ValueId in : g.nodes[n].inputs) {
         const Value& v = g.value(in);
         const Storage& st = g.storages[v.storage];
-        if (st.kind != StorageKind::kActivation || st.producer >= s.first) continue;
-        if (std::find(s.held_inputs.begin(), s.held_inputs.end(), v.storage) ==
-            s.held_inputs.end()) {
-          s.held_inputs.push_back(v.storage);
+        const bool activation = st.kind == StorageKind::kActivation;
+        if ((!activation && st.kind != StorageKind::kInput) || st.producer >= s.first) {
+          continue;
         }
+        input_requires_grad = input_requires_grad || v.requires_grad;
+        if (activation) add_once(s.held_inputs, v.storage);
       }
+    }
+    if (reentrant && s.last_to_run != kNone && !input_requires_grad) {
+      return invalid_argument(
+          fmt::format("--checkpoint-reentrant: no input of '{}' requires grad, so "
+                      "torch.utils.checkpoint(use_reentrant=True) gives the parameters inside it "
+                      "no gradients",
+                      paths[id]),
+          "drop --checkpoint-reentrant (non-reentrant checkpointing has no such limit), or make "
+          "its input require grad (decoders: --set input_require_grads=true, as transformers' "
+          "enable_input_require_grads does)");
+    }
+    if (!reentrant) continue;
+    for (NodeId n = s.end; n < static_cast<NodeId>(g.nodes.size()); ++n) {
+      for (ValueId in : g.nodes[n].inputs) {
+        const StorageId st = g.value(in).storage;
+        const NodeId producer = g.storages[st].producer;
+        if (producer != kNone && producer >= s.first && producer < s.end) add_once(s.outputs, st);
+      }
+    }
+    for (StorageId st : held) {
+      const NodeId producer = g.storages[st].producer;
+      if (producer != kNone && producer >= s.first && producer < s.end) add_once(s.outputs, st);
     }
   }
   return segments;

@@ -33,12 +33,20 @@ struct CheckpointSegment {
   NodeId last_to_run = kNone;  // the smallest recorded node: its backward ends the segment
   NodeId recompute_stop = kNone;
   std::vector<StorageId> held_inputs;
+  // use_reentrant=True: CheckpointFunction.backward recomputes the whole segment as soon as it
+  // runs, and holds the recomputed outputs (`outputs`) and their incoming gradients (`args`)
+  // until the segment's backward returns.
+  bool reentrant = false;
+  std::vector<StorageId> outputs;  // produced inside, used after it
 };
 
 // The segments the --checkpoint patterns select, in node order; a module inside an already
-// checkpointed one is part of it. A pattern that matches no module is an error.
-Result<std::vector<CheckpointSegment>> checkpoint_segments(
-    const Graph& graph, const std::vector<std::string>& patterns);
+// checkpointed one is part of it. A pattern that matches no module is an error, and so, under
+// use_reentrant=True, is a segment none of whose inputs requires grad (PyTorch would give its
+// parameters no gradients).
+Result<std::vector<CheckpointSegment>> checkpoint_segments(const Graph& graph,
+                                                           const std::vector<std::string>& patterns,
+                                                           bool reentrant = false);
 
 Result<EventList> lower_training_step(const Graph& graph, const TrainingConfig& config,
                                       const LoweringOptions& options);

@@ -155,6 +155,53 @@ TEST(Lowering, CheckpointingKeepsOnlyTheSegmentInput) {
   EXPECT_LT(ckpt.peak, plain.peak);
 }
 
+// use_reentrant=True recomputes the whole segment and holds the recomputed output and its
+// gradient while the segment's backward runs: never less than non-reentrant checkpointing, and
+// on PyTorch 2.x (which stops recomputing at the last kept tensor) more recomputed FLOPs.
+TEST(Lowering, ReentrantCheckpointingHoldsTheOutputAndRecomputesEverything) {
+  ModelRequest r;
+  r.name = "llama";
+  r.batch = 2;
+  r.seq_len = 64;
+  r.sets = {{"num_hidden_layers", "2"},   {"vocab_size", "32"},
+            {"hidden_size", "64"},        {"intermediate_size", "160"},
+            {"num_attention_heads", "4"}, {"num_key_value_heads", "2"},
+            {"use_cache", "false"}};
+  r.options.target = kCuda;
+  const Graph g = *build_model(r);
+  TrainingConfig c = with(OptimizerKind::kAdamW);
+  c.checkpoint = {"model.layers.*"};
+  const Replayed plain = replay(*lower_training_step(g, c, {}));
+  c.checkpoint_reentrant = true;
+  const Replayed reentrant = replay(*lower_training_step(g, c, {}));
+  EXPECT_GT(reentrant.peak, plain.peak);
+  const Result<std::vector<CheckpointSegment>> segments =
+      checkpoint_segments(g, c.checkpoint, /*reentrant=*/true);
+  ASSERT_TRUE(segments.ok());
+  ASSERT_EQ(segments->size(), 2U);
+  for (const CheckpointSegment& s : *segments) {
+    EXPECT_EQ(s.recompute_stop, s.end - 1);
+    ASSERT_EQ(s.outputs.size(), 1U);  // the layer's hidden state
+  }
+  const Result<std::vector<CheckpointSegment>> early = checkpoint_segments(g, c.checkpoint);
+  ASSERT_TRUE(early.ok());
+  EXPECT_LT(early->front().recompute_stop, early->front().end - 1);  // the residual add
+}
+
+// Under use_reentrant=True a segment none of whose inputs requires grad trains nothing inside it
+// (PyTorch warns and gives its parameters no gradients): refused.
+TEST(Lowering, ReentrantCheckpointingNeedsAnInputThatRequiresGrad) {
+  const Graph g = mlp(kCpu);
+  TrainingConfig c = with(OptimizerKind::kSgd);
+  c.checkpoint = {"fc1"};
+  c.checkpoint_reentrant = true;
+  const Result<EventList> first = lower_training_step(g, c, {});
+  ASSERT_FALSE(first.ok());
+  EXPECT_NE(first.status().message().find("no input of 'fc1' requires grad"), std::string::npos);
+  c.checkpoint = {"fc2"};  // takes relu(fc1(x)), which does
+  EXPECT_TRUE(lower_training_step(g, c, {}).ok());
+}
+
 TEST(Lowering, CheckpointPatternMustMatch) {
   const Graph g = mlp(kCpu);
   TrainingConfig c = with(OptimizerKind::kSgd);

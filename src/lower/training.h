@@ -130,9 +130,12 @@ struct TrainingConfig {
   OptimizerConfig optimizer;
   int grad_accum = 1;  // micro-batches per optimizer step
   int iterations = 2;  // optimizer steps simulated (state appears at the first)
-  // Module-path patterns run under non-reentrant activation checkpointing; `*` matches one
-  // path component ("encoder.layers.*" checkpoints each layer).
+  // Module-path patterns run under activation checkpointing; `*` matches one path component
+  // ("encoder.layers.*" checkpoints each layer). Non-reentrant (use_reentrant=False) unless
+  // checkpoint_reentrant: torch.utils.checkpoint's reentrant CheckpointFunction, transformers'
+  // default for gradient_checkpointing_enable().
   std::vector<std::string> checkpoint;
+  bool checkpoint_reentrant = false;
   DistributedConfig distributed;
 };
 

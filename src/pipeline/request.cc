@@ -44,7 +44,7 @@ Status check_trace_request(const TrainingRequest& r, const TraceModel& model) {
   if (!r.freeze.empty()) return fixed("--freeze");
   if (r.lora) return fixed("--lora");
   if (r.precision != Precision::kFp32) return fixed("--precision");
-  if (!r.checkpoint.empty()) return fixed("--checkpoint");
+  if (!r.checkpoint.empty() || r.checkpoint_reentrant) return fixed("--checkpoint");
   if (r.grad_accum != 1) return fixed("--grad-accum");
   if (r.weight_decay) return fixed("--weight-decay");
   if (r.gpus != 1 || r.nodes != 1 || r.strategy) {
@@ -190,7 +190,12 @@ Result<TrainingConfig> training_config(const TrainingRequest& r, std::optional<O
     return invalid_argument("--grad-accum must be at least 1", "use --grad-accum 1 or more");
   }
   c.grad_accum = r.grad_accum;
+  if (r.checkpoint_reentrant && r.checkpoint.empty()) {
+    return invalid_argument("--checkpoint-reentrant needs --checkpoint",
+                            "name the modules to checkpoint, e.g. --checkpoint 'model.layers.*'");
+  }
   c.checkpoint = r.checkpoint;
+  c.checkpoint_reentrant = r.checkpoint_reentrant;
   TF_ASSIGN_OR_RETURN(c.distributed, distributed_config(r));
   return c;
 }
@@ -478,6 +483,10 @@ Result<ResolvedRequest> resolve(const TrainingRequest& r) {
   if (const ModelSpec* spec = find_model(r.model); spec != nullptr && !r.checkpoint.empty()) {
     out.model.sets.insert(out.model.sets.end(), spec->checkpoint_sets.begin(),
                           spec->checkpoint_sets.end());
+    if (r.checkpoint_reentrant) {
+      out.model.sets.insert(out.model.sets.end(), spec->reentrant_sets.begin(),
+                            spec->reentrant_sets.end());
+    }
   }
   TrainingConfig training;
   if (r.trace) {
@@ -575,6 +584,7 @@ std::vector<std::string> request_args(const TrainingRequest& r) {
   }
   if (r.weight_decay) add("--weight-decay", fmt::format("{}", *r.weight_decay));
   for (const std::string& p : r.checkpoint) add("--checkpoint", p);
+  if (r.checkpoint_reentrant) args.emplace_back("--checkpoint-reentrant");
   if (r.grad_accum != 1) add("--grad-accum", std::to_string(r.grad_accum));
   if (r.gpus != 1) add("--gpus", std::to_string(r.gpus));
   if (r.nodes != 1) add("--nodes", std::to_string(r.nodes));

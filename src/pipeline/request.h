@@ -49,6 +49,7 @@ struct TrainingRequest {
   OptimizerImpl optimizer_impl = OptimizerImpl::kDefault;
   std::optional<double> weight_decay;   // nullopt: the preset's, else torch's default
   std::vector<std::string> checkpoint;  // module patterns under activation checkpointing
+  bool checkpoint_reentrant = false;    // use_reentrant=True (transformers' default)
   int grad_accum = 1;                   // micro-batches of `batch` per optimizer step
   int gpus = 1;                         // data-parallel ranks per node, `batch` each
   int nodes = 1;                        // of `gpus` each (torchrun --nnodes)

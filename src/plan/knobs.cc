@@ -315,7 +315,8 @@ Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request,
           "all-gathers before each unit's forward and backward: 1.5x DDP's traffic");
     }
   }
-  TF_ASSIGN_OR_RETURN(const StepFlops base, step_flops(graph, r.options.training.checkpoint));
+  TF_ASSIGN_OR_RETURN(const StepFlops base, step_flops(graph, r.options.training.checkpoint,
+                                                       r.options.training.checkpoint_reentrant));
   add_checkpoint_knobs(graph, *spec, r.options.training.checkpoint, base, knobs);
   std::vector<std::string> freeze;
   for (const std::string& prefix : spec->backbone) {

@@ -50,6 +50,7 @@ const std::vector<std::string> kRequestKeys = {"model",
                                                "optimizer_impl",
                                                "weight_decay",
                                                "checkpoint",
+                                               "checkpoint_reentrant",
                                                "grad_accum",
                                                "gpus",
                                                "strategy",
@@ -274,9 +275,9 @@ Result<TrainingRequest> request_of(const py::dict& options) {
       if (key == "gradient_as_bucket_view") r.ddp.gradient_as_bucket_view = on;
       if (key == "find_unused_parameters") r.ddp.find_unused_parameters = on;
       if (key == "broadcast_buffers") r.ddp.broadcast_buffers = on;
-    } else if (key == "tf32") {
+    } else if (key == "tf32" || key == "checkpoint_reentrant") {
       if (!py::isinstance<py::bool_>(v)) return wrong_type(key, v, "True or False");
-      r.tf32 = v.cast<bool>();
+      (key == "tf32" ? r.tf32 : r.checkpoint_reentrant) = v.cast<bool>();
     } else if (key == "memory_format") {
       TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
       TF_ASSIGN_OR_RETURN(r.memory_format, parse_enum(kMemoryFormatNames, key, s));

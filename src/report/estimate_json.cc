@@ -92,6 +92,7 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
                  {"units", units}};
   }
   j["checkpoint"] = h.training.checkpoint;
+  j["checkpoint_reentrant"] = h.training.checkpoint_reentrant;
   j["device_profile"] = profile_name(h.device.target);
   j["parameters"] = e.parameters;
   j["trainable_parameters"] = e.trainable_parameters;

@@ -34,7 +34,8 @@ std::string describe(const FitReport& r) {
   }
   s += fmt::format(", {}, {}", precision_label(h), optimizer_line(h));
   if (!h.training.checkpoint.empty()) {
-    s += fmt::format(", checkpoint {}", fmt::join(h.training.checkpoint, " "));
+    s += fmt::format(", checkpoint {}{}", fmt::join(h.training.checkpoint, " "),
+                     h.training.checkpoint_reentrant ? " (reentrant)" : "");
   }
   if (!r.freeze.empty()) s += fmt::format(", freeze {}", fmt::join(r.freeze, " "));
   if (h.lora) s += ", " + lora_label(*h.lora);

@@ -571,6 +571,13 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
           nn::op_module(b, "embed_tokens", "Embedding", "embedding", {ids},
                         {{"num_embeddings", d.vocab}, {"embedding_dim", d.hidden}});
       h = embeds;
+      // enable_input_require_grads: a forward hook calls requires_grad_() on the embeddings'
+      // output, a leaf when their weight is frozen. Its AccumulateGrad node holds it, and so its
+      // .grad, until the graph goes with the loss at the step's end.
+      if (c.get_bool("input_require_grads") && b.ok() && !b.value(embeds).requires_grad) {
+        b.require_grad(embeds);
+        b.returns(embeds);
+      }
       const ValueId cache_position = b.call1("arange", {}, {{"end", d.len}});
       ValueId mask = kNone;
       if (b.ok() && (d.gemma2 || !d.sdpa)) {
@@ -588,6 +595,9 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
       }
       for (int64_t i = 0; i < d.layers; ++i) {
         auto layer = b.module(fmt::format("layers.{}", i), "LlamaDecoderLayer");
+        // The layer takes cache_position (and position_ids, a view of it): under gradient
+        // checkpointing its arguments live until its backward.
+        nn::hold(b, {cache_position});
         // Gemma 2 windows its even layers (sliding_mask).
         ValueId far = kNone;
         ValueId layer_mask = mask;
@@ -702,6 +712,9 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
                 {}, 0.0, 1.0),
         set_key("attention", AttrKind::kString, std::string("sdpa"), "attention implementation",
                 {"sdpa", "eager"}),
+        set_key("input_require_grads", AttrKind::kBool, false,
+                "the input embeddings' output requires grad when their weight does not "
+                "(enable_input_require_grads): a leaf whose gradient lives to the step's end"),
         set_key("use_cache", AttrKind::kBool, true,
                 "the forward returns each layer's key and value (DynamicCache), held to the step's "
                 "end"),
@@ -714,6 +727,9 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
     // transformers turns the cache off when a decoder trains under gradient checkpointing
     // (use_cache=True is incompatible with it), whatever the config says.
     m.checkpoint_sets = {{"use_cache", "false"}};
+    // Reentrant checkpointing gives a layer's parameters gradients only when its input needs
+    // one: peft (and transformers, with an adapter loaded) then calls enable_input_require_grads.
+    m.reentrant_sets = {{"input_require_grads", "true"}};
     m.settings = [](const ModelConfig& c) {
       std::vector<ModelChange> changes;
       if (c.get_bool("use_cache") && !c.get_bool("gemma2")) {

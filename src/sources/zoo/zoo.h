@@ -105,6 +105,8 @@ struct ModelSpec {
   // --set values that training under --checkpoint forces (transformers' decoders turn their
   // key/value cache off).
   std::vector<std::pair<std::string, std::string>> checkpoint_sets;
+  // and --checkpoint-reentrant besides (transformers' and peft's enable_input_require_grads).
+  std::vector<std::pair<std::string, std::string>> reentrant_sets;
 };
 
 struct ModelRequest {
