@@ -221,6 +221,33 @@ TEST(LoraCli, ReentrantCheckpointingMakesTheEmbeddingsRequireGrad) {
   EXPECT_EQ(std::count(frozen.err.begin(), frozen.err.end(), '\n'), 1) << frozen.err;
 }
 
+// attention=flash_attention_2 keeps each layer's keys and values at their own eight heads where
+// SDPA keeps them repeated to 32: Llama 3.2 1B keeps 2 x 16 x (32 - 8) x 64 x 2 bytes a token less,
+// less the 16-byte RNG state flash_attn keeps in each of its 16 layers. It needs fp16 or bf16
+// and a CUDA profile.
+TEST(LoraCli, FlashAttentionKeepsKeysAndValuesUnrepeated) {
+  const std::vector<std::string> base{"estimate",  "--hf-config", kExamples + "llama-3.2-1b.json",
+                                      "--seq-len", "512",         "--precision",
+                                      "bf16",      "--set",       "use_cache=false"};
+  std::vector<std::string> sdpa = base;
+  sdpa.insert(sdpa.end(), {"--set", "attention=sdpa"});
+  std::vector<std::string> flash = base;
+  flash.insert(flash.end(), {"--set", "attention=flash_attention_2"});
+  const int64_t saved = run_json(sdpa).at("activation_bytes").get<int64_t>() -
+                        run_json(flash).at("activation_bytes").get<int64_t>();
+  EXPECT_EQ(saved, int64_t{512} * 2 * 16 * (32 - 8) * 64 * 2 - int64_t{16} * 16);
+  std::vector<std::string> fp32{
+      "estimate", "--hf-config", kExamples + "llama-3.2-1b.json", "--seq-len",
+      "64",       "--set",       "attention=flash_attention_2"};
+  const CliRun full = run(fp32);
+  EXPECT_EQ(full.code, 2);
+  EXPECT_NE(full.err.find("fp16 or bf16"), std::string::npos) << full.err;
+  fp32.insert(fp32.end(), {"--precision", "bf16", "--device-profile", "cpu"});
+  const CliRun cpu = run(fp32);
+  EXPECT_EQ(cpu.code, 2);
+  EXPECT_NE(cpu.err.find("CUDA GPUs only"), std::string::npos) << cpu.err;
+}
+
 // QLoRA's 4-bit base as bitsandbytes stores Llama 3 8B: every Linear but lm_head is a Linear4bit.
 // Its 6,979,321,856 weights take 3,489,660,928 bytes (two per byte); the bf16 embedding and
 // lm_head 1,050,673,152 each, the norms 532,480, the fp32 adapters 27,262,976. Beside them (as

@@ -195,6 +195,91 @@ OpSchema fused_schema(std::string_view name, std::string_view doc, bool flash) {
   return s;
 }
 
+// ---- flash_attn (the flash-attn package) ---------------------------------------------------
+
+// flash_attn_func(q, k, v, causal=True) as transformers' flash_attention_2 calls it: q (B, L, H,
+// D), k and v (B, S, Hk, D) with Hk dividing H (grouped-query attention without repeating k and v).
+// FlashAttnFunc keeps q, k, v, the output, the fp32 (B, H, L) logsumexp and the two-int64 RNG
+// state (flash_attn_interface.py; mha_fwd allocates the output like q).
+Status flash_attn_infer(const OpCall& call, std::vector<OutputSpec>& out) {
+  for (size_t i = 0; i < 3; ++i) {
+    const Value& x = call.in(i);
+    if (x.shape.size() != 4) {
+      return invalid_argument(
+          fmt::format("flash_attn needs 4-D (B, L, H, D) inputs, got {}", shape_string(x.shape)));
+    }
+    if (x.dtype != DType::kFloat16 && x.dtype != DType::kBFloat16) {
+      return invalid_argument(
+          fmt::format("flash-attention runs on fp16 or bf16, not {}", dtype_name(x.dtype)),
+          "train in --precision bf16 or amp-bf16, or use attention=sdpa");
+    }
+    if (x.strides.back() != 1) {
+      return invalid_argument("flash_attn needs inputs whose last dim is contiguous");
+    }
+  }
+  const Dims& q = call.in(0).shape;
+  const Dims& k = call.in(1).shape;
+  if (k[0] != q[0] || k[3] != q[3] || k[2] == 0 || q[2] % k[2] != 0 ||
+      call.in(2).shape[1] != k[1] || call.in(2).shape[2] != k[2]) {
+    return invalid_argument(fmt::format("flash_attn: q {}, k {} and v {} do not match",
+                                        shape_string(q), shape_string(k),
+                                        shape_string(call.in(2).shape)));
+  }
+  const int64_t dv = call.in(2).shape[3];
+  out.push_back(OutputSpec::fresh({q[0], q[1], q[2], dv}, call.in(0).dtype));
+  out.push_back(OutputSpec::aux({q[0], q[2], q[1]}, DType::kFloat32));  // softmax_lse
+  out.push_back(OutputSpec::aux({2}, DType::kInt64));                   // rng_state
+  return {};
+}
+
+OpSchema flash_attn_schema() {
+  OpSchema s;
+  s.name = "flash_attn";
+  s.family = "attention";
+  s.doc =
+      "flash-attn's flash_attn_func on (B, L, H, D), k and v with fewer heads allowed; keeps q, "
+      "k, v, the output, fp32 logsumexp and the RNG state";
+  s.min_inputs = 3;
+  s.max_inputs = 3;
+  s.attrs = {{"dropout_p", AttrKind::kFloat, AttrValue{0.0}, "attention dropout"},
+             {"causal", AttrKind::kBool, AttrValue{true}, "causal mask"}};
+  s.infer = flash_attn_infer;
+  s.workspace = no_workspace;  // mha_fwd splits the keys only when few blocks would run
+  s.gemm = [](const OpCall& c, const Dims&) {
+    const Dims& q = c.in(0).shape;
+    GemmShape g;
+    g.batch = q[0] * q[2];
+    g.m = q[1];
+    g.n = c.in(1).shape[1];
+    g.k = q[3];
+    g.count = 2;
+    g.operands = 0b111;
+    return g;
+  };
+  s.saved = [](const OpCall&) {
+    return SavedList{saved_input(0),  saved_input(1),  saved_input(2),
+                     saved_output(0), saved_output(1), saved_output(2)};
+  };
+  // Backward (FlashAttnFunc.backward, then flash_api.cpp mha_bwd): dq, dk and dv like q, k and v;
+  // softmax_d fp32 (B, H, L rounded to 128); dq_accum fp32 (B, L rounded to 128, H, D rounded to
+  // 32, or to 64 above 128); with fewer key/value heads, dk and dv expanded to every query head
+  // (B, S, H, D) before they are summed into dk and dv. Not yet measured on a GPU.
+  s.backward = [](const OpCall& call) {
+    BackwardSpec spec = backward_of(OpSchema{}, call);
+    const Dims& q = call.in(0).shape;
+    const Dims& k = call.in(1).shape;
+    const int64_t rows = ceil_div(q[1], 128) * 128;
+    const int64_t width = q[3] <= 128 ? ceil_div(q[3], 32) * 32 : ceil_div(q[3], 64) * 64;
+    spec.workspace_bytes = 4 * q[0] * q[2] * rows + 4 * q[0] * rows * q[2] * width;
+    if (k[2] != q[2]) {
+      const int64_t rows_by_heads = k[0] * k[1] * q[2] * dtype_bytes(call.in(1).dtype);
+      spec.workspace_bytes += rows_by_heads * (k[3] + call.in(2).shape[3]);
+    }
+    return spec;
+  };
+  return s;
+}
+
 // ---- multi_head_attention -----------------------------------------------------------------
 
 struct Mha {
@@ -436,6 +521,7 @@ void add_attention_ops(std::vector<OpSchema>& ops) {
 
   ops.push_back(fused_schema(
       "sdpa_flash", "flash attention kernel; keeps q, k, v, output and fp32 logsumexp", true));
+  ops.push_back(flash_attn_schema());
   ops.push_back(fused_schema(
       "sdpa_efficient",
       "memory-efficient attention kernel; keeps q, k, v, mask, output and fp32 logsumexp", false));

@@ -136,8 +136,12 @@ TEST(OpCases, MatchPyTorchOnCpu) {
 
 // Ops whose cases cannot run on PyTorch 1.13 CPU; covered by the CUDA and bitsandbytes tests
 // below (the 4-bit ops also by validation/check_llm.py's QLoRA cases).
-const std::set<std::string> kSpecCases = {"scaled_dot_product_attention", "sdpa_flash",
-                                          "sdpa_efficient", "dequantize_4bit", "matmul_4bit"};
+const std::set<std::string> kSpecCases = {"scaled_dot_product_attention",
+                                          "sdpa_flash",
+                                          "sdpa_efficient",
+                                          "flash_attn",
+                                          "dequantize_4bit",
+                                          "matmul_4bit"};
 
 TEST(OpRegistry, EveryOpIsCompleteAndTested) {
   std::set<std::string> tested(kSpecCases);
@@ -238,6 +242,35 @@ TEST(CudaOps, FlashAttentionKeepsQkvOutputAndLogsumexp) {
   const Kept k = kept_by_all_nodes(b.graph);
   // New storages: three bf16 casts of q, k, v, the bf16 output, the fp32 logsumexp.
   EXPECT_EQ(k.new_bytes, 4 * (2 * 4 * 16 * 8 * 2) + 2 * 4 * 16 * 4);
+}
+
+// flash-attn's flash_attn_func, eight query heads over two key/value heads, 64 tokens of 32, bf16
+// (flash_attn_interface.py and flash_api.cpp mha_fwd / mha_bwd).
+TEST(CudaOps, FlashAttnKeepsUnrepeatedKeysAndExpandsTheirGradients) {
+  BuildOptions o;
+  o.precision = Precision::kBf16;
+  const Built b =
+      build_one("flash_attn",
+                {{{2, 64, 8, 32}, true}, {{2, 64, 2, 32}, true}, {{2, 64, 2, 32}, true}}, {}, o);
+  const Node& n = b.graph.nodes.back();
+  // Kept besides q, k and v: the bf16 output, the fp32 (B, H, L) logsumexp, the RNG state.
+  EXPECT_EQ(kept_by_all_nodes(b.graph).new_bytes,
+            int64_t{2} * 64 * 8 * 32 * 2 + int64_t{2} * 8 * 64 * 4 + int64_t{2} * 8);
+  std::vector<const Value*> inputs;
+  for (ValueId v : n.inputs) inputs.push_back(&b.graph.value(v));
+  const OpCall call{n.attrs, inputs, b.graph.target, b.graph.precision};
+  const BackwardSpec spec = backward_of(*n.op, call);
+  EXPECT_EQ(spec.grads.size(), 3U);
+  // softmax_d (2, 8, 128) and dq_accum (2, 128, 8, 32) in fp32, 64 tokens rounded to 128; dk
+  // and dv expanded to the eight query heads, (2, 64, 8, 32) in bf16 each.
+  EXPECT_EQ(spec.workspace_bytes, int64_t{4} * 2 * 8 * 128 + int64_t{4} * 2 * 128 * 8 * 32 +
+                                      2 * (int64_t{2} * 64 * 8 * 32 * 2));
+  // fp32 is refused: the kernels take fp16 and bf16.
+  GraphBuilder fp32("case", {});
+  const ValueId x = fp32.input("x", {1, 8, 2, 16}, DType::kFloat32, true);
+  fp32.call1("flash_attn", {x, x, x});
+  ASSERT_FALSE(fp32.ok());
+  EXPECT_NE(fp32.status().message().find("fp16 or bf16"), std::string::npos);
 }
 
 TEST(CudaOps, EfficientAttentionPadsLogsumexpTo32) {

@@ -104,6 +104,7 @@ struct Decoder {
   bool gemma2;                         // Gemma 2's layer: four norms, soft-capping, windows
   double attn_softcap, final_softcap;  // attn_logit_softcapping, final_logit_softcapping (0: none)
   int64_t rotary_dim = 0;  // int(head_dim * partial_rotary_factor), set by resolve_shape
+  bool flash = false;      // attn_implementation="flash_attention_2"
 };
 
 // LlamaRMSNorm: x in fp32, times rsqrt(mean(x^2) + eps), back to x's dtype, times the weight.
@@ -233,6 +234,26 @@ struct Cached {
   ValueId key = kNone, value = kNone;
 };
 
+// transformers' flash_attention_2 (integrations/flash_attention.py, then
+// modeling_flash_attention_utils.py's _flash_attention_forward): q, k and v transposed to
+// (B, L, H, D), views, k and v with their own heads; position_ids checked to increase
+// (torch.diff, >= 0, all(): stand-ins of their shape); flash_attn_func, causal, whose
+// (B, L, H, D) output the attention reshapes, a view. The window and the soft-cap are the
+// kernel's arguments.
+ValueId flash_attention(GraphBuilder& b, ValueId q, ValueId k, ValueId v, const Decoder& d) {
+  auto to_rows = [&](ValueId t) {
+    return b.call1("transpose", {t}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}});
+  };
+  const Dims steps{1, d.len - 1};
+  b.call1("full", {}, {{"shape", steps}, {"dtype", std::string("int64")}});
+  b.call1("full", {}, {{"shape", steps}, {"dtype", std::string("bool")}});
+  b.call1("full", {}, {{"shape", Dims{}}, {"dtype", std::string("bool")}});
+  return b
+      .call("flash_attn", {to_rows(q), to_rows(k), to_rows(v)},
+            {{"dropout_p", d.attention_dropout}, {"causal", true}})
+      .front();
+}
+
 ValueId attention(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, ValueId mask,
                   const Decoder& d, Cached& cached) {
   auto attn = b.module("self_attn", "LlamaAttention");
@@ -280,9 +301,16 @@ ValueId attention(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, ValueId 
   const ValueId rotated_q = q;
   const ValueId rotated_k = k;
   const ValueId unrepeated_v = v;
+  ValueId out = kNone;
+  if (d.flash) {
+    out = flash_attention(b, q, k, v, d);
+    out = b.call1("reshape", {out}, {{"shape", Dims{d.batch, d.len, -1}}});
+    out = nn::linear(b, "o_proj", b.call1("contiguous", {out}), d.hidden, d.o_bias);
+    nn::hold(b, {rotated_q, rotated_k, unrepeated_v});  // the forward's locals
+    return out;
+  }
   k = repeat_kv(b, k, d);
   v = repeat_kv(b, v, d);
-  ValueId out = kNone;
   const double scaling = 1.0 / std::sqrt(static_cast<double>(d.head_dim));
   if (mask != kNone) mask = b.call1("slice", {mask}, {{"dim", int64_t{3}}, {"end", d.len}});
   if (d.sdpa) {
@@ -505,13 +533,16 @@ Status resolve_shape(Decoder& d) {
         fmt::format("use --seq-len {} or less, or --set max_position_embeddings={}", d.positions,
                     d.len));
   }
-  // Gemma 2 masks its windowed layers whatever the length (sliding_mask).
-  if (d.window > 0 && d.len >= d.window && !d.gemma2) {
+  // Gemma 2 masks its windowed layers whatever the length (sliding_mask); flash-attention
+  // windows inside the kernel.
+  if (d.window > 0 && d.len >= d.window && !d.gemma2 && !d.flash) {
     return invalid_argument(
         fmt::format("--seq-len {} reaches sliding_window {}: transformers then builds a (batch, 1, "
                     "seq, seq) attention mask, which is not modelled yet",
                     d.len, d.window),
-        fmt::format("use --seq-len {} or less", d.window - 1));
+        fmt::format("use --seq-len {} or less, or --set attention=flash_attention_2 (which "
+                    "windows inside the kernel)",
+                    d.window - 1));
   }
   return {};
 }
@@ -548,6 +579,12 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
             c.get_bool("gemma2"),
             c.get_float("attn_logit_softcapping"),
             c.get_float("final_logit_softcapping")};
+  d.flash = c.get_string("attention") == "flash_attention_2";
+  if (d.flash && b.options().target.device != Device::kCuda) {
+    b.fail(unsupported("attention=flash_attention_2 runs on CUDA GPUs only",
+                       "use attention=sdpa or eager with the cpu profile"));
+    return;
+  }
   if (const Status status = resolve_shape(d); !status.ok()) {
     b.fail(status);
     return;
@@ -580,7 +617,7 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
       }
       const ValueId cache_position = b.call1("arange", {}, {{"end", d.len}});
       ValueId mask = kNone;
-      if (b.ok() && (d.gemma2 || !d.sdpa)) {
+      if (b.ok() && !d.flash && (d.gemma2 || !d.sdpa)) {
         mask = causal_mask(b, cache_position, d, b.value(h).dtype, d.gemma2 ? d.len : d.len + 1);
       }
       const auto [cos, sin] = rotary_tables(b, h, d);
@@ -710,8 +747,9 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
                 {"silu", "gelu_pytorch_tanh", "gelu"}),
         set_key("attention_dropout", AttrKind::kFloat, 0.0, "dropout on attention probabilities",
                 {}, 0.0, 1.0),
-        set_key("attention", AttrKind::kString, std::string("sdpa"), "attention implementation",
-                {"sdpa", "eager"}),
+        set_key("attention", AttrKind::kString, std::string("sdpa"),
+                "attention implementation (attn_implementation)",
+                {"sdpa", "eager", "flash_attention_2"}),
         set_key("input_require_grads", AttrKind::kBool, false,
                 "the input embeddings' output requires grad when their weight does not "
                 "(enable_input_require_grads): a leaf whose gradient lives to the step's end"),
