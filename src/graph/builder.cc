@@ -449,6 +449,7 @@ void GraphBuilder::set_loss(ValueId loss) {
 }
 
 void GraphBuilder::require_grad(ValueId value) {
+  if (!ok()) return;
   Value& v = graph_.values[value];
   if (is_floating(v.dtype)) v.requires_grad = true;
 }

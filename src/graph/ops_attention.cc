@@ -121,6 +121,19 @@ std::vector<ValueId> sdpa_decompose(GraphBuilder& b, std::span<const ValueId> in
   return {b.call1(op, std::vector<ValueId>(in.begin(), in.end()), fused)};
 }
 
+// A fused kernel's products: Q K^T and the product with V, two batches of `rows` (batch x heads)
+// L x E by E x S products; q, k and v each get their gradient from products of that size.
+GemmShape attention_products(int64_t rows, int64_t queries, int64_t keys, int64_t width) {
+  GemmShape g;
+  g.batch = rows;
+  g.m = queries;
+  g.n = keys;
+  g.k = width;
+  g.count = 2;
+  g.operands = 0b111;
+  return g;
+}
+
 // Fused kernels return an output laid out as (B, L, H, E) and viewed as (B, H, L, E).
 Status fused_infer(const OpCall& call, std::vector<OutputSpec>& out, bool flash) {
   for (size_t i = 0; i < 3; ++i) {
@@ -152,19 +165,10 @@ OpSchema fused_schema(std::string_view name, std::string_view doc, bool flash) {
   s.infer = [flash](const OpCall& c, std::vector<OutputSpec>& out) {
     return fused_infer(c, out, flash);
   };
-  // Q K^T and the product with V: two (B x H) batches of L x E by E x S products; q, k and v
-  // each get their gradient from products of that size.
   s.gemm = [](const OpCall& c, const Dims&) {
     const Dims& q = c.in(0).shape;
     const Dims& k = c.in(1).shape;
-    GemmShape g;
-    g.batch = q[0] * q[1];
-    g.m = q[2];
-    g.n = k[k.size() - 2];
-    g.k = q[3];
-    g.count = 2;
-    g.operands = 0b111;
-    return g;
+    return attention_products(q[0] * q[1], q[2], k[k.size() - 2], q[3]);
   };
   s.saved = [](const OpCall& call) {
     SavedList saved{saved_input(0), saved_input(1), saved_input(2)};
@@ -246,15 +250,8 @@ OpSchema flash_attn_schema() {
   s.infer = flash_attn_infer;
   s.workspace = no_workspace;  // mha_fwd splits the keys only when few blocks would run
   s.gemm = [](const OpCall& c, const Dims&) {
-    const Dims& q = c.in(0).shape;
-    GemmShape g;
-    g.batch = q[0] * q[2];
-    g.m = q[1];
-    g.n = c.in(1).shape[1];
-    g.k = q[3];
-    g.count = 2;
-    g.operands = 0b111;
-    return g;
+    const Dims& q = c.in(0).shape;  // (B, L, H, D)
+    return attention_products(q[0] * q[2], q[1], c.in(1).shape[1], q[3]);
   };
   s.saved = [](const OpCall&) {
     return SavedList{saved_input(0),  saved_input(1),  saved_input(2),

@@ -19,6 +19,18 @@ constexpr BufferId kNoBuffer = -1;
 
 using Segment = CheckpointSegment;
 
+// Storages the training loop holds to the step's end whatever the graph does: the loss, the
+// model's output and what it returns beside it.
+std::vector<StorageId> loop_held_storages(const Graph& g) {
+  std::vector<StorageId> held;
+  if (g.loss != kNone) held.push_back(g.value(g.loss).storage);
+  if (!g.modules.empty() && g.modules.front().output != kNone) {
+    held.push_back(g.value(g.modules.front().output).storage);
+  }
+  for (ValueId v : g.returned) held.push_back(g.value(v).storage);
+  return held;
+}
+
 class Lowerer : public EventSink {
  public:
   Lowerer(const Graph& g, const TrainingConfig& c, const LoweringOptions& o)
@@ -273,11 +285,7 @@ void Lowerer::analyze() {
     if (s.last_to_run == kNone) continue;
     for (StorageId st : s.held_inputs) ++forward_savers_[st];
   }
-  if (g_.loss != kNone) held_to_end_[g_.value(g_.loss).storage] = true;
-  if (!g_.modules.empty() && g_.modules.front().output != kNone) {
-    held_to_end_[g_.value(g_.modules.front().output).storage] = true;
-  }
-  for (ValueId v : g_.returned) held_to_end_[g_.value(v).storage] = true;
+  for (StorageId s : loop_held_storages(g_)) held_to_end_[s] = true;
   for (ValueId v : g_.autocast_cached) {
     held_to_forward_end_[g_.value(v).storage] = true;
   }
@@ -1225,14 +1233,8 @@ Result<std::vector<CheckpointSegment>> checkpoint_segments(const Graph& g,
                        "trainfit summary lists the modules");
     }
   }
-  // Storages the training loop holds whatever the graph does (the loss, the model's output and
-  // what it returns): outputs of a segment that produces them.
-  std::vector<StorageId> held;
-  if (g.loss != kNone) held.push_back(g.value(g.loss).storage);
-  if (!g.modules.empty() && g.modules.front().output != kNone) {
-    held.push_back(g.value(g.modules.front().output).storage);
-  }
-  for (ValueId v : g.returned) held.push_back(g.value(v).storage);
+  // What the loop holds is an output of the segment that produces it.
+  const std::vector<StorageId> held = loop_held_storages(g);
   auto add_once = [](std::vector<StorageId>& list, StorageId s) {
     if (std::find(list.begin(), list.end(), s) == list.end()) list.push_back(s);
   };

@@ -277,7 +277,8 @@ Result<TrainingRequest> request_of(const py::dict& options) {
       if (key == "broadcast_buffers") r.ddp.broadcast_buffers = on;
     } else if (key == "tf32" || key == "checkpoint_reentrant") {
       if (!py::isinstance<py::bool_>(v)) return wrong_type(key, v, "True or False");
-      (key == "tf32" ? r.tf32 : r.checkpoint_reentrant) = v.cast<bool>();
+      if (key == "tf32") r.tf32 = v.cast<bool>();
+      if (key == "checkpoint_reentrant") r.checkpoint_reentrant = v.cast<bool>();
     } else if (key == "memory_format") {
       TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
       TF_ASSIGN_OR_RETURN(r.memory_format, parse_enum(kMemoryFormatNames, key, s));

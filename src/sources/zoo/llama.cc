@@ -254,6 +254,40 @@ ValueId flash_attention(GraphBuilder& b, ValueId q, ValueId k, ValueId v, const 
       .front();
 }
 
+// sdpa_attention_forward or eager_attention_forward: k and v repeated to every query head, the
+// (B, L, H, D) result made contiguous.
+ValueId sdpa_or_eager(GraphBuilder& b, ValueId q, ValueId k, ValueId v, ValueId mask,
+                      const Decoder& d) {
+  k = repeat_kv(b, k, d);
+  v = repeat_kv(b, v, d);
+  ValueId out = kNone;
+  const double scaling = 1.0 / std::sqrt(static_cast<double>(d.head_dim));
+  if (mask != kNone) mask = b.call1("slice", {mask}, {{"dim", int64_t{3}}, {"end", d.len}});
+  if (d.sdpa) {
+    // sdpa_attention_forward: causal through is_causal when there is no mask (Gemma 2 passes its
+    // mask, and SDPA takes no soft-cap).
+    q = b.call1("contiguous", {q});
+    k = b.call1("contiguous", {k});
+    v = b.call1("contiguous", {v});
+    std::vector<ValueId> in{q, k, v};
+    if (mask != kNone) in.push_back(mask);
+    out = b.call1("scaled_dot_product_attention", in,
+                  {{"dropout_p", d.attention_dropout}, {"is_causal", mask == kNone}});
+  } else {
+    ValueId w = b.call1(
+        "matmul", {q, b.call1("transpose", {k}, {{"dim0", int64_t{2}}, {"dim1", int64_t{3}}})});
+    w = b.call1("mul_scalar", {w}, {{"value", scaling}});
+    if (d.attn_softcap > 0) w = softcap(b, w, d.attn_softcap);
+    w = b.call1("add", {w, mask});
+    w = b.call1("softmax", {w}, {{"dim", int64_t{-1}}, {"dtype", std::string("float32")}});
+    if (b.ok()) w = nn::cast(b, w, b.value(q).dtype);
+    w = nn::dropout(b, "attention_dropout", w, d.attention_dropout);
+    out = b.call1("matmul", {w, v});
+  }
+  return b.call1("contiguous",
+                 {b.call1("transpose", {out}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}})});
+}
+
 ValueId attention(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, ValueId mask,
                   const Decoder& d, Cached& cached) {
   auto attn = b.module("self_attn", "LlamaAttention");
@@ -301,45 +335,12 @@ ValueId attention(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, ValueId 
   const ValueId rotated_q = q;
   const ValueId rotated_k = k;
   const ValueId unrepeated_v = v;
-  ValueId out = kNone;
-  if (d.flash) {
-    out = flash_attention(b, q, k, v, d);
-    out = b.call1("reshape", {out}, {{"shape", Dims{d.batch, d.len, -1}}});
-    out = nn::linear(b, "o_proj", b.call1("contiguous", {out}), d.hidden, d.o_bias);
-    nn::hold(b, {rotated_q, rotated_k, unrepeated_v});  // the forward's locals
-    return out;
-  }
-  k = repeat_kv(b, k, d);
-  v = repeat_kv(b, v, d);
-  const double scaling = 1.0 / std::sqrt(static_cast<double>(d.head_dim));
-  if (mask != kNone) mask = b.call1("slice", {mask}, {{"dim", int64_t{3}}, {"end", d.len}});
-  if (d.sdpa) {
-    // sdpa_attention_forward: causal through is_causal when there is no mask (Gemma 2 passes its
-    // mask, and SDPA takes no soft-cap).
-    q = b.call1("contiguous", {q});
-    k = b.call1("contiguous", {k});
-    v = b.call1("contiguous", {v});
-    std::vector<ValueId> in{q, k, v};
-    if (mask != kNone) in.push_back(mask);
-    out = b.call1("scaled_dot_product_attention", in,
-                  {{"dropout_p", d.attention_dropout}, {"is_causal", mask == kNone}});
-  } else {
-    ValueId w = b.call1(
-        "matmul", {q, b.call1("transpose", {k}, {{"dim0", int64_t{2}}, {"dim1", int64_t{3}}})});
-    w = b.call1("mul_scalar", {w}, {{"value", scaling}});
-    if (d.attn_softcap > 0) w = softcap(b, w, d.attn_softcap);
-    w = b.call1("add", {w, mask});
-    w = b.call1("softmax", {w}, {{"dim", int64_t{-1}}, {"dtype", std::string("float32")}});
-    if (b.ok()) w = nn::cast(b, w, b.value(q).dtype);
-    w = nn::dropout(b, "attention_dropout", w, d.attention_dropout);
-    out = b.call1("matmul", {w, v});
-  }
-  out = b.call1("contiguous",
-                {b.call1("transpose", {out}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}})});
-  out = b.call1("reshape", {out}, {{"shape", Dims{d.batch, d.len, -1}}});
-  out = nn::linear(b, "o_proj", out, d.hidden, d.o_bias);
+  const ValueId rows =
+      d.flash ? flash_attention(b, q, k, v, d) : sdpa_or_eager(b, q, k, v, mask, d);
+  const ValueId out = b.call1("reshape", {rows}, {{"shape", Dims{d.batch, d.len, -1}}});
+  const ValueId projected = nn::linear(b, "o_proj", out, d.hidden, d.o_bias);
   nn::hold(b, {rotated_q, rotated_k, unrepeated_v});  // the forward's locals
-  return out;
+  return projected;
 }
 
 ValueId activation(GraphBuilder& b, std::string_view name, ValueId x, const Decoder& d) {
