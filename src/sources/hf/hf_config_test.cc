@@ -169,8 +169,14 @@ TEST(HfConfig, Gemma2ReadsItsSoftCapsAndWindow) {
                {"sliding_window", "512"}});
   expect_sets(small_config("gemma", R"(, "final_logit_softcapping": 30.0)"),
               {{"gemma2", "false"}, {"final_logit_softcapping", "0"}});
-  EXPECT_FALSE(small_config("gemma2", R"(, "sliding_window": null)").ok());
-  EXPECT_FALSE(small_config("gemma2", R"(, "final_logit_softcapping": "30")").ok());
+  const Result<HfModel> no_window = small_config("gemma2", R"(, "sliding_window": null)");
+  ASSERT_FALSE(no_window.ok());
+  EXPECT_NE(no_window.status().message().find("'sliding_window'"), std::string::npos)
+      << no_window.status().to_string();
+  const Result<HfModel> text_cap = small_config("gemma2", R"(, "final_logit_softcapping": "30")");
+  ASSERT_FALSE(text_cap.ok());
+  EXPECT_NE(text_cap.status().message().find("'final_logit_softcapping'"), std::string::npos)
+      << text_cap.status().to_string();
 }
 
 // A config that leaves fields out gets its family's defaults, as transformers' config class does.
