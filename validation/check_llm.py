@@ -149,6 +149,18 @@ CASES = [
     # Wide layers and few tokens: the dequantized weights, not the activations, make the peak.
     ({"hidden_size": "256", "intermediate_size": "1024", "vocab_size": "500"}, 1, 16, "adamw",
      "bf16", (), {"r": 8, "target": ("all-linear",), "quant": "nf4"}),
+    # Liger-Kernel's fused linear cross-entropy (its Triton kernel done in numpy, in place): the
+    # logits made a chunk of tokens at a time and turned into their gradient at once, the
+    # gradients saved in forward. Full fine-tuning in fp32 (ten chunks, the last one short; the
+    # large-vocabulary case above, without its logits; tied embeddings). In bf16 (LoRA, QLoRA,
+    # Gemma 2 with LoRA) trainfit is 1.0% to 1.9% below the re-creation, not yet understood
+    # (see the README), so those cases are not checked yet.
+    ({"loss": "fused_linear_cross_entropy"}, 3, 50, "adamw", "fp32", (), None),
+    ({"loss": "fused_linear_cross_entropy", "vocab_size": "8000", "num_key_value_heads": "1"}, 2,
+     96, "adamw", "fp32", (), None),
+    ({"loss": "fused_linear_cross_entropy", "tie_word_embeddings": "true", "use_cache": "false",
+      "vocab_size": "4000"}, 2, 64, "sgd", "fp32", (), None),
+
 ]
 
 

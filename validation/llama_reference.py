@@ -23,7 +23,14 @@ tables shared by the layers, last_cache_position) adds post_attention_layernorm 
 output and pre_ and post_feedforward_layernorm around the MLP, soft-caps the attention scores and
 the logits (cap * tanh(x / cap)), makes no cache in training, builds the causal mask over seq
 keys, and windows it on even layers (tril of ones_like, then where).
+
+With loss "fused_linear_cross_entropy" the training forward is Liger-Kernel 0.5.5's lce_forward:
+no lm_head call and no logits, LigerForCausalLMLoss (labels padded and shifted, the hidden states
+flattened) and LigerFusedLinearCrossEntropyFunction as its Python code runs, the Triton kernel
+that turns a chunk of logits into their gradient in place done in numpy on the same memory (a
+kernel allocates nothing, and neither does numpy through PyTorch).
 """
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -39,7 +46,8 @@ def config(sets):
              attention_dropout=0.0, qk_norm=False, gemma=False, hidden_act="silu", phi3=False,
              partial_rotary_factor=1.0, resid_pdrop=0.0, num_local_experts=0,
              num_experts_per_tok=2, router_jitter_noise=0.0, gemma2=False,
-             attn_logit_softcapping=0.0, final_logit_softcapping=0.0, sliding_window=0)
+             attn_logit_softcapping=0.0, final_logit_softcapping=0.0, sliding_window=0,
+             loss="cross_entropy")
     for k, v in (sets or {}).items():
         if k == "attention":
             assert v == "eager", "PyTorch 1.13 has no scaled_dot_product_attention"
@@ -462,6 +470,104 @@ def causal_lm_loss(logits, labels, vocab_size, ignore_index=-100):
     return F.cross_entropy(logits, shift_labels, ignore_index=ignore_index, reduction="mean")
 
 
+def _cross_entropy_kernel(logits, target, loss, n_non_ignore, softcap, ignore_index=-100):
+    """liger_cross_entropy_kernel (reduction mean): each row's loss into `loss`, and the row
+    replaced by its gradient, softmax minus the one-hot target over the counted tokens (times
+    the soft-cap's derivative), in place. Done in numpy on the tensors' own memory."""
+    if logits.dtype == torch.bfloat16:
+        bits = logits.view(torch.int16).numpy()
+        x = (bits.astype(np.int32) << 16).view(np.float32).astype(np.float64)
+    else:
+        x = logits.numpy().astype(np.float64)
+    t = target.numpy()
+    raw = x
+    if softcap:
+        x = softcap * np.tanh(raw / softcap)
+    m = x.max(axis=1, keepdims=True)
+    p = np.exp(x - m)
+    total = p.sum(axis=1, keepdims=True)
+    p /= total
+    rows = np.arange(x.shape[0])
+    counted = t != ignore_index
+    picked = np.where(counted, t, 0)
+    row_loss = (np.log(total[:, 0]) + m[:, 0] - x[rows, picked]) / n_non_ignore
+    p[rows, picked] -= counted
+    p /= n_non_ignore
+    if softcap:
+        p *= 1 - np.tanh(raw / softcap) ** 2
+    p[~counted] = 0
+    loss.numpy()[:] = np.where(counted, row_loss, 0)
+    if logits.dtype == torch.bfloat16:
+        bits[:] = (p.astype(np.float32).view(np.int32) >> 16).astype(np.int16)
+    else:
+        logits.numpy()[:] = p
+
+
+def _fused_linear_cross_entropy_forward(_input, weight, target, softcap, ignore_index=-100):
+    """Liger 0.5's fused_linear_cross_entropy_forward (no bias, no class weights, no z-loss,
+    reduction mean)."""
+    BT, H = _input.shape
+    V = weight.shape[0]
+    inc_factor = -(-V // H)
+    chunk_size = 1 << (-(-BT // inc_factor) - 1).bit_length()
+    num_chunks = -(-BT // chunk_size)
+    grad_weight = torch.zeros_like(weight) if weight.requires_grad else None
+    grad_input = torch.zeros_like(_input)
+    loss_1d = torch.zeros(BT, dtype=torch.float32)
+    target_mask = target != ignore_index
+    total_n_non_ignore = target_mask.sum().item()
+    for chunk_id in range(num_chunks):
+        start_idx = chunk_id * chunk_size
+        end_idx = min((chunk_id + 1) * chunk_size, BT)
+        _input_chunk = _input[start_idx:end_idx]
+        logits_chunk = _input_chunk @ weight.t()
+        target_chunk = target[start_idx:end_idx]
+        loss_1d_slice = loss_1d[start_idx:end_idx]
+        logits_chunk = logits_chunk.contiguous()
+        target_chunk = target_chunk.contiguous()
+        _cross_entropy_kernel(logits_chunk.detach(), target_chunk, loss_1d_slice,
+                              total_n_non_ignore, softcap)
+        loss_1d[start_idx:end_idx] = loss_1d_slice
+        grad_logits_chunk = logits_chunk
+        grad_input[start_idx:end_idx] = grad_logits_chunk @ weight
+        if grad_weight is not None:
+            torch.addmm(input=grad_weight, mat1=logits_chunk.t().to(_input_chunk.dtype),
+                        mat2=_input_chunk, out=grad_weight, alpha=1.0, beta=1.0)
+    loss = torch.sum(loss_1d)
+    return loss, grad_input, grad_weight
+
+
+class LigerFusedLinearCrossEntropyFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, _input, weight, target, softcap):
+        loss, grad_input, grad_weight = _fused_linear_cross_entropy_forward(
+            _input, weight, target, softcap)
+        ctx.save_for_backward(grad_input.detach(),
+                              grad_weight.detach() if grad_weight is not None else None)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad_input, grad_weight = ctx.saved_tensors
+        # fused_linear_cross_entropy_backward: element_mul_kernel scales in place.
+        if not torch.equal(grad_output, torch.tensor(1.0, device=grad_output.device)):
+            grad_input.mul_(grad_output)
+            if grad_weight is not None:
+                grad_weight.mul_(grad_output)
+        return grad_input, grad_weight, None, None
+
+
+def liger_causal_lm_loss(hidden_states, lm_head_weight, labels, hidden_size, softcap,
+                         ignore_index=-100):
+    """Liger's LigerForCausalLMLoss and fixed_fused_linear_cross_entropy, reduction mean."""
+    labels = F.pad(labels, (0, 1), value=ignore_index)
+    shift_labels = labels[..., 1:].contiguous()
+    hidden_states = hidden_states.view(-1, hidden_size)
+    shift_labels = shift_labels.view(-1)
+    return LigerFusedLinearCrossEntropyFunction.apply(hidden_states, lm_head_weight,
+                                                      shift_labels, softcap)
+
+
 class Output:
     """CausalLMOutputWithPast: the loss, the logits and the cache, held together by the loop."""
 
@@ -480,8 +586,13 @@ class LlamaForCausalLM(nn.Module):
 
     def forward(self, input_ids, labels):
         hidden_states, past_key_values = self.model(input_ids)
-        logits = self.lm_head(hidden_states[:, -0:, :])
         cap = self.config["final_logit_softcapping"]
+        if self.config["loss"] == "fused_linear_cross_entropy" and self.training:
+            # Liger's lce_forward: in training the logits are never made.
+            loss = liger_causal_lm_loss(hidden_states, self.lm_head.weight, labels,
+                                        self.config["hidden_size"], cap or None)
+            return Output(loss, None, past_key_values)
+        logits = self.lm_head(hidden_states[:, -0:, :])
         if cap:
             logits = logits / cap
             logits = torch.tanh(logits)

@@ -131,6 +131,24 @@ TEST(FitWhatIf, DiffusionGpt2AndVitRowsAreDirectEstimates) {
                             {"checkpoint encoder layers", "expandable segments"});
 }
 
+// A decoder's what-if offers Liger's fused linear cross-entropy, except under autocast, where it
+// is not modelled.
+TEST(FitWhatIf, DecoderRowsOfferLigerLossWithoutAutocast) {
+  const std::string config =
+      std::string(TRAINFIT_TEST_DATA_DIR) + "/../../examples/llama-3.2-1b.json";
+  expect_rows_are_estimates(
+      {"--hf-config", config, "--seq-len", "256", "--precision", "bf16", "--lora", "r=8"},
+      "rtx4090", "2",
+      {"Liger fused linear cross-entropy", "no key/value cache", "4-bit NF4 base (QLoRA)"});
+  const nlohmann::json amp =
+      run_json({"fit", "--hf-config", config, "--seq-len", "256", "--precision", "amp-bf16",
+                "--gpu", "rtx4090", "--batch", "2", "--what-if"});
+  ASSERT_FALSE(amp["what_if"]["rows"].empty());
+  for (const nlohmann::json& row : amp["what_if"]["rows"]) {
+    EXPECT_NE(row["name"], "Liger fused linear cross-entropy");
+  }
+}
+
 // Over two GPUs the what-if also offers DDP's gradient_as_bucket_view and ZeroRedundancyOptimizer.
 TEST(FitWhatIf, DdpRowsAreDirectEstimates) {
   expect_rows_are_estimates({"--model", "resnet18", "--gpus", "2"}, "rtx4090", "32",

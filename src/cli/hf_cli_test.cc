@@ -248,6 +248,33 @@ TEST(LoraCli, FlashAttentionKeepsKeysAndValuesUnrepeated) {
   EXPECT_NE(cpu.err.find("CUDA GPUs only"), std::string::npos) << cpu.err;
 }
 
+// Liger's fused linear cross-entropy on Llama 3.2 1B (tied embeddings, a 128,256-token
+// vocabulary) with LoRA in bf16 at 512 tokens: instead of the fp32 log-softmax of the logits
+// (with the shifted labels nll_loss keeps, and scalars), it keeps the hidden states' gradient
+// in bf16. Under autocast it is refused.
+TEST(LoraCli, LigerLossKeepsTheHiddenGradientInsteadOfTheLogits) {
+  const std::vector<std::string> base{"estimate",  "--hf-config", kExamples + "llama-3.2-1b.json",
+                                      "--seq-len", "512",         "--precision",
+                                      "bf16",      "--lora",      "r=8"};
+  std::vector<std::string> liger = base;
+  liger.insert(liger.end(), {"--set", "loss=fused_linear_cross_entropy"});
+  const nlohmann::json ce = run_json(base);
+  const nlohmann::json fused = run_json(liger);
+  const int64_t log_softmax = int64_t{512} * 128'256 * 4;
+  const int64_t hidden_grad = int64_t{512} * 2048 * 2;
+  const int64_t labels = int64_t{512} * 8;
+  const int64_t saved =
+      ce.at("activation_bytes").get<int64_t>() - fused.at("activation_bytes").get<int64_t>();
+  EXPECT_GE(saved, log_softmax - hidden_grad + labels);
+  EXPECT_LE(saved, log_softmax - hidden_grad + labels + 16);
+  EXPECT_LT(fused.at("peak_allocated_bytes"), ce.at("peak_allocated_bytes"));
+  std::vector<std::string> amp = liger;
+  amp[6] = "amp-bf16";
+  const CliRun refused = run(amp);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("without autocast"), std::string::npos) << refused.err;
+}
+
 // QLoRA's 4-bit base as bitsandbytes stores Llama 3 8B: every Linear but lm_head is a Linear4bit.
 // Its 6,979,321,856 weights take 3,489,660,928 bytes (two per byte); the bf16 embedding and
 // lm_head 1,050,673,152 each, the norms 532,480, the fp32 adapters 27,262,976. Beside them (as

@@ -102,6 +102,10 @@ struct GradRule {
   // With alias_output: the very tensor that arrived (add's pass-through) rather than a new view
   // of it. AccumulateGrad steals a view, even of a shared buffer, but copies a shared tensor.
   bool same_tensor = false;
+  // The gradient is a tensor the forward made and saved (Liger's fused linear cross-entropy
+  // computes its gradients in the forward): no new memory. It is made after the node releases
+  // its saved tensors, in the bytes they free.
+  bool from_saved = false;
 };
 struct BackwardSpec {
   std::vector<GradRule> grads;
@@ -112,6 +116,21 @@ struct BackwardSpec {
   std::vector<int64_t> scratch;
 };
 using BackwardFn = std::function<BackwardSpec(const OpCall&)>;
+
+// The tensors an op's Python forward makes around its outputs (Liger's fused linear
+// cross-entropy: its gradient buffers, then a chunk of logits at a time, then the loss), in
+// order. Outputs a plan does not place are made after its steps; what it leaves allocated is
+// freed when the op returns.
+struct ForwardStep {
+  enum class Kind : uint8_t {
+    kOutput,  // makes output `arg`
+    kAlloc,   // makes a tensor of `arg` bytes
+    kFree,    // frees the tensor made by kAlloc step number `arg` (counting kAlloc steps only)
+  };
+  Kind kind = Kind::kAlloc;
+  int64_t arg = 0;
+};
+using ForwardStepsFn = std::function<std::vector<ForwardStep>(const OpCall&)>;
 
 // Validates what parameter shapes depend on (input ranks, channel counts) before creating them.
 using ParamsFn = std::function<Result<std::vector<ParamSpec>>(const OpCall&)>;
@@ -157,6 +176,8 @@ struct OpSchema {
   DecomposeFn decompose;  // composite ops (instead of infer/saved/workspace)
   // Optional: without it, every input that needs a gradient gets a new tensor.
   BackwardFn backward;
+  // Optional: the op's own tensors in forward, around its outputs (see ForwardStep).
+  ForwardStepsFn forward_steps;
   // When several of its parameters get their gradients in one backward node, the input whose
   // AccumulateGrad runs first (the order DDP rebuilds its buckets in); -1: input order. F.linear
   // runs addmm(bias, x, weight.t()): the bias's gradient goes to AccumulateGrad directly, the

@@ -136,12 +136,12 @@ TEST(OpCases, MatchPyTorchOnCpu) {
 
 // Ops whose cases cannot run on PyTorch 1.13 CPU; covered by the CUDA and bitsandbytes tests
 // below (the 4-bit ops also by validation/check_llm.py's QLoRA cases).
-const std::set<std::string> kSpecCases = {"scaled_dot_product_attention",
-                                          "sdpa_flash",
-                                          "sdpa_efficient",
-                                          "flash_attn",
-                                          "dequantize_4bit",
-                                          "matmul_4bit"};
+const std::set<std::string> kSpecCases = {"scaled_dot_product_attention", "sdpa_flash",
+                                          "sdpa_efficient", "flash_attn", "dequantize_4bit",
+                                          "matmul_4bit",
+                                          // A Python autograd.Function: check_llm.py measures it
+                                          // in models, and the lowering test its timeline.
+                                          "fused_linear_cross_entropy"};
 
 TEST(OpRegistry, EveryOpIsCompleteAndTested) {
   std::set<std::string> tested(kSpecCases);
@@ -271,6 +271,39 @@ TEST(CudaOps, FlashAttnKeepsUnrepeatedKeysAndExpandsTheirGradients) {
   fp32.call1("flash_attn", {x, x, x});
   ASSERT_FALSE(fp32.ok());
   EXPECT_NE(fp32.status().message().find("fp16 or bf16"), std::string::npos);
+}
+
+// Liger's fused linear cross-entropy keeps the input's and the weight's gradients (made in
+// forward) and nothing else; its backward hands them on. Autocast is refused.
+TEST(CudaOps, LigerLossKeepsOnlyTheGradientsItMadeInForward) {
+  BuildOptions o;
+  o.precision = Precision::kBf16;
+  GraphBuilder b("case", o);
+  const ValueId x = b.input("x", {100, 16}, DType::kBFloat16, true);
+  const ValueId y = b.input("y", {100}, DType::kInt64);
+  const ValueId loss = b.call1("fused_linear_cross_entropy", {x, y}, {{"vocab_size", int64_t{64}}});
+  const Graph g = *std::move(b).finish();
+  EXPECT_EQ(g.value(loss).shape, Dims{});
+  EXPECT_EQ(g.value(loss).dtype, DType::kFloat32);
+  EXPECT_EQ(kept_by_all_nodes(g).new_bytes, int64_t{100} * 16 * 2 + int64_t{64} * 16 * 2);
+  const Node& n = g.nodes.back();
+  std::vector<const Value*> inputs;
+  for (ValueId v : n.inputs) inputs.push_back(&g.value(v));
+  const OpCall call{n.attrs, inputs, g.target, g.precision};
+  const BackwardSpec spec = backward_of(*n.op, call);
+  ASSERT_EQ(spec.grads.size(), 2U);
+  EXPECT_TRUE(spec.grads[0].from_saved && spec.grads[1].from_saved);
+  // torch.equal(grad_output, torch.tensor(1.0)) on CUDA: three 512-byte blocks.
+  EXPECT_EQ(spec.scratch, std::vector<int64_t>{1536});
+
+  BuildOptions amp;
+  amp.precision = Precision::kAmpBf16;
+  GraphBuilder a("case", amp);
+  const ValueId ax = a.input("x", {100, 16}, DType::kFloat32, true);
+  const ValueId ay = a.input("y", {100}, DType::kInt64);
+  a.call1("fused_linear_cross_entropy", {ax, ay}, {{"vocab_size", int64_t{64}}});
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("without autocast"), std::string::npos);
 }
 
 TEST(CudaOps, EfficientAttentionPadsLogsumexpTo32) {

@@ -183,6 +183,7 @@ void CostBuilder::backward(NodeId n) {
   bool any_param = false;
   for (const GradRule& rule : spec.grads) {
     if (rule.alias_output >= 0) continue;  // a view of (or the very) incoming gradient
+    if (rule.from_saved) continue;         // made in the forward
     const ValueId input = node.inputs[static_cast<size_t>(rule.input)];
     const double grad = static_cast<double>(value_bytes(g_.value(input)));
     if (has_gemm && forward_gemm.operand(static_cast<size_t>(rule.input))) {

@@ -32,6 +32,11 @@ Result<StepFlops> step_flops(const Graph& graph, const std::vector<std::string>&
     if (!node.recorded || !graph.on_loss_path[n]) continue;
     int needing = 0;
     for (ValueId v : node.inputs) needing += graph.value(v).requires_grad ? 1 : 0;
+    // Gradients the forward already made (Liger's fused linear cross-entropy) cost nothing.
+    std::vector<const Value*> inputs;
+    for (ValueId v : node.inputs) inputs.push_back(&graph.value(v));
+    const OpCall call{node.attrs, inputs, graph.target, graph.precision};
+    for (const GradRule& rule : backward_of(*node.op, call).grads) needing -= rule.from_saved;
     f.backward += forward[n] * needing;
   }
   TF_ASSIGN_OR_RETURN(std::vector<CheckpointSegment> segments,

@@ -52,6 +52,7 @@ class Lowerer : public EventSink {
   void unref_grad(BufferId buffer, NodeId node);
 
   void forward();
+  void make_output(NodeId n, ValueId o);
   void backward();
   void recompute(size_t segment);
   void route_gradient(ValueId value, BufferId buffer, bool shared_tensor, NodeId node);
@@ -338,6 +339,15 @@ void Lowerer::allocate_parameters() {
 
 // ---- forward -------------------------------------------------------------------------------
 
+// Allocates a node's output storage in forward, unless it is a view or is already there.
+void Lowerer::make_output(NodeId n, ValueId o) {
+  const StorageId s = g_.value(o).storage;
+  const Storage& st = g_.storages[s];
+  if (st.producer != n || storage_buffer_[s] != kNoBuffer) return;
+  const Category c = forward_savers_[s] > 0 ? Category::kActivation : Category::kTemporary;
+  storage_buffer_[s] = alloc_new(st.bytes, c, n, st.host);
+}
+
 void Lowerer::forward() {
   phase_ = Phase::kForward;
   for (ValueId in : g_.inputs) {
@@ -388,13 +398,28 @@ void Lowerer::forward() {
     if (options_.op_workspaces && node.workspace_bytes > 0) {
       workspace = alloc_new(node.workspace_bytes, Category::kWorkspace, n);
     }
-    for (ValueId o : node.outputs) {
-      const StorageId s = g_.value(o).storage;
-      const Storage& st = g_.storages[s];
-      if (st.producer != n || storage_buffer_[s] != kNoBuffer) continue;
-      const Category c = forward_savers_[s] > 0 ? Category::kActivation : Category::kTemporary;
-      storage_buffer_[s] = alloc_new(st.bytes, c, n, st.host);
+    std::vector<BufferId> own;  // the op's own tensors (OpSchema::forward_steps)
+    if (node.op->forward_steps) {
+      std::vector<const Value*> in_values;
+      for (ValueId v : node.inputs) in_values.push_back(&g_.value(v));
+      const OpCall call{node.attrs, in_values, g_.target, g_.precision};
+      for (const ForwardStep& step : node.op->forward_steps(call)) {
+        switch (step.kind) {
+          case ForwardStep::Kind::kOutput:
+            make_output(n, node.outputs[static_cast<size_t>(step.arg)]);
+            break;
+          case ForwardStep::Kind::kAlloc:
+            own.push_back(alloc_new(step.arg, Category::kTemporary, n));
+            break;
+          case ForwardStep::Kind::kFree:
+            free_buffer(own[static_cast<size_t>(step.arg)], n);
+            own[static_cast<size_t>(step.arg)] = kNoBuffer;
+            break;
+        }
+      }
     }
+    for (ValueId o : node.outputs) make_output(n, o);
+    for (const BufferId b : own) free_buffer(b, n);
     free_buffer(workspace, n);
     for (StorageId s : frees_after_[i]) {
       free_buffer(storage_buffer_[s], n);
@@ -601,7 +626,18 @@ void Lowerer::backward() {
       bool same_tensor;
     };
     std::vector<Produced> produced;
+    // A parameter's only gradient this step, with no .grad yet, becomes its .grad.
+    auto new_grad = [&](ValueId v) {
+      const int p = param_index_[v];
+      const bool becomes_grad =
+          p >= 0 && !fsdp() && expected_grads_[p] == 1 && param_grad_[p] == kNoBuffer;
+      const BufferId b = alloc_new(value_bytes(g_.value(v)),
+                                   becomes_grad ? Category::kGradient : Category::kTemporary, n);
+      grad_refs_[b] = 1;
+      return b;
+    };
     for (const GradRule& rule : spec.grads) {
+      if (rule.from_saved) continue;  // made below, once the saved tensors are released
       const ValueId v = node.inputs[static_cast<size_t>(rule.input)];
       BufferId b = kNoBuffer;
       if (rule.alias_output >= 0) {
@@ -609,13 +645,7 @@ void Lowerer::backward() {
         if (b == kNoBuffer) continue;
         ++grad_refs_[b];
       } else {
-        // A parameter's only gradient this step, with no .grad yet, becomes its .grad.
-        const int p = param_index_[v];
-        const bool becomes_grad =
-            p >= 0 && !fsdp() && expected_grads_[p] == 1 && param_grad_[p] == kNoBuffer;
-        b = alloc_new(value_bytes(g_.value(v)),
-                      becomes_grad ? Category::kGradient : Category::kTemporary, n);
-        grad_refs_[b] = 1;
+        b = new_grad(v);
       }
       produced.push_back({v, b, rule.alias_output >= 0 && rule.same_tensor});
     }
@@ -665,6 +695,13 @@ void Lowerer::backward() {
       }
       for (BufferId grad : held_grads_[static_cast<size_t>(seg)]) unref_grad(grad, n);
       held_grads_[static_cast<size_t>(seg)].clear();
+    }
+    // Gradients the forward made and saved: the bytes just released, handed on (the free and
+    // the allocation of the same size keep every figure; the category becomes the gradient's).
+    for (const GradRule& rule : spec.grads) {
+      if (!rule.from_saved) continue;
+      const ValueId v = node.inputs[static_cast<size_t>(rule.input)];
+      produced.push_back({v, new_grad(v), false});
     }
     for (const Produced& pr : produced) route_gradient(pr.value, pr.buffer, pr.same_tensor, n);
     grads_to_buckets(n);

@@ -138,6 +138,44 @@ TEST(Lowering, GradientAccumulationAddsIntoTheFirstGradients) {
   EXPECT_EQ(grads, kParams);  // later micro-batches' gradients are temporaries, added in place
 }
 
+// Liger's fused linear cross-entropy over 100 tokens of 16 and a vocabulary of 64: chunks of
+// next_power_of_2(ceil(100 / ceil(64 / 16))) = 32 tokens, three full and one of 4.
+TEST(Lowering, LigerLossMakesItsGradientsInForwardAChunkAtATime) {
+  BuildOptions o;
+  o.target = kCpu;
+  GraphBuilder b("head", o);
+  const ValueId x = b.input("x", {100, 16}, DType::kFloat32, true);
+  const ValueId y = b.input("y", {100}, DType::kInt64);
+  ValueId loss = kNone;
+  {
+    auto head = b.module("", "Head");
+    loss = b.call1("fused_linear_cross_entropy", {x, y}, {{"vocab_size", int64_t{64}}});
+  }
+  b.set_loss(loss);
+  const Graph g = *std::move(b).finish();
+  TrainingConfig c = with(OptimizerKind::kSgd);
+  c.iterations = 1;
+  const EventList events = *lower_training_step(g, c, {});
+  const Replayed r = replay(events);
+  constexpr int64_t kWeight = int64_t{64} * 16 * 4;
+  constexpr int64_t kBatch = int64_t{100} * 16 * 4 + int64_t{100} * 8;
+  // Kept from forward: the weight's gradient and the input's.
+  constexpr int64_t kGrads = kWeight + int64_t{100} * 16 * 4;
+  // loss_1d (fp32) and the mask of counted tokens, then two chunks of logits (32 x 64 fp32)
+  // while the second one's kernel runs.
+  constexpr int64_t kForward = int64_t{100} * 4 + 100 + 2 * (int64_t{32} * 64 * 4);
+  EXPECT_EQ(r.phase_peak[static_cast<size_t>(Phase::kForward)],
+            kWeight + kBatch + kGrads + kForward);
+  // The backward hands the saved gradients on: nothing beyond the loss and its seed.
+  EXPECT_EQ(r.phase_peak[static_cast<size_t>(Phase::kBackward)], kWeight + kBatch + kGrads + 8);
+  int64_t grads = 0;
+  for (const Event& e : events.events) {
+    const Buffer& buf = events.buffers[e.buffer];
+    if (e.alloc && buf.category == Category::kGradient) grads += buf.bytes;
+  }
+  EXPECT_EQ(grads, kWeight);
+}
+
 TEST(Lowering, CheckpointingKeepsOnlyTheSegmentInput) {
   ModelRequest r;
   r.name = "resnet50";

@@ -228,12 +228,16 @@ void add_lora_knobs(const TrainingRequest& request, const ModelSpec& spec,
                    "only adapters train"});
 }
 
-// The model's own settings that keep its math (the key/value cache off, SDPA).
+// The model's own settings that keep its math (the key/value cache off, SDPA, Liger's loss),
+// where the request can take them (Liger's loss is not modelled under autocast).
 void add_setting_knobs(const ResolvedRequest& r, const ModelSpec& spec, std::vector<Knob>& knobs) {
   if (!spec.settings) return;
   Result<ModelConfig> config = model_config(r.model);
   if (!config.ok()) return;
   for (const ModelChange& change : spec.settings(*config)) {
+    ModelRequest changed = r.model;
+    changed.sets.insert(changed.sets.end(), change.sets.begin(), change.sets.end());
+    if (!build_model(changed).ok()) continue;
     knobs.push_back({change.what, KnobKind::kFree, "", add_sets(change.sets), 0, change.cost});
   }
 }

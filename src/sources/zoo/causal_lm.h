@@ -11,4 +11,11 @@ namespace trainfit {
 // a module "loss" of the current one.
 ValueId causal_lm_loss(GraphBuilder& b, ValueId logits, ValueId labels, int64_t vocab);
 
+// Liger-Kernel 0.5.5's LigerForCausalLMLoss, which its lce_forward calls in training instead of
+// lm_head and ForCausalLMLoss: the labels padded and shifted as above, the hidden states
+// flattened to (tokens, hidden), then fused_linear_cross_entropy with the head's `weight`
+// (the logits made and consumed a chunk of tokens at a time; `softcap` is applied inside).
+ValueId liger_causal_lm_loss(GraphBuilder& b, ValueId hidden, ValueId labels, ValueId weight,
+                             double softcap);
+
 }  // namespace trainfit

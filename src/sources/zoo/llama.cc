@@ -103,8 +103,9 @@ struct Decoder {
   double jitter;                       // router_jitter_noise
   bool gemma2;                         // Gemma 2's layer: four norms, soft-capping, windows
   double attn_softcap, final_softcap;  // attn_logit_softcapping, final_logit_softcapping (0: none)
-  int64_t rotary_dim = 0;  // int(head_dim * partial_rotary_factor), set by resolve_shape
-  bool flash = false;      // attn_implementation="flash_attention_2"
+  int64_t rotary_dim = 0;   // int(head_dim * partial_rotary_factor), set by resolve_shape
+  bool flash = false;       // attn_implementation="flash_attention_2"
+  bool liger_loss = false;  // loss=fused_linear_cross_entropy (Liger-Kernel)
 };
 
 // LlamaRMSNorm: x in fp32, times rsqrt(mean(x^2) + eps), back to x's dtype, times the weight.
@@ -581,6 +582,7 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
             c.get_float("attn_logit_softcapping"),
             c.get_float("final_logit_softcapping")};
   d.flash = c.get_string("attention") == "flash_attention_2";
+  d.liger_loss = c.get_string("loss") == "fused_linear_cross_entropy";
   if (d.flash && b.options().target.device != Device::kCuda) {
     b.fail(unsupported("attention=flash_attention_2 runs on CUDA GPUs only",
                        "use attention=sdpa or eager with the cpu profile"));
@@ -598,6 +600,7 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
   const ValueId ids = b.input("input_ids", {d.batch, d.len}, DType::kInt64);
   const ValueId labels = b.input("labels", {d.batch, d.len}, DType::kInt64);
   ValueId logits = kNone;
+  ValueId loss = kNone;
   ValueId final_hidden = kNone;
   std::vector<Cached> cache(static_cast<size_t>(d.layers));
   {
@@ -668,15 +671,25 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
     std::vector<ValueId> head_weight;
     if (d.tied)
       head_weight.push_back(b.parameter("model.embed_tokens.weight", {d.vocab, d.hidden}));
-    h = b.call1("slice", {h}, {{"dim", int64_t{1}}, {"start", int64_t{0}}});
-    logits = nn::op_module(b, "lm_head", "Linear", "linear", {h},
-                           {{"out_features", d.vocab}, {"bias", false}}, head_weight);
-    if (d.final_softcap > 0) logits = softcap(b, logits, d.final_softcap);
+    if (d.liger_loss) {
+      // Liger's lce_forward passes lm_head.weight to its loss and never calls lm_head: there
+      // are no logits to return.
+      if (!d.tied) {
+        auto head = b.module("lm_head", "Linear");
+        head_weight.push_back(b.parameter("weight", {d.vocab, d.hidden}));
+      }
+      loss = liger_causal_lm_loss(b, h, labels, head_weight.front(), d.final_softcap);
+    } else {
+      h = b.call1("slice", {h}, {{"dim", int64_t{1}}, {"start", int64_t{0}}});
+      logits = nn::op_module(b, "lm_head", "Linear", "linear", {h},
+                             {{"out_features", d.vocab}, {"bias", false}}, head_weight);
+      if (d.final_softcap > 0) logits = softcap(b, logits, d.final_softcap);
+    }
   }
-  const ValueId loss = causal_lm_loss(b, logits, labels, d.vocab);
-  // transformers computes the loss inside the model's forward: its locals (the last hidden state)
-  // live until the loss is made. It returns the logits and the cache with the loss.
-  {
+  if (!d.liger_loss) {
+    loss = causal_lm_loss(b, logits, labels, d.vocab);
+    // transformers computes the loss inside the model's forward: its locals (the last hidden
+    // state) live until the loss is made. It returns the logits and the cache with the loss.
     auto scope = b.module("loss", "ForCausalLMLoss");
     nn::hold(b, {final_hidden});
   }
@@ -751,6 +764,11 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
         set_key("attention", AttrKind::kString, std::string("sdpa"),
                 "attention implementation (attn_implementation)",
                 {"sdpa", "eager", "flash_attention_2"}),
+        set_key("loss", AttrKind::kString, std::string("cross_entropy"),
+                "cross_entropy: lm_head, then transformers' loss over the logits upcast to fp32; "
+                "fused_linear_cross_entropy: Liger-Kernel's (0.5.5) lm_head and loss a chunk of "
+                "tokens at a time, the logits never whole (no autocast)",
+                {"cross_entropy", "fused_linear_cross_entropy"}),
         set_key("input_require_grads", AttrKind::kBool, false,
                 "the input embeddings' output requires grad when their weight does not "
                 "(enable_input_require_grads): a leaf whose gradient lives to the step's end"),
@@ -774,6 +792,12 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
       if (c.get_bool("use_cache") && !c.get_bool("gemma2")) {
         changes.push_back(
             {"no key/value cache", {{"use_cache", "false"}}, "none (model(..., use_cache=False))"});
+      }
+      if (c.get_string("loss") == "cross_entropy") {
+        changes.push_back({"Liger fused linear cross-entropy",
+                           {{"loss", "fused_linear_cross_entropy"}},
+                           "none (liger-kernel: use_liger_kernel=True, or "
+                           "fused_linear_cross_entropy=True alone)"});
       }
       if (c.get_string("attention") == "eager") {
         changes.push_back(
