@@ -103,11 +103,26 @@ OpSchema binary_schema(std::string_view name, std::string_view doc, Binary kind)
   s.workspace = no_workspace;
   // add and sub hand the gradient through unless it must be reduced to a broadcast input or
   // scaled (alpha, or the negation of sub's second operand).
+  //
+  // mul's formula makes each gradient at the output's shape (grad * other); the engine then sums
+  // the one of a broadcast input down to its shape (validate_outputs), so that full-size product
+  // is alive, beside the other gradient, until the sum is made.
   s.backward = [kind](const OpCall& call) {
     BackwardSpec spec;
-    if (kind != Binary::kAdd && kind != Binary::kSub) return backward_of(OpSchema{}, call);
     Dims out = call.in(0).shape;
     if (auto b = broadcast_shapes(call.in(0).shape, call.in(1).shape); b.ok()) out = *b;
+    if (kind == Binary::kMul) {
+      spec = backward_of(OpSchema{}, call);
+      const int64_t full =
+          checked_numel(out).value_or(0) * dtype_bytes(result_dtype(call.in(0), call.in(1)));
+      int64_t products = 0;
+      for (size_t i = 0; i < 2; ++i) {
+        if (call.requires_grad(i) && call.in(i).shape != out) products += full;
+      }
+      if (products > 0) spec.scratch.push_back(products);
+      return spec;
+    }
+    if (kind != Binary::kAdd && kind != Binary::kSub) return backward_of(OpSchema{}, call);
     const double alpha = call.attrs.get_float("alpha");
     for (int i = 0; i < 2; ++i) {
       if (!call.requires_grad(static_cast<size_t>(i))) continue;
@@ -156,6 +171,18 @@ OpSchema scalar_schema(std::string_view name, std::string_view doc, ScalarKeeps 
     return Status();
   };
   if (name == "add_scalar" || name == "sub_scalar") s.backward = alias_backward;
+  // pow_backward: grad * (c * x.pow(c - 1)); both temporaries live to the end of the
+  // expression, beside the gradient it makes.
+  if (name == "pow_scalar") {
+    s.backward = [](const OpCall& call) {
+      BackwardSpec spec = backward_of(OpSchema{}, call);
+      if (call.requires_grad(0) && call.attrs.get_float("exponent") != 0.0) {
+        spec.scratch.push_back(2 * checked_numel(call.in(0).shape).value_or(0) *
+                               dtype_bytes(call.in(0).dtype));
+      }
+      return spec;
+    };
+  }
   s.saved = [keeps](const OpCall&) {
     if (keeps == ScalarKeeps::kScalar) return SavedList{saved_output(1)};
     if (keeps == ScalarKeeps::kInput) return SavedList{saved_input(0)};

@@ -125,10 +125,13 @@ ValueId rms_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t widt
     const ValueId shifted = b.call1("add_scalar", {weight}, {{"value", 1.0}});
     return nn::cast(b, b.call1("mul", {h, shifted}), input_dtype);
   }
-  h = nn::cast(b, b.call1("mul", {h, scale}), input_dtype);
+  // `hidden_states`, rebound to the normalized fp32 x, lives until the norm returns, beside its
+  // cast back to the input's dtype.
+  const ValueId normalized = b.call1("mul", {h, scale});
+  h = nn::cast(b, normalized, input_dtype);
   const ValueId weight = b.parameter("weight", {width});
   const ValueId out = b.call1("mul", {weight, h});
-  nn::hold(b, {variance});
+  nn::hold(b, {variance, normalized});
   return out;
 }
 
@@ -639,30 +642,38 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
         // The layer takes cache_position (and position_ids, a view of it): under gradient
         // checkpointing its arguments live until its backward.
         nn::hold(b, {cache_position});
+        // The layer's input: LlamaModel's loop variable holds it until the layer returns.
+        const ValueId layer_in = h;
         // Gemma 2 windows its even layers (sliding_mask).
         ValueId far = kNone;
         ValueId layer_mask = mask;
         if (d.gemma2 && d.window > 0 && i % 2 == 0 && mask != kNone) {
           std::tie(far, layer_mask) = sliding_mask(b, mask);
         }
-        ValueId x = rms_norm(b, "input_layernorm", h, d.hidden, d.eps, d.gemma);
-        x = attention(b, x, cos, sin, layer_mask, d, cache[static_cast<size_t>(i)]);
+        // The attention's and the MLP's input (a norm's output) is their forward's argument, and
+        // the layer's local: it lives until they return, whether or not autograd keeps it.
+        const ValueId attention_in = rms_norm(b, "input_layernorm", h, d.hidden, d.eps, d.gemma);
+        ValueId x =
+            attention(b, attention_in, cos, sin, layer_mask, d, cache[static_cast<size_t>(i)]);
+        nn::hold(b, {attention_in});
         if (d.gemma2) x = rms_norm(b, "post_attention_layernorm", x, d.hidden, d.eps, d.gemma);
         if (d.phi3) x = nn::dropout(b, "resid_attn_dropout", x, d.resid_dropout);
         h = nn::add(b, h, x);
         x = rms_norm(b, d.gemma2 ? "pre_feedforward_layernorm" : "post_attention_layernorm", h,
                      d.hidden, d.eps, d.gemma);
+        const ValueId mlp_in = x;
         ValueId router_logits = kNone;
         if (d.experts > 0) {
           std::tie(x, router_logits) = sparse_moe(b, x, d);
         } else {
           x = mlp(b, x, d);
         }
+        nn::hold(b, {mlp_in});
         if (d.gemma2) x = rms_norm(b, "post_feedforward_layernorm", x, d.hidden, d.eps, d.gemma);
         if (d.phi3) x = nn::dropout(b, "resid_mlp_dropout", x, d.resid_dropout);
         h = nn::add(b, h, x);
         // The layer's locals until it returns.
-        nn::hold(b, {router_logits, far, far != kNone ? layer_mask : kNone});
+        nn::hold(b, {router_logits, far, far != kNone ? layer_mask : kNone, layer_in});
       }
       h = rms_norm(b, "norm", h, d.hidden, d.eps, d.gemma);
       nn::hold(b, {embeds, normalizer, cache_position, mask, cos, sin});  // the forward's locals
@@ -796,8 +807,7 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
       if (c.get_string("loss") == "cross_entropy") {
         changes.push_back({"Liger fused linear cross-entropy",
                            {{"loss", "fused_linear_cross_entropy"}},
-                           "none (liger-kernel: use_liger_kernel=True, or "
-                           "fused_linear_cross_entropy=True alone)"});
+                           "needs liger-kernel"});
       }
       if (c.get_string("attention") == "eager") {
         changes.push_back(

@@ -124,7 +124,9 @@ ValueId lora_linear(GraphBuilder& b, std::string_view name, ValueId x, int64_t o
   } else {
     result = cast(b, add(b, result, h), base_dtype);
   }
-  hold(b, {input});  // the forward's local x
+  // The forward's local x (the cast input), and its argument, which the caller holds until the
+  // call returns even when it is a temporary of the caller's expression (down_proj(act * up)).
+  hold(b, {input, x});
   return result;
 }
 
