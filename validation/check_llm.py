@@ -221,6 +221,23 @@ def reference_step(sets, batch, seq, optimizer, precision, frozen=(), lora=None,
     return [weights, peak, where]
 
 
+def liger_matches_transformers(sets):
+    """The largest gap between the re-creation's Liger loss (its kernel done in numpy) and
+    transformers' loss: in the loss and in every parameter's gradient, after one backward."""
+    results = []
+    for loss in ("cross_entropy", "fused_linear_cross_entropy"):
+        torch.manual_seed(0)
+        model = llama_reference.LlamaForCausalLM(llama_reference.config(dict(sets, loss=loss)))
+        model.train()
+        ids = torch.randint(0, model.config["vocab_size"], (3, 50))
+        out = model(ids, torch.randint(0, model.config["vocab_size"], (3, 50)))
+        out.loss.backward()
+        results.append((out.loss.detach(), {n: p.grad for n, p in model.named_parameters()}))
+    (loss_a, grads_a), (loss_b, grads_b) = results
+    gap = (loss_a - loss_b).abs().item()
+    return max([gap] + [(grads_a[n] - grads_b[n]).abs().max().item() for n in grads_a])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trainfit", required=True, help="the trainfit binary")
@@ -275,6 +292,14 @@ def main():
                      f"{label:60s} peak torch {peak:>12,} ({where[0]} {where[1]}) trainfit "
                      f"{predicted:>12,} ({ours['peak_phase']} {ours['peak_iteration']}) "
                      f"{error:+.3%}")
+    # The re-creation of Liger's loss is itself right: the same loss and gradients as
+    # transformers' loss (fp32, untied, tied, and Gemma 2's soft-capped logits).
+    for sets in ({}, {"tie_word_embeddings": "true"},
+                 {"gemma": "true", "gemma2": "true", "final_logit_softcapping": "30",
+                  "tie_word_embeddings": "true", "sliding_window": "32"}):
+        gap = liger_matches_transformers(sets)
+        report.check(gap <= 1e-6, f"Liger's loss and gradients against transformers' loss "
+                                  f"{sets_label(sets) or '(defaults)':40s} largest gap {gap:.1e}")
     measured.save(report)
     report.finish()
 
