@@ -5,14 +5,22 @@
 #include "lower/lowering.h"
 
 namespace trainfit {
+namespace {
+
+// The node's call as its op's rules see it; `inputs` holds the pointers it refers to.
+OpCall call_of(const Graph& graph, const Node& node, std::vector<const Value*>& inputs) {
+  inputs.clear();
+  for (ValueId v : node.inputs) inputs.push_back(&graph.value(v));
+  return OpCall{node.attrs, inputs, graph.target, graph.precision};
+}
+
+}  // namespace
 
 double node_flops(const Graph& graph, const Node& node) {
   const OpSchema& op = *node.op;
   if (op.data_movement || node.outputs.empty()) return 0;
   std::vector<const Value*> inputs;
-  inputs.reserve(node.inputs.size());
-  for (ValueId v : node.inputs) inputs.push_back(&graph.value(v));
-  const OpCall call{node.attrs, inputs, graph.target, graph.precision};
+  const OpCall call = call_of(graph, node, inputs);
   if (op.gemm) return op.gemm(call, graph.value(node.outputs[0]).shape).flops();
   double elements = 0;
   for (ValueId v : node.outputs) {
@@ -34,8 +42,7 @@ Result<StepFlops> step_flops(const Graph& graph, const std::vector<std::string>&
     for (ValueId v : node.inputs) needing += graph.value(v).requires_grad ? 1 : 0;
     // Gradients the forward already made (Liger's fused linear cross-entropy) cost nothing.
     std::vector<const Value*> inputs;
-    for (ValueId v : node.inputs) inputs.push_back(&graph.value(v));
-    const OpCall call{node.attrs, inputs, graph.target, graph.precision};
+    const OpCall call = call_of(graph, node, inputs);
     for (const GradRule& rule : backward_of(*node.op, call).grads) needing -= rule.from_saved;
     f.backward += forward[n] * needing;
   }

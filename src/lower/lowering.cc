@@ -51,6 +51,8 @@ class Lowerer : public EventSink {
   void free_buffer(BufferId buffer, NodeId node);
   void unref_grad(BufferId buffer, NodeId node);
 
+  // The node's call as its op's rules see it; `inputs` holds the pointers it refers to.
+  OpCall call_of(const Node& node, std::vector<const Value*>& inputs) const;
   void forward();
   void make_output(NodeId n, ValueId o);
   void backward();
@@ -259,10 +261,7 @@ void Lowerer::analyze() {
   for (size_t n = 0; n < g_.nodes.size(); ++n) {
     const Node& node = g_.nodes[n];
     if (node.recorded && g_.on_loss_path[n]) {
-      in_values.clear();
-      for (ValueId v : node.inputs) in_values.push_back(&g_.value(v));
-      const OpCall call{node.attrs, in_values, g_.target, g_.precision};
-      backward_specs_[n] = backward_of(*node.op, call);
+      backward_specs_[n] = backward_of(*node.op, call_of(node, in_values));
       for (const GradRule& rule : backward_specs_[n].grads) {
         const int p = param_index_[node.inputs[static_cast<size_t>(rule.input)]];
         if (p >= 0) ++expected_grads_[p];
@@ -339,6 +338,12 @@ void Lowerer::allocate_parameters() {
 
 // ---- forward -------------------------------------------------------------------------------
 
+OpCall Lowerer::call_of(const Node& node, std::vector<const Value*>& inputs) const {
+  inputs.clear();
+  for (ValueId v : node.inputs) inputs.push_back(&g_.value(v));
+  return OpCall{node.attrs, inputs, g_.target, g_.precision};
+}
+
 // Allocates a node's output storage in forward, unless it is a view or is already there.
 void Lowerer::make_output(NodeId n, ValueId o) {
   const StorageId s = g_.value(o).storage;
@@ -401,9 +406,7 @@ void Lowerer::forward() {
     std::vector<BufferId> own;  // the op's own tensors (OpSchema::forward_steps)
     if (node.op->forward_steps) {
       std::vector<const Value*> in_values;
-      for (ValueId v : node.inputs) in_values.push_back(&g_.value(v));
-      const OpCall call{node.attrs, in_values, g_.target, g_.precision};
-      for (const ForwardStep& step : node.op->forward_steps(call)) {
+      for (const ForwardStep& step : node.op->forward_steps(call_of(node, in_values))) {
         switch (step.kind) {
           case ForwardStep::Kind::kOutput:
             make_output(n, node.outputs[static_cast<size_t>(step.arg)]);
