@@ -104,6 +104,39 @@ CASES = [
       "num_hidden_layers": "1", "num_attention_heads": "1", "num_key_value_heads": "1",
       "hidden_size": "16", "intermediate_size": "16", "head_dim": "16", "use_cache": "false"},
      4, 256, "sgd", "fp32", (), None),
+    # Gemma 3's layout: Gemma 2's layer with RMSNorms on the transposed q and k heads, the
+    # embeddings scaled inside their module, a global layer every sliding_window_pattern-th, two
+    # rotary tables remade for every layer, and masking_utils' masks (both made before the first
+    # layer and kept to the forward's end). In fp32 on three layers (windowed, global, windowed),
+    # in bf16 on two windowed layers, with LoRA and the logits soft-capped, with LoRA under
+    # reentrant checkpointing, under QLoRA, and with Liger's loss, whose peak is in the final
+    # norm. Then one narrow head over long sequences: the peak is in the forward, with both
+    # (batch, 1, seq, seq) masks alive.
+    ({"gemma": "true", "gemma3": "true", "hidden_act": "gelu_pytorch_tanh",
+      "tie_word_embeddings": "true", "sliding_window": "16", "sliding_window_pattern": "2",
+      "num_hidden_layers": "3", "head_dim": "32", "vocab_size": "3000"}, 2, 64, "adamw", "fp32",
+     (), None),
+    ({"gemma": "true", "gemma3": "true", "hidden_act": "gelu_pytorch_tanh",
+      "tie_word_embeddings": "true", "sliding_window": "32", "num_key_value_heads": "1"}, 2, 64,
+     "adamw", "bf16", (), None),
+    ({"gemma": "true", "gemma3": "true", "hidden_act": "gelu_pytorch_tanh",
+      "tie_word_embeddings": "true", "sliding_window": "48", "sliding_window_pattern": "2",
+      "final_logit_softcapping": "30"}, 2, 64, "adamw", "bf16", (), {"r": 8, "alpha": 16}),
+    ({"gemma": "true", "gemma3": "true", "hidden_act": "gelu_pytorch_tanh",
+      "tie_word_embeddings": "true", "sliding_window": "32", "vocab_size": "32",
+      "num_hidden_layers": "3", "sliding_window_pattern": "3"}, 2, 64, "adamw", "bf16", (),
+     {"r": 8, "alpha": 16}, "reentrant"),
+    ({"gemma": "true", "gemma3": "true", "hidden_act": "gelu_pytorch_tanh",
+      "tie_word_embeddings": "true", "sliding_window": "16", "sliding_window_pattern": "2"}, 2, 64,
+     "adamw", "bf16", (), {"r": 8, "target": ("all-linear",), "quant": "nf4"}),
+    ({"loss": "fused_linear_cross_entropy", "gemma": "true", "gemma3": "true",
+      "hidden_act": "gelu_pytorch_tanh", "tie_word_embeddings": "true", "sliding_window": "32",
+      "sliding_window_pattern": "2", "vocab_size": "3000"}, 2, 64, "adamw", "bf16", (), {"r": 8}),
+    ({"gemma": "true", "gemma3": "true", "hidden_act": "gelu_pytorch_tanh",
+      "tie_word_embeddings": "true", "sliding_window": "16", "sliding_window_pattern": "2",
+      "vocab_size": "32", "num_hidden_layers": "2", "num_attention_heads": "1",
+      "num_key_value_heads": "1", "hidden_size": "16", "intermediate_size": "16", "head_dim": "16"},
+     4, 256, "sgd", "fp32", (), None),
     # Phi-3's layout: q, k and v sliced from one qkv_proj, gate and up chunked from one
     # gate_up_proj, the rotated head concatenated back; in fp32, in bf16 with a quarter of each
     # head left unrotated (Phi-4-mini's 0.75) and residual dropout, with LoRA on the fused

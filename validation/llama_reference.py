@@ -23,6 +23,15 @@ tables shared by the layers, last_cache_position) adds post_attention_layernorm 
 output and pre_ and post_feedforward_layernorm around the MLP, soft-caps the attention scores and
 the logits (cap * tanh(x / cap)), makes no cache in training, builds the causal mask over seq
 keys, and windows it on even layers (tril of ones_like, then where).
+Gemma3ForCausalLM (gemma3, written from transformers' current modeling_gemma3.py and
+masking_utils.py, training with no padding mask and no cache) keeps Gemma 2's layer, adds an
+RMSNorm over each head of q and of k after the transpose (q_norm, k_norm, registered after
+o_proj), scales the embeddings inside the embedding module by an embed_scale buffer, windows every
+layer but each sliding_window_pattern-th, makes its two rotary tables (one inv_freq buffer per
+layer type) again for every layer before the first, the dict keeping the last of each type, and
+builds one eager mask per layer type through masking_utils (find_packed_sequence_indices on the
+position ids, sdpa_mask's broadcast comparisons, eager_mask's where); no soft-cap on the
+attention scores.
 
 With loss "fused_linear_cross_entropy" the training forward is Liger-Kernel 0.5.5's lce_forward:
 no lm_head call and no logits, LigerForCausalLMLoss (labels padded and shifted, the hidden states
@@ -47,7 +56,7 @@ def config(sets):
              partial_rotary_factor=1.0, resid_pdrop=0.0, num_local_experts=0,
              num_experts_per_tok=2, router_jitter_noise=0.0, gemma2=False,
              attn_logit_softcapping=0.0, final_logit_softcapping=0.0, sliding_window=0,
-             loss="cross_entropy")
+             loss="cross_entropy", gemma3=False, sliding_window_pattern=6)
     for k, v in (sets or {}).items():
         if k == "attention":
             assert v == "eager", "PyTorch 1.13 has no scaled_dot_product_attention"
@@ -101,6 +110,91 @@ class RotaryEmbedding(nn.Module):
         cos = cos * self.attention_scaling
         sin = sin * self.attention_scaling
         return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+class Gemma3RotaryEmbedding(nn.Module):
+    """One inv_freq buffer per layer type (both of the head's width; the bases do not matter
+    here); cos is scaled before sin is made."""
+
+    def __init__(self, c, layer_types):
+        super().__init__()
+        dim = c["head_dim"]
+        for layer_type in sorted(set(layer_types)):
+            inv_freq = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+            self.register_buffer(f"{layer_type}_inv_freq", inv_freq, persistent=False)
+
+    @torch.no_grad()
+    def forward(self, x, position_ids, layer_type):
+        inv_freq = getattr(self, f"{layer_type}_inv_freq")
+        attention_scaling = 1.0
+        inv_freq_expanded = inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = emb.cos() * attention_scaling
+        sin = emb.sin() * attention_scaling
+        return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+class Gemma3TextScaledWordEmbedding(nn.Embedding):
+    def __init__(self, num_embeddings, embedding_dim, embed_scale):
+        super().__init__(num_embeddings, embedding_dim)
+        self.register_buffer("embed_scale", torch.tensor(embed_scale), persistent=False)
+
+    def forward(self, input_ids):
+        return super().forward(input_ids) * self.embed_scale.to(self.weight.dtype)
+
+
+def find_packed_sequence_indices(position_ids):
+    first_dummy_value = position_ids[:, :1] - 1
+    position_diff = torch.diff(position_ids, prepend=first_dummy_value, dim=-1)
+    packed_sequence_mask = (position_diff != 1).cumsum(-1)
+    if (packed_sequence_mask[:, -1] == 0).all():
+        return None
+    return packed_sequence_mask
+
+
+def causal_mask_function(batch_idx, head_idx, q_idx, kv_idx):
+    return kv_idx <= q_idx
+
+
+def sliding_window_causal_mask_function(sliding_window):
+    def sliding_window_overlay(batch_idx, head_idx, q_idx, kv_idx):
+        return kv_idx > q_idx - sliding_window
+
+    def and_mask(batch_idx, head_idx, q_idx, kv_idx):
+        result = q_idx.new_ones((), dtype=torch.bool)
+        for mask in (sliding_window_overlay, causal_mask_function):
+            result = result & mask(batch_idx, head_idx, q_idx, kv_idx).to(result.device)
+        return result
+
+    return and_mask
+
+
+def eager_mask(batch_size, q_length, kv_length, mask_function, dtype):
+    """masking_utils' eager_mask: sdpa_mask without the is_causal skip (no padding mask, torch
+    >= 2.5, no vmap), then 0 where attended and the dtype's minimum elsewhere."""
+    batch_arange = torch.arange(batch_size)
+    head_arange = torch.arange(1)
+    q_arange = torch.arange(q_length) + 0
+    kv_arange = torch.arange(kv_length) + 0
+    mask = mask_function(batch_arange[:, None, None, None], head_arange[None, :, None, None],
+                         q_arange[None, None, :, None], kv_arange[None, None, None, :])
+    mask = mask.expand(batch_size, -1, q_length, kv_length)
+    min_dtype = torch.finfo(dtype).min
+    mask = torch.where(mask, torch.tensor(0.0, dtype=dtype), min_dtype)
+    return mask
+
+
+def create_mask(inputs_embeds, position_ids, mask_function):
+    """create_causal_mask or create_sliding_window_causal_mask, eager, in training."""
+    batch_size = inputs_embeds.shape[0]
+    if batch_size != position_ids.shape[0]:
+        position_ids = position_ids.expand(batch_size, -1)
+    packed_sequence_mask = find_packed_sequence_indices(position_ids)
+    assert packed_sequence_mask is None
+    q_length = inputs_embeds.shape[1]
+    return eager_mask(batch_size, q_length, q_length, mask_function, inputs_embeds.dtype)
 
 
 def rotate_half(x):
@@ -192,9 +286,10 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(h, kv * self.head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(heads * self.head_dim, h, bias=c["attention_bias"])
         self.qk_norm = c["qk_norm"]
-        if self.qk_norm:
-            self.q_norm = RMSNorm(self.head_dim, c["rms_norm_eps"])
-            self.k_norm = RMSNorm(self.head_dim, c["rms_norm_eps"])
+        self.gemma3 = c["gemma3"]
+        if self.qk_norm or self.gemma3:
+            self.q_norm = RMSNorm(self.head_dim, c["rms_norm_eps"], self.gemma3)
+            self.k_norm = RMSNorm(self.head_dim, c["rms_norm_eps"], self.gemma3)
 
     def forward(self, hidden_states, position_embeddings, attention_mask, past_key_value):
         input_shape = hidden_states.shape[:-1]
@@ -211,6 +306,16 @@ class Attention(nn.Module):
             cos, sin = position_embeddings
             query_states, key_states = apply_rotary_pos_emb_partial(query_states, key_states, cos,
                                                                     sin)
+            return self._attend(query_states, key_states, value_states, input_shape,
+                                attention_mask, past_key_value)
+        if self.gemma3:
+            query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+            key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+            value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+            query_states = self.q_norm(query_states)
+            key_states = self.k_norm(key_states)
+            cos, sin = position_embeddings
+            query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
             return self._attend(query_states, key_states, value_states, input_shape,
                                 attention_mask, past_key_value)
         if self.qk_norm:
@@ -344,11 +449,16 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"])
         self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"])
         self.gemma2 = c["gemma2"]
-        if self.gemma2:
+        self.gemma3 = c["gemma3"]
+        if self.gemma2 or self.gemma3:
             self.pre_feedforward_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], True)
             self.post_feedforward_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], True)
-            self.is_sliding = not bool(layer_idx % 2)
+            self.is_sliding = self.gemma2 and not bool(layer_idx % 2)
             self.sliding_window = c["sliding_window"]
+        if self.gemma3:
+            pattern = c["sliding_window_pattern"]
+            self.attention_type = ("sliding_attention" if pattern == 0 or (layer_idx + 1) % pattern
+                                   else "full_attention")
         self.phi3 = c["phi3"]
         if self.phi3:
             self.resid_attn_dropout = nn.Dropout(c["resid_pdrop"])
@@ -356,7 +466,7 @@ class DecoderLayer(nn.Module):
 
     def forward(self, hidden_states, attention_mask, past_key_value, position_embeddings,
                 cache_position=None):
-        if self.gemma2:
+        if self.gemma2 or self.gemma3:
             return self._gemma2_forward(hidden_states, attention_mask, position_embeddings,
                                         cache_position)
         residual = hidden_states
@@ -405,15 +515,25 @@ class LlamaModel(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.config = c
-        self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        if c["gemma3"]:
+            self.embed_tokens = Gemma3TextScaledWordEmbedding(c["vocab_size"], c["hidden_size"],
+                                                              c["hidden_size"]**0.5)
+        else:
+            self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
         self.layers = nn.ModuleList([DecoderLayer(c, i) for i in range(c["num_hidden_layers"])])
         self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"], c["gemma"])
-        self.rotary_emb = RotaryEmbedding(c)
+        if c["gemma3"]:
+            self.layer_types = [layer.attention_type for layer in self.layers]
+            self.rotary_emb = Gemma3RotaryEmbedding(c, self.layer_types)
+        else:
+            self.rotary_emb = RotaryEmbedding(c)
         # gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": ...}):
         # None, "reentrant" or "non-reentrant".
         self.gradient_checkpointing = None
 
     def forward(self, input_ids):
+        if self.config["gemma3"]:
+            return self._gemma3_forward(input_ids)
         inputs_embeds = self.embed_tokens(input_ids)
         # Gemma2Model makes its HybridCache only outside training, and no decoder keeps one
         # under gradient checkpointing.
@@ -443,6 +563,35 @@ class LlamaModel(nn.Module):
             hidden_states = layer_outputs[0]
         hidden_states = self.norm(hidden_states)
         return hidden_states, past_key_values
+
+    def _gemma3_forward(self, input_ids):
+        """Gemma3TextModel.forward in training: no cache, no padding mask."""
+        inputs_embeds = self.embed_tokens(input_ids)
+        cache_position = torch.arange(0, inputs_embeds.shape[1], device=inputs_embeds.device)
+        position_ids = cache_position.unsqueeze(0)
+        causal_mask_mapping = {
+            "full_attention": create_mask(inputs_embeds, position_ids, causal_mask_function),
+            "sliding_attention": create_mask(
+                inputs_embeds, position_ids,
+                sliding_window_causal_mask_function(self.config["sliding_window"])),
+        }
+        hidden_states = inputs_embeds
+        position_embeddings = {}
+        for layer_type in self.layer_types:
+            position_embeddings[layer_type] = self.rotary_emb(hidden_states, position_ids,
+                                                              layer_type)
+        for decoder_layer in self.layers:
+            mask = causal_mask_mapping[decoder_layer.attention_type]
+            tables = position_embeddings[decoder_layer.attention_type]
+            if self.gradient_checkpointing and self.training:
+                layer_outputs = torch.utils.checkpoint.checkpoint(
+                    decoder_layer.__call__, hidden_states, mask, None, tables, cache_position,
+                    use_reentrant=self.gradient_checkpointing == "reentrant")
+            else:
+                layer_outputs = decoder_layer(hidden_states, mask, None, tables, cache_position)
+            hidden_states = layer_outputs[0]
+        hidden_states = self.norm(hidden_states)
+        return hidden_states, None
 
     def _update_causal_mask(self, input_tensor, cache_position):
         """The eager path with no attention_mask: _prepare_4d_causal_attention_mask_with_cache_position

@@ -275,6 +275,23 @@ TEST(LoraCli, LigerLossKeepsTheHiddenGradientInsteadOfTheLogits) {
   EXPECT_NE(refused.err.find("without autocast"), std::string::npos) << refused.err;
 }
 
+// Gemma 3 1B under SDPA: its four-in-five windowed layers need a mask only once the sequence
+// reaches the window (masking_utils lets is_causal do the rest). SDPA turns that bool mask into
+// one in the model's dtype, which the memory-efficient kernel keeps for backward: 2 bytes a
+// (query, key) pair on each of the 22 windowed layers, the 4 global ones keeping none.
+TEST(Gemma3Cli, SdpaKeepsAMaskOnTheWindowedLayersOnceTheSequenceReachesTheWindow) {
+  auto kept = [](const char* window) {
+    return run_json({"estimate", "--hf-config", kExamples + "gemma-3-1b.json", "--seq-len", "1024",
+                     "--precision", "bf16", "--lora", "r=8", "--set",
+                     std::string("sliding_window=") + window})
+        .at("activation_bytes")
+        .get<int64_t>();
+  };
+  const int64_t shorter = kept("1025");
+  EXPECT_EQ(kept("1024") - shorter, int64_t{22} * 1024 * 1024 * 2);
+  EXPECT_EQ(kept("512"), kept("1024"));
+}
+
 // QLoRA's 4-bit base as bitsandbytes stores Llama 3 8B: every Linear but lm_head is a Linear4bit.
 // Its 6,979,321,856 weights take 3,489,660,928 bytes (two per byte); the bf16 embedding and
 // lm_head 1,050,673,152 each, the norms 532,480, the fp32 adapters 27,262,976. Beside them (as

@@ -13,7 +13,8 @@ void add_source_flags(CLI::App& app, RequestFlags& f) {
                  "(instead of --model)");
   app.add_option("--hf-config", f.hf_config,
                  "a Hugging Face model's config.json, read offline (instead of --model): Llama, "
-                 "Mistral, Qwen2 and Qwen3 decoders; --set keys apply on top");
+                 "Mistral, Qwen2, Qwen3, Gemma 1 to 3, Phi-3 and Mixtral decoders; --set keys "
+                 "apply on top");
   app.add_option("--set", f.sets, "model key=value, repeatable (see `trainfit models`)");
   app.add_option("--batch", f.batch, "batch size")->capture_default_str();
   app.add_option("--input", f.input, "image size CxHxW (image models), e.g. 3x224x224");

@@ -105,6 +105,15 @@ std::vector<ValueId> sdpa_decompose(GraphBuilder& b, std::span<const ValueId> in
       return {kNone};
     }
   }
+  std::vector<ValueId> args(in.begin(), in.end());
+  if (args.size() > 3 && b.value(args[3]).dtype == DType::kBool) {
+    // convert_boolean_attn_mask, before any backend: where(mask.logical_not(), -inf, 0) in q's
+    // dtype, both dense over the mask's (broadcast) shape.
+    const ValueId inverted = b.call1("full", {args[3]}, {{"dtype", std::string("bool")}});
+    args[3] =
+        b.call1("full", {inverted}, {{"dtype", std::string(dtype_name(b.value(args[0]).dtype))}});
+  }
+  in = args;
   Result<SdpaBackend> backend = choose_backend(b, in, attrs);
   if (!backend.ok()) {
     b.fail(backend.status());

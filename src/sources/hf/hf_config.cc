@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
 #include <optional>
+#include <utility>
 
 #include "sources/json_fields.h"
 
@@ -33,19 +35,25 @@ struct Family {
   bool phi3;              // fused qkv_proj and gate_up_proj, partial_rotary_factor, resid_pdrop
   bool experts;           // num_local_experts experts per layer in place of the MLP (Mixtral)
   bool gemma2;            // four norms a layer, every other layer windowed, soft-capping
+  bool gemma3;            // Gemma 2's layer with RMSNorms on q and k, five windowed layers a global
 };
 
-constexpr std::array<Family, 8> kFamilies{{
-    {"llama", "llama", 2048, 0, false, true, false, false, false, false, false, false, false},
-    {"mistral", "mistral", 131072, 0, false, false, false, false, false, false, false, false,
+// clang-format off
+constexpr std::array<Family, 9> kFamilies{{
+    {"llama", "llama", 2048, 0, false, true, false, false, false, false, false, false, false, false},
+    {"mistral", "mistral", 131072, 0, false, false, false, false, false, false, false, false, false,
      false},
-    {"qwen2", "qwen2", 32768, 0, true, false, false, true, false, false, false, false, false},
-    {"qwen3", "qwen3", 32768, 128, false, true, true, true, false, false, false, false, false},
-    {"gemma", "gemma", 8192, 256, false, true, false, false, true, true, false, false, false},
-    {"gemma2", "gemma2", 8192, 256, false, true, false, false, true, true, false, false, true},
-    {"phi3", "phi3", 4096, 0, false, false, false, false, false, false, true, false, false},
-    {"mixtral", "mixtral", 131072, 0, false, false, false, false, false, false, false, true, false},
+    {"qwen2", "qwen2", 32768, 0, true, false, false, true, false, false, false, false, false, false},
+    {"qwen3", "qwen3", 32768, 128, false, true, true, true, false, false, false, false, false, false},
+    {"gemma", "gemma", 8192, 256, false, true, false, false, true, true, false, false, false, false},
+    {"gemma2", "gemma2", 8192, 256, false, true, false, false, true, true, false, false, true, false},
+    {"gemma3_text", "gemma3", 131072, 256, false, true, false, false, true, true, false, false, false,
+     true},
+    {"phi3", "phi3", 4096, 0, false, false, false, false, false, false, true, false, false, false},
+    {"mixtral", "mixtral", 131072, 0, false, false, false, false, false, false, false, true, false,
+     false},
 }};
+// clang-format on
 
 // Sizes are capped so that products of them cannot overflow further on.
 constexpr int64_t kMaxSize = int64_t{1} << 32;
@@ -57,10 +65,51 @@ std::string bool_text(bool b) {
   return b ? "true" : "false";
 }
 
+// Gemma3TextConfig's layer_types, or when it is missing sliding_window_pattern (6): layer i
+// attends globally when (i + 1) % pattern == 0 and through the window otherwise. Returned as that
+// pattern (0: every layer windowed); a list that no pattern gives is refused.
+Result<int64_t> gemma3_window_pattern(const JsonFields& f, int64_t layers) {
+  if (!f.has("layer_types")) {
+    TF_ASSIGN_OR_RETURN(const std::optional<int64_t> pattern,
+                        f.integer_in_or_null("sliding_window_pattern", 1, kMaxSize));
+    return pattern.value_or(6);
+  }
+  TF_ASSIGN_OR_RETURN(const json* list, f.array("layer_types"));
+  if (std::cmp_not_equal(list->size(), layers)) {
+    return f.error(fmt::format("'layer_types' has {} entries for {} layers", list->size(), layers));
+  }
+  std::vector<bool> sliding;
+  for (const json& entry : *list) {
+    if (!entry.is_string() || (entry != "sliding_attention" && entry != "full_attention")) {
+      return f.error("'layer_types' entries must be \"sliding_attention\" or \"full_attention\"");
+    }
+    sliding.push_back(entry == "sliding_attention");
+  }
+  const auto first_full = std::find(sliding.begin(), sliding.end(), false);
+  const int64_t pattern = first_full == sliding.end() ? 0 : (first_full - sliding.begin()) + 1;
+  for (int64_t i = 0; i < layers; ++i) {
+    const bool windowed = pattern == 0 || (i + 1) % pattern != 0;
+    if (sliding[static_cast<size_t>(i)] != windowed) {
+      return f.error(
+          "'layer_types' is not a repeating pattern of windowed layers and one full layer; only "
+          "such patterns are modelled");
+    }
+  }
+  return pattern;
+}
+
 Result<HfModel> parse_document(const json& doc) {
   if (!doc.is_object()) return parse_error("config: must be a JSON object", std::string(kHint));
   const JsonFields f(doc, "config", kHint);
   TF_ASSIGN_OR_RETURN(const std::string model_type, f.string("model_type"));
+  if (model_type == "gemma3") {
+    return parse_error(
+        "config: model_type gemma3 (Gemma3ForConditionalGeneration: a SigLIP vision tower beside "
+        "the language model) is not supported yet",
+        "its text_config, saved as a config of its own with \"model_type\": \"gemma3_text\", "
+        "builds the language model alone (Gemma3ForCausalLM, as the 1B model ships); the vision "
+        "tower's weights are then not counted");
+  }
   const Family* family = nullptr;
   for (const Family& candidate : kFamilies) {
     if (candidate.model_type == model_type) family = &candidate;
@@ -113,12 +162,15 @@ Result<HfModel> parse_document(const json& doc) {
   set("qk_norm", bool_text(family->qk_norm));
   set("gemma", bool_text(family->gemma));
   set("gemma2", bool_text(family->gemma2));
+  set("gemma3", bool_text(family->gemma3));
   set("phi3", bool_text(family->phi3));
   // Gemma2Config: soft-caps of 50 on attention scores and 30 on logits when the fields are
-  // missing, none when null.
+  // missing, none when null. Gemma3TextConfig: none unless given, and Gemma3Attention never
+  // passes attn_logit_softcapping to the attention.
   auto softcap = [&](const char* key, double missing) -> Result<double> {
-    if (!family->gemma2) return 0.0;
-    if (!doc.contains(key)) return missing;
+    const bool read = family->gemma2 || (family->gemma3 && key[0] == 'f');
+    if (!read) return 0.0;
+    if (!doc.contains(key)) return family->gemma3 ? 0.0 : missing;
     TF_ASSIGN_OR_RETURN(const std::optional<double> cap, f.number_or_null(key, 0, 1e300));
     return cap.value_or(0.0);
   };
@@ -187,7 +239,15 @@ Result<HfModel> parse_document(const json& doc) {
   // its layers cannot be built without one); Qwen2 and Qwen3 attend over the whole sequence
   // unless use_sliding_window, not modelled.
   int64_t window = 0;
-  if (family->gemma2) {
+  int64_t pattern = 6;
+  if (family->gemma3) {
+    TF_ASSIGN_OR_RETURN(const int64_t layers, f.integer_in("num_hidden_layers", 1, kMaxSize));
+    TF_ASSIGN_OR_RETURN(pattern, gemma3_window_pattern(f, layers));
+    TF_ASSIGN_OR_RETURN(const bool bidirectional,
+                        f.boolean_or("use_bidirectional_attention", false));
+    if (bidirectional) return f.error("use_bidirectional_attention true is not modelled yet");
+  }
+  if (family->gemma2 || family->gemma3) {
     window = 4096;
     if (doc.contains("sliding_window")) {
       TF_ASSIGN_OR_RETURN(window, f.integer_in("sliding_window", 1, kMaxSize));
@@ -203,6 +263,7 @@ Result<HfModel> parse_document(const json& doc) {
     if (sliding) return f.error("use_sliding_window true is not modelled yet");
   }
   set("sliding_window", std::to_string(window));
+  set("sliding_window_pattern", std::to_string(pattern));
   return m;
 }
 

@@ -45,6 +45,7 @@ TEST(HfConfig, ShippedConfigsBuildThePublishedParameterCounts) {
       {"qwen3-8b.json", 8'190'735'360},           {"gemma-7b.json", 8'537'680'896},
       {"gemma-2b.json", 2'506'172'416},           {"phi-3-mini-4k-instruct.json", 3'821'079'552},
       {"mixtral-8x7b-v0.1.json", 46'702'792'704}, {"gemma-2-9b.json", 9'241'705'984},
+      {"gemma-3-1b.json", 999'885'952},
   };
   for (const auto& [file, count] : cases) {
     SCOPED_TRACE(file);
@@ -179,6 +180,53 @@ TEST(HfConfig, Gemma2ReadsItsSoftCapsAndWindow) {
       << text_cap.status().to_string();
 }
 
+// Gemma 3 (gemma3_text): Gemma's norms and activation, Gemma3TextConfig's window (4096) and
+// pattern (a global layer every sixth) when the fields are missing, no soft-cap unless the logits'
+// is given (the attention's is never applied); layer_types, when given, is read as its pattern.
+TEST(HfConfig, Gemma3ReadsItsWindowPatternAndLayerTypes) {
+  expect_sets(small_config("gemma3_text"), {{"gemma", "true"},
+                                            {"gemma3", "true"},
+                                            {"gemma2", "false"},
+                                            {"attn_logit_softcapping", "0"},
+                                            {"final_logit_softcapping", "0"},
+                                            {"sliding_window", "4096"},
+                                            {"sliding_window_pattern", "6"},
+                                            {"head_dim", "256"},
+                                            {"max_position_embeddings", "131072"},
+                                            {"tie_word_embeddings", "true"}});
+  expect_sets(small_config("gemma3_text", R"(, "attn_logit_softcapping": 50.0,
+          "final_logit_softcapping": 30.0, "sliding_window": 512, "sliding_window_pattern": 2)"),
+              {{"attn_logit_softcapping", "0"},
+               {"final_logit_softcapping", "30"},
+               {"sliding_window", "512"},
+               {"sliding_window_pattern", "2"}});
+  expect_sets(
+      small_config("gemma3_text", R"(, "layer_types": ["sliding_attention", "full_attention"])"),
+      {{"sliding_window_pattern", "2"}});
+  expect_sets(
+      small_config("gemma3_text", R"(, "layer_types": ["sliding_attention", "sliding_attention"])"),
+      {{"sliding_window_pattern", "0"}});
+  expect_sets(
+      small_config("gemma3_text", R"(, "layer_types": ["full_attention", "full_attention"])"),
+      {{"sliding_window_pattern", "1"}});
+  const std::pair<const char*, const char*> refused[] = {
+      {R"(, "layer_types": ["full_attention", "sliding_attention"])", "not a repeating pattern"},
+      {R"(, "layer_types": ["full_attention"])", "'layer_types' has 1 entries for 2 layers"},
+      {R"(, "layer_types": ["chunked_attention", "full_attention"])",
+       "entries must be \"sliding_attention\" or \"full_attention\""},
+      {R"(, "layer_types": "full_attention")", "'layer_types' must be a list"},
+      {R"(, "sliding_window": null)", "'sliding_window'"},
+      {R"(, "sliding_window_pattern": 0)", "'sliding_window_pattern' must be"},
+      {R"(, "use_bidirectional_attention": true)", "use_bidirectional_attention true"},
+  };
+  for (const auto& [extra, message] : refused) {
+    SCOPED_TRACE(extra);
+    const Result<HfModel> m = small_config("gemma3_text", extra);
+    ASSERT_FALSE(m.ok());
+    EXPECT_NE(m.status().to_string().find(message), std::string::npos) << m.status().to_string();
+  }
+}
+
 // A config that leaves fields out gets its family's defaults, as transformers' config class does.
 TEST(HfConfig, MissingOptionalFieldsTakeTheFamilyDefaults) {
   expect_sets(small_config("mistral"), {{"num_key_value_heads", "4"},
@@ -200,7 +248,9 @@ TEST(HfConfig, BadConfigsGetOneLineNamingTheProblem) {
       {"[1, 2]", "must be a JSON object"},
       {"{}", "'model_type' is missing"},
       {R"({"model_type": "gemma9"})", "model_type 'gemma9' is not supported yet"},
-      {R"({"model_type": "gemma3"})", "model_type 'gemma3' is not supported yet"},
+      {R"({"model_type": "gemma4"})", "model_type 'gemma4' is not supported yet"},
+      {R"({"model_type": "gemma3", "text_config": {}})",
+       "model_type gemma3 (Gemma3ForConditionalGeneration: a SigLIP vision tower"},
       {R"({"model_type": "llama", "hidden_size": 64})", "'vocab_size' is missing"},
       {R"({"model_type": "llama", "vocab_size": "32000"})", "'vocab_size' must be an integer"},
       {R"({"model_type": "llama", "vocab_size": 0})", "'vocab_size' must be at least 1"},

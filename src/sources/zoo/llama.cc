@@ -12,10 +12,17 @@
 // logits (cap * tanh(x / cap); tanh keeps its output), makes no cache in training, and builds
 // the causal mask (seq x seq) under SDPA too, passing it to SDPA instead of is_causal; its even
 // layers window the mask through two more (batch, 1, seq, seq) tensors, a bool and one in the
-// model's dtype, alive while the layer runs. Phi-3 (phi3=true, transformers' current
-// Phi3ForCausalLM) fuses q, k and v into one qkv_proj whose result is sliced, and gate and up into
-// one gate_up_proj whose result is chunked; it rotates the first partial_rotary_factor of each
-// head and concatenates the rest back (a new tensor even when nothing is left over), and puts
+// model's dtype, alive while the layer runs. Gemma 3 (gemma3=true, transformers' current
+// Gemma3ForCausalLM, its masks from masking_utils) keeps Gemma 2's layer with RMSNorms over each
+// head of q and of k after the transpose, scales the embeddings inside the embedding module by a
+// buffer, windows every layer but each sliding_window_pattern-th, remakes its two rotary tables
+// (global and local bases) once per layer before the first, and builds its masks once: none for
+// SDPA but a bool (1, 1, seq, seq) one on windowed layers once the sequence reaches the window, a
+// (batch, 1, seq, seq) one in the model's dtype per layer type for eager; no attention soft-cap,
+// and the logits' only when final_logit_softcapping is given. Phi-3 (phi3=true, transformers'
+// current Phi3ForCausalLM) fuses q, k and v into one qkv_proj whose result is sliced, and gate and
+// up into one gate_up_proj whose result is chunked; it rotates the first partial_rotary_factor of
+// each head and concatenates the rest back (a new tensor even when nothing is left over), and puts
 // dropout (resid_pdrop) on each residual branch. Mixtral (num_local_experts > 0) replaces the
 // MLP with MixtralSparseMoeBlock: a router Linear, softmax in fp32, top-k experts per token,
 // their weights renormalized in place, then each expert that receives tokens gathers them,
@@ -58,11 +65,13 @@ struct DecoderShape {
   const char* params;
   int64_t experts = 0;
   bool gemma2 = false;
+  bool gemma3 = false;
 };
 
 // Published config.json figures of one model per family: the zoo's defaults. Columns: vocab,
 // hidden, intermediate, layers, heads, key/value heads, head_dim, positions, window, eps,
-// rope_theta, qkv_bias, tied, qk_norm, gemma, phi3, activation, parameters, experts, gemma2.
+// rope_theta, qkv_bias, tied, qk_norm, gemma, phi3, activation, parameters, experts, gemma2,
+// gemma3.
 // clang-format off
 constexpr DecoderShape kDecoders[] = {
     {"llama", "Meta Llama 3 8B",
@@ -83,6 +92,10 @@ constexpr DecoderShape kDecoders[] = {
     {"gemma2", "Google Gemma 2 9B (four norms a layer, soft-capping, every other layer windowed)",
      256000, 3584, 14336, 42, 16, 8, 256, 8192, 4096, 1e-6, 10000.0,
      false, true, false, true, false, "gelu_pytorch_tanh", "9,241,705,984", 0, true},
+    {"gemma3", "Google Gemma 3 1B (Gemma 2's layer with RMSNorms on q and k, five windowed "
+     "layers to a global one)",
+     262144, 1152, 6912, 26, 4, 1, 256, 32768, 512, 1e-6, 1000000.0,
+     false, true, false, true, false, "gelu_pytorch_tanh", "999,885,952", 0, false, true},
     {"phi3", "Microsoft Phi-3.5 mini (fused qkv_proj and gate_up_proj)",
      32064, 3072, 8192, 32, 32, 32, 0, 131072, 262144, 1e-5, 10000.0,
      false, false, false, false, true, "silu", "3,821,079,552"},
@@ -103,13 +116,25 @@ struct Decoder {
   double jitter;                       // router_jitter_noise
   bool gemma2;                         // Gemma 2's layer: four norms, soft-capping, windows
   double attn_softcap, final_softcap;  // attn_logit_softcapping, final_logit_softcapping (0: none)
-  int64_t rotary_dim = 0;   // int(head_dim * partial_rotary_factor), set by resolve_shape
-  bool flash = false;       // attn_implementation="flash_attention_2"
-  bool liger_loss = false;  // loss=fused_linear_cross_entropy (Liger-Kernel)
+  int64_t rotary_dim = 0;      // int(head_dim * partial_rotary_factor), set by resolve_shape
+  bool flash = false;          // attn_implementation="flash_attention_2"
+  bool liger_loss = false;     // loss=fused_linear_cross_entropy (Liger-Kernel)
+  bool gemma3 = false;         // Gemma 3's layer, masks and rotary tables
+  int64_t window_pattern = 0;  // Gemma 3: every pattern-th layer global (0: none)
 };
 
+// Gemma 2's even layers and, in Gemma 3, all but every window_pattern-th attend through the
+// window.
+bool windowed(const Decoder& d, int64_t layer) {
+  if (d.window == 0) return false;
+  if (d.gemma3) return d.window_pattern == 0 || (layer + 1) % d.window_pattern != 0;
+  return d.gemma2 && layer % 2 == 0;
+}
+
 // LlamaRMSNorm: x in fp32, times rsqrt(mean(x^2) + eps), back to x's dtype, times the weight.
-// GemmaRMSNorm: the same fp32 product times (1.0 + weight.float()), then back to x's dtype.
+// GemmaRMSNorm: the same fp32 product times (1.0 + weight.float()), then back to x's dtype. The
+// caller's reference keeps x alive until the norm returns (`h = self.norm(h)` rebinds after the
+// call), even where nothing else needs it (the final norm, a bf16 x's fp32 copy aside).
 ValueId rms_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t width, double eps,
                  bool gemma) {
   auto norm = b.module(name, "RMSNorm");
@@ -119,39 +144,54 @@ ValueId rms_norm(GraphBuilder& b, std::string_view name, ValueId x, int64_t widt
   ValueId variance = b.call1("pow_scalar", {h}, {{"exponent", 2.0}});
   variance = b.call1("mean", {variance}, {{"dims", Dims{-1}}, {"keepdim", true}});
   const ValueId scale = b.call1("rsqrt", {b.call1("add_scalar", {variance}, {{"value", eps}})});
+  ValueId out = kNone;
   if (gemma) {
     h = b.call1("mul", {h, scale});
     const ValueId weight = nn::cast(b, b.parameter("weight", {width}), DType::kFloat32);
     const ValueId shifted = b.call1("add_scalar", {weight}, {{"value", 1.0}});
-    return nn::cast(b, b.call1("mul", {h, shifted}), input_dtype);
+    out = nn::cast(b, b.call1("mul", {h, shifted}), input_dtype);
+  } else {
+    // `hidden_states`, rebound to the normalized fp32 x, lives until the norm returns, beside its
+    // cast back to the input's dtype.
+    const ValueId normalized = b.call1("mul", {h, scale});
+    h = nn::cast(b, normalized, input_dtype);
+    const ValueId weight = b.parameter("weight", {width});
+    out = b.call1("mul", {weight, h});
+    nn::hold(b, {variance, normalized});
   }
-  // `hidden_states`, rebound to the normalized fp32 x, lives until the norm returns, beside its
-  // cast back to the input's dtype.
-  const ValueId normalized = b.call1("mul", {h, scale});
-  h = nn::cast(b, normalized, input_dtype);
-  const ValueId weight = b.parameter("weight", {width});
-  const ValueId out = b.call1("mul", {weight, h});
-  nn::hold(b, {variance, normalized});
+  nn::hold(b, {x});
   return out;
 }
 
 // The rotary tables, as LlamaRotaryEmbedding makes them under no_grad: the positions in fp32,
 // freqs = inv_freq (x) positions, emb = cat(freqs, freqs), cos and sin of emb, each scaled by 1.0
 // and cast to the activations' dtype. Only their bytes and lifetimes matter: the product, cos and
-// sin stand in as tensors of their shape.
-std::pair<ValueId, ValueId> rotary_tables(GraphBuilder& b, ValueId like, const Decoder& d) {
-  auto rotary = b.module("rotary_emb", "LlamaRotaryEmbedding");
-  b.parameter("inv_freq", {d.rotary_dim / 2}, /*buffer=*/true, DType::kFloat32);
+// sin stand in as tensors of their shape. Gemma3RotaryEmbedding scales cos before it makes sin.
+// `buffer` names the inv_freq buffer the call registers (none when empty).
+std::pair<ValueId, ValueId> rotary_tables(GraphBuilder& b, ValueId like, const Decoder& d,
+                                          std::string_view buffer) {
+  auto rotary = b.module("rotary_emb", d.gemma3 ? "Gemma3RotaryEmbedding" : "LlamaRotaryEmbedding");
+  if (!buffer.empty()) {
+    b.parameter(buffer, {d.rotary_dim / 2}, /*buffer=*/true, DType::kFloat32);
+  }
   const std::string fp32("float32");
   const ValueId positions = b.call1("full", {}, {{"shape", Dims{1, 1, d.len}}, {"dtype", fp32}});
   const ValueId freqs =
       b.call1("full", {}, {{"shape", Dims{1, d.rotary_dim / 2, d.len}}, {"dtype", fp32}});
   const ValueId rows = b.call1("transpose", {freqs}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}});
   const ValueId emb = b.call1("cat", {rows, rows}, {{"dim", int64_t{-1}}});
-  ValueId cos = b.call1("full", {emb}, {{"dtype", fp32}});
-  ValueId sin = b.call1("full", {emb}, {{"dtype", fp32}});
-  cos = b.call1("mul_scalar", {cos}, {{"value", 1.0}});
-  sin = b.call1("mul_scalar", {sin}, {{"value", 1.0}});
+  auto scaled = [&](ValueId t) { return b.call1("mul_scalar", {t}, {{"value", 1.0}}); };
+  ValueId cos = kNone;
+  ValueId sin = kNone;
+  if (d.gemma3) {
+    cos = scaled(b.call1("full", {emb}, {{"dtype", fp32}}));
+    sin = scaled(b.call1("full", {emb}, {{"dtype", fp32}}));
+  } else {
+    cos = b.call1("full", {emb}, {{"dtype", fp32}});
+    sin = b.call1("full", {emb}, {{"dtype", fp32}});
+    cos = scaled(cos);
+    sin = scaled(sin);
+  }
   if (!b.ok()) return {kNone, kNone};
   const DType dtype = b.value(like).dtype;
   const ValueId cos_out = nn::cast(b, cos, dtype);
@@ -192,6 +232,86 @@ std::pair<ValueId, ValueId> sliding_mask(GraphBuilder& b, ValueId mask) {
   const ValueId min =
       b.call1("full", {}, {{"shape", Dims{}}, {"dtype", std::string("float64")}, {"host", true}});
   return {far, b.call1("where", {far, min, mask})};
+}
+
+// masking_utils' find_packed_sequence_indices on the position ids, which every mask of a
+// training step (no padding mask, no cache) starts with: position_ids[:, :1] - 1, torch.diff with
+// that prepended (a cat, then the difference), != 1, cumsum, and whether the last column is all
+// zero. Stand-ins of their shapes; none is kept.
+void packed_sequence_check(GraphBuilder& b, const Decoder& d) {
+  const std::string int64("int64");
+  const std::string boolean("bool");
+  const ValueId first = b.call1("full", {}, {{"shape", Dims{d.batch, 1}}, {"dtype", int64}});
+  const ValueId joined =
+      b.call1("full", {}, {{"shape", Dims{d.batch, d.len + 1}}, {"dtype", int64}});
+  const ValueId diff = b.call1("full", {}, {{"shape", Dims{d.batch, d.len}}, {"dtype", int64}});
+  nn::hold(b, {joined});
+  const ValueId starts = b.call1("full", {diff}, {{"dtype", boolean}});
+  const ValueId packed = b.call1("full", {starts}, {{"dtype", int64}});
+  const ValueId last = b.call1("full", {}, {{"shape", Dims{d.batch}}, {"dtype", boolean}});
+  b.call1("full", {}, {{"shape", Dims{}}, {"dtype", boolean}});  // .all()
+  nn::hold(b, {last});
+  nn::hold(b, {first, diff, packed});
+}
+
+// masking_utils' sdpa_mask with no padding mask: aranges over the batch, one head, the queries
+// and the keys (those two offset by 0, a new tensor each), and the mask function broadcast over
+// them into one (1, 1, seq, seq) bool tensor, expanded to the batch (a view). Causal: kv <= q.
+// Windowed (and_masks): a 0-dim True, & (kv > q - window), & (kv <= q), each step a new tensor
+// that frees the one before.
+ValueId bool_mask(GraphBuilder& b, const Decoder& d, bool sliding) {
+  const std::string boolean("bool");
+  const ValueId batch = b.call1("arange", {}, {{"end", d.batch}});
+  const ValueId head = b.call1("arange", {}, {{"end", int64_t{1}}});
+  auto positions = [&] {
+    return b.call1("full", {b.call1("arange", {}, {{"end", d.len}})},
+                   {{"dtype", std::string("int64")}});
+  };
+  const ValueId queries = positions();
+  const ValueId keys = positions();
+  const Dims square{1, 1, d.len, d.len};
+  auto compare = [&] { return b.call1("full", {}, {{"shape", square}, {"dtype", boolean}}); };
+  ValueId mask = kNone;
+  if (sliding) {
+    const ValueId all = b.call1("full", {}, {{"shape", Dims{}}, {"dtype", boolean}});
+    const ValueId shifted =
+        b.call1("full", {}, {{"shape", Dims{1, 1, d.len, 1}}, {"dtype", std::string("int64")}});
+    const ValueId inside = compare();
+    nn::hold(b, {shifted});
+    const ValueId near = compare();
+    nn::hold(b, {all, inside});
+    const ValueId causal = compare();
+    mask = compare();
+    nn::hold(b, {near, causal});
+  } else {
+    mask = compare();
+  }
+  nn::hold(b, {batch, head, queries, keys});
+  return b.call1("expand", {mask}, {{"sizes", Dims{d.batch, 1, d.len, d.len}}});
+}
+
+// Gemma3TextModel's masks, one for its global layers and one for its windowed ones
+// (create_causal_mask, create_sliding_window_causal_mask). SDPA gets none where is_causal does
+// the same (always for the global layers; for the windowed ones when the sequence is shorter than
+// the window), else sdpa_mask's bool mask. Eager gets eager_mask's: that bool mask turned into
+// torch.where(mask, 0-dim zero in the model's dtype, min), a dense (batch, 1, seq, seq) tensor.
+// Flash-attention gets none. Both live until the forward returns.
+std::pair<ValueId, ValueId> gemma3_masks(GraphBuilder& b, const Decoder& d, DType dtype) {
+  std::pair<ValueId, ValueId> masks{kNone, kNone};
+  for (const bool sliding : {false, true}) {
+    packed_sequence_check(b, d);
+    if (d.flash || (d.sdpa && (!sliding || d.len < d.window))) continue;
+    ValueId mask = bool_mask(b, d, sliding);
+    if (!d.sdpa) {
+      const std::string name(dtype_name(dtype));
+      const ValueId zero = b.call1("full", {}, {{"shape", Dims{}}, {"dtype", name}});
+      // min is a Python float, wrapped as a 0-dim CPU tensor that does not promote.
+      const ValueId min = b.call1("full", {}, {{"shape", Dims{}}, {"dtype", name}, {"host", true}});
+      mask = b.call1("where", {mask, zero, min});
+    }
+    (sliding ? masks.second : masks.first) = mask;
+  }
+  return masks;
 }
 
 // Gemma 2's soft-capping, cap * tanh(x / cap): tanh keeps its output.
@@ -325,6 +445,11 @@ ValueId attention(GraphBuilder& b, ValueId x, ValueId cos, ValueId sin, ValueId 
     q = heads("q_proj", d.heads, d.qk_norm ? "q_norm" : "");
     k = heads("k_proj", d.kv_heads, d.qk_norm ? "k_norm" : "");
     v = heads("v_proj", d.kv_heads, "");
+    if (d.gemma3) {
+      // Gemma3Attention: the three projections, then RMSNorms over the transposed heads.
+      q = rms_norm(b, "q_norm", q, d.head_dim, d.eps, d.gemma);
+      k = rms_norm(b, "k_norm", k, d.head_dim, d.eps, d.gemma);
+    }
   }
   cos = b.call1("unsqueeze", {cos}, {{"dim", int64_t{1}}});
   sin = b.call1("unsqueeze", {sin}, {{"dim", int64_t{1}}});
@@ -466,7 +591,7 @@ std::vector<std::string> registration_order(const Decoder& d) {
   }
   parts.emplace_back("input_layernorm");
   parts.emplace_back("post_attention_layernorm");
-  if (d.gemma2) {
+  if (d.gemma2 || d.gemma3) {
     parts.emplace_back("pre_feedforward_layernorm");
     parts.emplace_back("post_feedforward_layernorm");
   }
@@ -514,10 +639,31 @@ Status resolve_shape(Decoder& d) {
         "gemma2 needs gemma=true, phi3=false, qk_norm=false and num_local_experts=0",
         "Gemma 2's layer is Gemma's with four norms; it has no fused projections or experts");
   }
-  if (!d.gemma2 && (d.attn_softcap > 0 || d.final_softcap > 0)) {
+  if (d.gemma3 && (!d.gemma || d.gemma2 || d.phi3 || d.experts > 0 || d.qk_norm)) {
     return invalid_argument(
-        "attn_logit_softcapping and final_logit_softcapping need gemma2=true",
-        "only Gemma 2 soft-caps its attention scores and logits; set them to 0 for other families");
+        "gemma3 needs gemma=true, gemma2=false, phi3=false, qk_norm=false and num_local_experts=0",
+        "Gemma 3's layer is Gemma 2's with its own RMSNorms on q and k (not Qwen3's qk_norm)");
+  }
+  if (d.gemma3 && d.window == 0) {
+    return invalid_argument("gemma3 needs a sliding_window",
+                            "Gemma 3's windowed layers attend over the last sliding_window tokens "
+                            "(Gemma3TextConfig's default is 4096)");
+  }
+  if (d.window_pattern < 0) {
+    return invalid_argument(
+        fmt::format("sliding_window_pattern {} is negative", d.window_pattern),
+        "every sliding_window_pattern-th layer attends globally; 0 windows every layer");
+  }
+  if (!d.gemma2 && d.attn_softcap > 0) {
+    return invalid_argument("attn_logit_softcapping needs gemma2=true",
+                            "only Gemma 2 soft-caps its attention scores; set "
+                            "attn_logit_softcapping to 0 for other families");
+  }
+  if (!d.gemma2 && !d.gemma3 && d.final_softcap > 0) {
+    return invalid_argument(
+        "final_logit_softcapping needs gemma2=true or gemma3=true",
+        "only Gemma 2 and 3 soft-cap their logits; set final_logit_softcapping to 0 for other "
+        "families");
   }
   if (!d.phi3 && d.rotary_factor != 1.0) {
     return invalid_argument(
@@ -538,9 +684,9 @@ Status resolve_shape(Decoder& d) {
         fmt::format("use --seq-len {} or less, or --set max_position_embeddings={}", d.positions,
                     d.len));
   }
-  // Gemma 2 masks its windowed layers whatever the length (sliding_mask); flash-attention
-  // windows inside the kernel.
-  if (d.window > 0 && d.len >= d.window && !d.gemma2 && !d.flash) {
+  // Gemma 2 and 3 mask their windowed layers whatever the length (sliding_mask, gemma3_masks);
+  // flash-attention windows inside the kernel.
+  if (d.window > 0 && d.len >= d.window && !d.gemma2 && !d.gemma3 && !d.flash) {
     return invalid_argument(
         fmt::format("--seq-len {} reaches sliding_window {}: transformers then builds a (batch, 1, "
                     "seq, seq) attention mask, which is not modelled yet",
@@ -550,6 +696,18 @@ Status resolve_shape(Decoder& d) {
                     d.window - 1));
   }
   return {};
+}
+
+// The token embeddings. Gemma3TextScaledWordEmbedding multiplies them, inside the module, by its
+// embed_scale buffer (0-dim, in the model's dtype, on the device): the module's output, which
+// enable_input_require_grads marks, is the scaled one.
+ValueId embed_tokens(GraphBuilder& b, ValueId ids, const Decoder& d) {
+  const Attrs attrs{{"num_embeddings", d.vocab}, {"embedding_dim", d.hidden}};
+  if (!d.gemma3) return nn::op_module(b, "embed_tokens", "Embedding", "embedding", {ids}, attrs);
+  auto embed = b.module("embed_tokens", "Gemma3TextScaledWordEmbedding");
+  const ValueId rows = b.call1("embedding", {ids}, attrs);
+  const ValueId scale = b.parameter("embed_scale", {}, /*buffer=*/true);
+  return b.call1("mul", {rows, scale});
 }
 
 void build_decoder(GraphBuilder& b, const ModelConfig& c) {
@@ -586,6 +744,8 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
             c.get_float("final_logit_softcapping")};
   d.flash = c.get_string("attention") == "flash_attention_2";
   d.liger_loss = c.get_string("loss") == "fused_linear_cross_entropy";
+  d.gemma3 = c.get_bool("gemma3");
+  d.window_pattern = c.get_int("sliding_window_pattern");
   if (d.flash && b.options().target.device != Device::kCuda) {
     b.fail(unsupported("attention=flash_attention_2 runs on CUDA GPUs only",
                        "use attention=sdpa or eager with the cpu profile"));
@@ -596,8 +756,8 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
     return;
   }
   if (b.options().target.torch == TorchVersion::k1_13) d.sdpa = false;
-  // Gemma2Model makes its HybridCache only outside training.
-  if (d.gemma2) d.use_cache = false;
+  // Gemma2Model and Gemma3TextModel make their caches only outside training.
+  if (d.gemma2 || d.gemma3) d.use_cache = false;
   b.param_order(registration_order(d));
 
   const ValueId ids = b.input("input_ids", {d.batch, d.len}, DType::kInt64);
@@ -611,9 +771,7 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
     ValueId h = kNone;
     {
       auto inner = b.module("model", "LlamaModel");
-      const ValueId embeds =
-          nn::op_module(b, "embed_tokens", "Embedding", "embedding", {ids},
-                        {{"num_embeddings", d.vocab}, {"embedding_dim", d.hidden}});
+      const ValueId embeds = embed_tokens(b, ids, d);
       h = embeds;
       // enable_input_require_grads: a forward hook calls requires_grad_() on the embeddings'
       // output, a leaf when their weight is frozen. Its AccumulateGrad node holds it, and so its
@@ -624,13 +782,33 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
       }
       const ValueId cache_position = b.call1("arange", {}, {{"end", d.len}});
       ValueId mask = kNone;
-      if (b.ok() && !d.flash && (d.gemma2 || !d.sdpa)) {
+      ValueId window_mask = kNone;  // Gemma 3's windowed layers'
+      if (b.ok() && d.gemma3) {
+        std::tie(mask, window_mask) = gemma3_masks(b, d, b.value(h).dtype);
+      } else if (b.ok() && !d.flash && (d.gemma2 || !d.sdpa)) {
         mask = causal_mask(b, cache_position, d, b.value(h).dtype, d.gemma2 ? d.len : d.len + 1);
       }
-      const auto [cos, sin] = rotary_tables(b, h, d);
+      // The rotary tables (Gemma 3: each layer type's, remade for every layer in turn, the dict
+      // keeping the last of each).
+      std::pair<ValueId, ValueId> global{kNone, kNone};
+      std::pair<ValueId, ValueId> local{kNone, kNone};
+      if (d.gemma3) {
+        for (int64_t i = 0; i < d.layers && b.ok(); ++i) {
+          const bool sliding = windowed(d, i);
+          std::pair<ValueId, ValueId>& tables = sliding ? local : global;
+          const std::string_view buffer = tables.first != kNone ? ""
+                                          : sliding             ? "sliding_attention_inv_freq"
+                                                                : "full_attention_inv_freq";
+          const std::pair<ValueId, ValueId> old = tables;
+          tables = rotary_tables(b, h, d, buffer);
+          nn::hold(b, {old.first, old.second});
+        }
+      } else {
+        global = rotary_tables(b, h, d, "inv_freq");
+      }
       // GemmaModel: normalizer = torch.tensor(hidden_size ** 0.5, dtype=h.dtype), a CPU scalar.
       ValueId normalizer = kNone;
-      if (d.gemma && b.ok()) {
+      if (d.gemma && !d.gemma3 && b.ok()) {
         normalizer = b.call1("full", {},
                              {{"shape", Dims{}},
                               {"dtype", std::string(dtype_name(b.value(h).dtype))},
@@ -644,22 +822,25 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
         nn::hold(b, {cache_position});
         // The layer's input: LlamaModel's loop variable holds it until the layer returns.
         const ValueId layer_in = h;
-        // Gemma 2 windows its even layers (sliding_mask).
+        // Gemma 2 windows its even layers (sliding_mask); Gemma 3's windowed layers take their
+        // own mask and rotary tables.
         ValueId far = kNone;
         ValueId layer_mask = mask;
-        if (d.gemma2 && d.window > 0 && i % 2 == 0 && mask != kNone) {
-          std::tie(far, layer_mask) = sliding_mask(b, mask);
-        }
+        const bool sliding = windowed(d, i);
+        const auto [cos, sin] = sliding && d.gemma3 ? local : global;
+        if (sliding && d.gemma3) layer_mask = window_mask;
+        if (sliding && d.gemma2 && mask != kNone) std::tie(far, layer_mask) = sliding_mask(b, mask);
         // The attention's and the MLP's input (a norm's output) is their forward's argument, and
         // the layer's local: it lives until they return, whether or not autograd keeps it.
         const ValueId attention_in = rms_norm(b, "input_layernorm", h, d.hidden, d.eps, d.gemma);
         ValueId x =
             attention(b, attention_in, cos, sin, layer_mask, d, cache[static_cast<size_t>(i)]);
         nn::hold(b, {attention_in});
-        if (d.gemma2) x = rms_norm(b, "post_attention_layernorm", x, d.hidden, d.eps, d.gemma);
+        const bool four_norms = d.gemma2 || d.gemma3;
+        if (four_norms) x = rms_norm(b, "post_attention_layernorm", x, d.hidden, d.eps, d.gemma);
         if (d.phi3) x = nn::dropout(b, "resid_attn_dropout", x, d.resid_dropout);
         h = nn::add(b, h, x);
-        x = rms_norm(b, d.gemma2 ? "pre_feedforward_layernorm" : "post_attention_layernorm", h,
+        x = rms_norm(b, four_norms ? "pre_feedforward_layernorm" : "post_attention_layernorm", h,
                      d.hidden, d.eps, d.gemma);
         const ValueId mlp_in = x;
         ValueId router_logits = kNone;
@@ -669,14 +850,15 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
           x = mlp(b, x, d);
         }
         nn::hold(b, {mlp_in});
-        if (d.gemma2) x = rms_norm(b, "post_feedforward_layernorm", x, d.hidden, d.eps, d.gemma);
+        if (four_norms) x = rms_norm(b, "post_feedforward_layernorm", x, d.hidden, d.eps, d.gemma);
         if (d.phi3) x = nn::dropout(b, "resid_mlp_dropout", x, d.resid_dropout);
         h = nn::add(b, h, x);
         // The layer's locals until it returns.
         nn::hold(b, {router_logits, far, far != kNone ? layer_mask : kNone, layer_in});
       }
       h = rms_norm(b, "norm", h, d.hidden, d.eps, d.gemma);
-      nn::hold(b, {embeds, normalizer, cache_position, mask, cos, sin});  // the forward's locals
+      nn::hold(b, {embeds, normalizer, cache_position, mask, window_mask, global.first,
+                   global.second, local.first, local.second});  // the forward's locals
     }
     final_hidden = h;
     std::vector<ValueId> head_weight;
@@ -751,10 +933,17 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
             "Gemma's embeddings scaled by sqrt(hidden_size) and RMSNorms by (1 + weight) in fp32"),
         set_key("gemma2", AttrKind::kBool, s.gemma2,
                 "Gemma 2's layer: four norms, every other layer windowed, soft-capping"),
+        set_key("gemma3", AttrKind::kBool, s.gemma3,
+                "Gemma 3's layer: Gemma 2's with RMSNorms on q and k, windowed but for every "
+                "sliding_window_pattern-th layer, the masks of transformers' masking_utils"),
+        set_key("sliding_window_pattern", AttrKind::kInt, int64_t{6},
+                "gemma3: every N-th layer attends globally, the others through sliding_window (0: "
+                "all windowed)",
+                {}, 0.0),
         set_key("attn_logit_softcapping", AttrKind::kFloat, s.gemma2 ? 50.0 : 0.0,
                 "cap * tanh(scores / cap) on eager attention's scores (gemma2; 0: none)", {}, 0.0),
         set_key("final_logit_softcapping", AttrKind::kFloat, s.gemma2 ? 30.0 : 0.0,
-                "cap * tanh(logits / cap) on the logits (gemma2; 0: none)", {}, 0.0),
+                "cap * tanh(logits / cap) on the logits (gemma2, gemma3; 0: none)", {}, 0.0),
         set_key("phi3", AttrKind::kBool, s.phi3,
                 "Phi-3's fused qkv_proj and gate_up_proj, partial rotary and residual dropout"),
         set_key("partial_rotary_factor", AttrKind::kFloat, 1.0,
@@ -800,7 +989,7 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
     m.reentrant_sets = {{"input_require_grads", "true"}};
     m.settings = [](const ModelConfig& c) {
       std::vector<ModelChange> changes;
-      if (c.get_bool("use_cache") && !c.get_bool("gemma2")) {
+      if (c.get_bool("use_cache") && !c.get_bool("gemma2") && !c.get_bool("gemma3")) {
         changes.push_back(
             {"no key/value cache", {{"use_cache", "false"}}, "none (model(..., use_cache=False))"});
       }

@@ -63,6 +63,7 @@ TEST(Zoo, DecodersMatchThePublishedParameterCounts) {
   EXPECT_EQ(parameters(*build("phi3", {}, {}, 16)), 3'821'079'552);
   EXPECT_EQ(parameters(*build("mixtral", {}, {}, 16)), 46'702'792'704);
   EXPECT_EQ(parameters(*build("gemma2", {}, {}, 16)), 9'241'705'984);
+  EXPECT_EQ(parameters(*build("gemma3", {}, {}, 16)), 999'885'952);
   // Gemma 2 2B: the same layout, narrower and shallower.
   EXPECT_EQ(parameters(*build("gemma2",
                               {{"hidden_size", "2304"},
@@ -104,10 +105,23 @@ TEST(Zoo, DecoderShapesThatDoNotDivideAreRefused) {
   // Soft-capping is Gemma 2's, and Gemma 2's layer is Gemma's.
   const Result<Graph> cap = build("llama", {{"final_logit_softcapping", "30"}}, {}, 16);
   ASSERT_FALSE(cap.ok());
-  EXPECT_NE(cap.status().message().find("need gemma2=true"), std::string::npos);
+  EXPECT_NE(cap.status().message().find("needs gemma2=true or gemma3=true"), std::string::npos);
   const Result<Graph> norms = build("gemma2", {{"gemma", "false"}}, {}, 16);
   ASSERT_FALSE(norms.ok());
   EXPECT_NE(norms.status().message().find("gemma2 needs gemma=true"), std::string::npos);
+  // Gemma 3 caps only its logits, has its own q and k norms, and windows its layers.
+  const Result<Graph> attn_cap = build("gemma3", {{"attn_logit_softcapping", "50"}}, {}, 16);
+  ASSERT_FALSE(attn_cap.ok());
+  EXPECT_NE(attn_cap.status().message().find("attn_logit_softcapping needs gemma2=true"),
+            std::string::npos);
+  EXPECT_TRUE(build("gemma3", {{"final_logit_softcapping", "30"}}, {}, 16).ok());
+  const Result<Graph> qwen3 = build("gemma3", {{"qk_norm", "true"}}, {}, 16);
+  ASSERT_FALSE(qwen3.ok());
+  EXPECT_NE(qwen3.status().message().find("gemma3 needs gemma=true, gemma2=false"),
+            std::string::npos);
+  const Result<Graph> no_window = build("gemma3", {{"sliding_window", "0"}}, {}, 16);
+  ASSERT_FALSE(no_window.ok());
+  EXPECT_NE(no_window.status().message().find("gemma3 needs a sliding_window"), std::string::npos);
 }
 
 TEST(Zoo, SetKeysChangeTheModel) {
