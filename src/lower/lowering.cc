@@ -1309,8 +1309,8 @@ Result<std::vector<CheckpointSegment>> checkpoint_segments(const Graph& g,
                       "no gradients",
                       paths[id]),
           "drop --checkpoint-reentrant (non-reentrant checkpointing has no such limit), or make "
-          "its input require grad (decoders: --set input_require_grads=true, as transformers' "
-          "enable_input_require_grads does)");
+          "its input require grad (the Llama-layout decoders, --hf-config's: --set "
+          "input_require_grads=true, as transformers' enable_input_require_grads does)");
     }
     if (!reentrant) continue;
     for (NodeId n = s.end; n < static_cast<NodeId>(g.nodes.size()); ++n) {
