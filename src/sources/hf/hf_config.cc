@@ -165,17 +165,21 @@ Result<HfModel> parse_document(const json& doc) {
   set("gemma3", bool_text(family->gemma3));
   set("phi3", bool_text(family->phi3));
   // Gemma2Config: soft-caps of 50 on attention scores and 30 on logits when the fields are
-  // missing, none when null. Gemma3TextConfig: none unless given, and Gemma3Attention never
-  // passes attn_logit_softcapping to the attention.
+  // missing, none when null. Gemma3TextConfig: the logits' none unless given; Gemma3Attention
+  // never passes attn_logit_softcapping to the attention, so that one is not read.
   auto softcap = [&](const char* key, double missing) -> Result<double> {
-    const bool read = family->gemma2 || (family->gemma3 && key[0] == 'f');
-    if (!read) return 0.0;
-    if (!doc.contains(key)) return family->gemma3 ? 0.0 : missing;
+    if (!doc.contains(key)) return missing;
     TF_ASSIGN_OR_RETURN(const std::optional<double> cap, f.number_or_null(key, 0, 1e300));
     return cap.value_or(0.0);
   };
-  TF_ASSIGN_OR_RETURN(const double attn_softcap, softcap("attn_logit_softcapping", 50.0));
-  TF_ASSIGN_OR_RETURN(const double final_softcap, softcap("final_logit_softcapping", 30.0));
+  double attn_softcap = 0.0;
+  double final_softcap = 0.0;
+  if (family->gemma2) {
+    TF_ASSIGN_OR_RETURN(attn_softcap, softcap("attn_logit_softcapping", 50.0));
+    TF_ASSIGN_OR_RETURN(final_softcap, softcap("final_logit_softcapping", 30.0));
+  } else if (family->gemma3) {
+    TF_ASSIGN_OR_RETURN(final_softcap, softcap("final_logit_softcapping", 0.0));
+  }
   set("attn_logit_softcapping", number_text(attn_softcap));
   set("final_logit_softcapping", number_text(final_softcap));
   // Phi3Config: rotary over the first partial_rotary_factor of each head (Phi-4-mini: 0.75), and

@@ -250,8 +250,7 @@ void packed_sequence_check(GraphBuilder& b, const Decoder& d) {
   const ValueId packed = b.call1("full", {starts}, {{"dtype", int64}});
   const ValueId last = b.call1("full", {}, {{"shape", Dims{d.batch}}, {"dtype", boolean}});
   b.call1("full", {}, {{"shape", Dims{}}, {"dtype", boolean}});  // .all()
-  nn::hold(b, {last});
-  nn::hold(b, {first, diff, packed});
+  nn::hold(b, {last, first, diff, packed});
 }
 
 // masking_utils' sdpa_mask with no padding mask: aranges over the batch, one head, the queries
@@ -648,11 +647,6 @@ Status resolve_shape(Decoder& d) {
     return invalid_argument("gemma3 needs a sliding_window",
                             "Gemma 3's windowed layers attend over the last sliding_window tokens "
                             "(Gemma3TextConfig's default is 4096)");
-  }
-  if (d.window_pattern < 0) {
-    return invalid_argument(
-        fmt::format("sliding_window_pattern {} is negative", d.window_pattern),
-        "every sliding_window_pattern-th layer attends globally; 0 windows every layer");
   }
   if (!d.gemma2 && d.attn_softcap > 0) {
     return invalid_argument("attn_logit_softcapping needs gemma2=true",
