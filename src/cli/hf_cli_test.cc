@@ -128,11 +128,14 @@ TEST(LoraCli, LoraKeepsNoStateForTheFrozenBase) {
       << text.out;
 }
 
-// fit --what-if offers a decoder's own knobs, and each row's command names the config file.
+// fit --what-if offers a decoder's own knobs, and each row's command names the config file. (With
+// as many key/value heads as query heads: SDPA in fp32 then runs the memory-efficient kernel,
+// which takes no grouped-query attention.)
 TEST(LoraCli, WhatIfOffersLoraTheCacheAndSdpa) {
-  const nlohmann::json fit = run_json({"fit", "--hf-config", kExamples + "llama-3.2-1b.json",
-                                       "--seq-len", "256", "--set", "attention=eager", "--set",
-                                       "num_hidden_layers=2", "--gpu", "rtx4090", "--what-if"});
+  const nlohmann::json fit =
+      run_json({"fit", "--hf-config", kExamples + "llama-3.2-1b.json", "--seq-len", "256", "--set",
+                "attention=eager", "--set", "num_hidden_layers=2", "--set",
+                "num_key_value_heads=32", "--gpu", "rtx4090", "--what-if"});
   std::map<std::string, nlohmann::json> rows;
   for (const nlohmann::json& row : fit.at("what_if").at("rows")) {
     rows[row.at("name").get<std::string>()] = row;
@@ -221,21 +224,23 @@ TEST(LoraCli, ReentrantCheckpointingMakesTheEmbeddingsRequireGrad) {
   EXPECT_EQ(std::count(frozen.err.begin(), frozen.err.end(), '\n'), 1) << frozen.err;
 }
 
-// attention=flash_attention_2 keeps each layer's keys and values at their own eight heads where
-// SDPA keeps them repeated to 32: Llama 3.2 1B keeps 2 x 16 x (32 - 8) x 64 x 2 bytes a token less,
-// less the 16-byte RNG state flash_attn keeps in each of its 16 layers. It needs fp16 or bf16
-// and a CUDA profile.
+// attention=flash_attention_2 keeps each layer's keys and values at their own eight heads, as SDPA
+// does with enable_gqa; SDPA with them repeated to 32 (transformers before 4.54) keeps 2 x 16 x
+// (32 - 8) x 64 x 2 bytes a token more. flash_attn keeps a 16-byte RNG state more in each of its
+// 16 layers. It needs fp16 or bf16 and a CUDA profile.
 TEST(LoraCli, FlashAttentionKeepsKeysAndValuesUnrepeated) {
   const std::vector<std::string> base{"estimate",  "--hf-config", kExamples + "llama-3.2-1b.json",
                                       "--seq-len", "512",         "--precision",
                                       "bf16",      "--set",       "use_cache=false"};
-  std::vector<std::string> sdpa = base;
-  sdpa.insert(sdpa.end(), {"--set", "attention=sdpa"});
-  std::vector<std::string> flash = base;
-  flash.insert(flash.end(), {"--set", "attention=flash_attention_2"});
-  const int64_t saved = run_json(sdpa).at("activation_bytes").get<int64_t>() -
-                        run_json(flash).at("activation_bytes").get<int64_t>();
-  EXPECT_EQ(saved, int64_t{512} * 2 * 16 * (32 - 8) * 64 * 2 - int64_t{16} * 16);
+  auto kept = [&](std::initializer_list<std::string> sets) {
+    std::vector<std::string> args = base;
+    for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
+    return run_json(args).at("activation_bytes").get<int64_t>();
+  };
+  const int64_t flash = kept({"attention=flash_attention_2"});
+  EXPECT_EQ(kept({"attention=sdpa"}) - flash, -int64_t{16} * 16);
+  EXPECT_EQ(kept({"attention=sdpa", "sdpa_enable_gqa=false"}) - flash,
+            int64_t{512} * 2 * 16 * (32 - 8) * 64 * 2 - int64_t{16} * 16);
   std::vector<std::string> fp32{
       "estimate", "--hf-config", kExamples + "llama-3.2-1b.json", "--seq-len",
       "64",       "--set",       "attention=flash_attention_2"};
@@ -246,6 +251,37 @@ TEST(LoraCli, FlashAttentionKeepsKeysAndValuesUnrepeated) {
   const CliRun cpu = run(fp32);
   EXPECT_EQ(cpu.code, 2);
   EXPECT_NE(cpu.err.find("CUDA GPUs only"), std::string::npos) << cpu.err;
+}
+
+// Current transformers passes SDPA k and v at their own heads (enable_gqa) when there is no mask.
+// In bf16 the flash kernel takes them so; in fp32 neither fused kernel can (flash needs fp16 or
+// bf16, the memory-efficient one takes no grouped-query attention), and PyTorch's math path keeps
+// the (B, H, L, L) scores as eager attention does: Llama 3.2 1B keeps exactly eager's bytes.
+TEST(SdpaCli, GroupedQueryAttentionTakesFlashInBf16AndTheMathPathInFp32) {
+  auto kept = [](std::string_view precision, std::initializer_list<std::string> sets) {
+    std::vector<std::string> args{"estimate",
+                                  "--hf-config",
+                                  kExamples + "llama-3.2-1b.json",
+                                  "--seq-len",
+                                  "512",
+                                  "--precision",
+                                  std::string(precision),
+                                  "--set",
+                                  "use_cache=false"};
+    for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
+    return run_json(args).at("activation_bytes").get<int64_t>();
+  };
+  const int64_t repeated = int64_t{512} * 2 * 16 * (32 - 8) * 64 * 2;  // k and v, 16 layers
+  EXPECT_EQ(kept("bf16", {"sdpa_enable_gqa=false"}) - kept("bf16", {}), repeated);
+  // The contiguous copies of transformers before 4.56 were transient: SDPA kept them instead.
+  EXPECT_EQ(kept("bf16", {"sdpa_enable_gqa=false", "sdpa_contiguous=true"}),
+            kept("bf16", {"sdpa_enable_gqa=false"}));
+  const int64_t eager = kept("fp32", {"attention=eager"});
+  EXPECT_EQ(kept("fp32", {}), eager);
+  // Repeated, fp32 SDPA runs the memory-efficient kernel, which keeps its fp32 (B, H, L)
+  // logsumexp where eager keeps the fp32 probabilities.
+  EXPECT_EQ(eager - kept("fp32", {"sdpa_enable_gqa=false"}),
+            int64_t{16} * (int64_t{32} * 512 * 512 * 4 - int64_t{32} * 512 * 4));
 }
 
 // Liger's fused linear cross-entropy on Llama 3.2 1B (tied embeddings, a 128,256-token

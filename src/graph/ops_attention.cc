@@ -26,6 +26,13 @@ namespace {
 
 enum class SdpaBackend : uint8_t { kFlash, kEfficient, kMath };
 
+// Grouped-query attention: enable_gqa with fewer key/value heads than query heads (dim -3).
+bool grouped(const GraphBuilder& b, std::span<const ValueId> in, const Attrs& attrs) {
+  const Dims& q = b.shape(in[0]);
+  const Dims& k = b.shape(in[1]);
+  return attrs.get_bool("enable_gqa") && q[q.size() - 3] != k[k.size() - 3];
+}
+
 Result<SdpaBackend> choose_backend(const GraphBuilder& b, std::span<const ValueId> in,
                                    const Attrs& attrs) {
   const std::string& name = attrs.get_string("backend");
@@ -44,11 +51,28 @@ Result<SdpaBackend> choose_backend(const GraphBuilder& b, std::span<const ValueI
     return has_mask ? SdpaBackend::kMath : SdpaBackend::kFlash;
   }
   // CUDA priority order flash -> efficient -> math (sdp_utils.cpp): flash needs fp16/bf16,
-  // no arbitrary mask and a head dim of at most 256; efficient takes fp32 and masks.
+  // no arbitrary mask and a head dim of at most 256; efficient takes fp32 and masks, but not
+  // grouped-query attention (check_batch_size_and_num_heads_dense<false>), which then falls
+  // to the math path: fp32 and masked GQA materialize the scores.
   const bool low = dtype == DType::kFloat16 || dtype == DType::kBFloat16;
   if (low && !has_mask && head_dim <= 256 && head_dim % 8 == 0) return SdpaBackend::kFlash;
-  if (head_dim % 4 == 0) return SdpaBackend::kEfficient;
+  if (head_dim % 4 == 0 && !grouped(b, in, attrs)) return SdpaBackend::kEfficient;
   return SdpaBackend::kMath;
+}
+
+// x.repeat_interleave(n, dim=-3) to q's heads, as an index_select would: one copy of the
+// repeated shape (an expand over a new dim, then a reshape).
+ValueId repeat_heads(GraphBuilder& b, ValueId x, const Dims& q) {
+  Dims grouped = b.shape(x);
+  const size_t heads = grouped.size() - 3;
+  const int64_t n = q[q.size() - 3] / grouped[heads];
+  x = b.call1("unsqueeze", {x}, {{"dim", static_cast<int64_t>(heads + 1)}});
+  grouped.insert(grouped.begin() + static_cast<std::ptrdiff_t>(heads + 1), n);
+  x = b.call1("expand", {x}, {{"sizes", grouped}});
+  Dims repeated = b.shape(x);
+  repeated.erase(repeated.begin() + static_cast<std::ptrdiff_t>(heads + 1));
+  repeated[heads] *= n;
+  return b.call1("reshape", {x}, {{"shape", repeated}});
 }
 
 std::vector<ValueId> sdpa_math(GraphBuilder& b, std::span<const ValueId> in, const Attrs& attrs) {
@@ -62,6 +86,12 @@ std::vector<ValueId> sdpa_math(GraphBuilder& b, std::span<const ValueId> in, con
     q = b.call1("to_copy", {q}, to_fp32);
     k = b.call1("to_copy", {k}, to_fp32);
     v = b.call1("to_copy", {v}, to_fp32);
+  }
+  if (grouped(b, in, attrs)) {
+    // pre_process_group_query_attention_input: k and v repeat_interleave'd to every query head,
+    // after the upcast.
+    k = repeat_heads(b, k, b.shape(in[0]));
+    v = repeat_heads(b, v, b.shape(in[0]));
   }
   const double head_dim = static_cast<double>(b.shape(in[0]).back());
   const double scale =
@@ -105,6 +135,20 @@ std::vector<ValueId> sdpa_decompose(GraphBuilder& b, std::span<const ValueId> in
       return {kNone};
     }
   }
+  const Dims& q = b.shape(in[0]);
+  const Dims& k = b.shape(in[1]);
+  const int64_t q_heads = q.size() > 3 ? q[q.size() - 3] : 1;
+  const int64_t k_heads = k.size() > 3 ? k[k.size() - 3] : 1;
+  const Dims& v = b.shape(in[2]);
+  if (attrs.get_bool("enable_gqa") &&
+      (q.size() != k.size() || v.size() != k.size() || v[v.size() - 3] != k[k.size() - 3] ||
+       q_heads % k_heads != 0)) {
+    b.fail(
+        invalid_argument(fmt::format("enable_gqa needs key and value of one shape whose heads "
+                                     "divide the query's: q {}, k {}, v {}",
+                                     shape_string(q), shape_string(k), shape_string(v))));
+    return {kNone};
+  }
   std::vector<ValueId> args(in.begin(), in.end());
   if (args.size() > 3 && b.value(args[3]).dtype == DType::kBool) {
     // convert_boolean_attn_mask, before any backend: where(mask.logical_not(), -inf, 0) in q's
@@ -123,6 +167,11 @@ std::vector<ValueId> sdpa_decompose(GraphBuilder& b, std::span<const ValueId> in
   const char* op = *backend == SdpaBackend::kFlash ? "sdpa_flash" : "sdpa_efficient";
   if (*backend == SdpaBackend::kFlash && in.size() > 3) {
     b.fail(unsupported("the flash attention backend takes no attention mask"));
+    return {kNone};
+  }
+  if (*backend == SdpaBackend::kEfficient && grouped(b, in, attrs)) {
+    b.fail(unsupported("the memory-efficient attention backend takes no grouped-query attention",
+                       "use backend=flash or math, or repeat k and v to every query head"));
     return {kNone};
   }
   const Attrs fused{{"dropout_p", attrs.get_float("dropout_p")},
@@ -152,7 +201,13 @@ Status fused_infer(const OpCall& call, std::vector<OutputSpec>& out, bool flash)
     }
   }
   const Dims& q = call.in(0).shape;
+  const Dims& k = call.in(1).shape;
   const Dims& v = call.in(2).shape;
+  // Flash takes fewer key/value heads (grouped-query attention); efficient takes the same.
+  if (k[1] != v[1] || k[1] == 0 || (flash ? q[1] % k[1] != 0 : q[1] != k[1])) {
+    return invalid_argument(fmt::format("fused attention: q {}, k {} and v {} do not match",
+                                        shape_string(q), shape_string(k), shape_string(v)));
+  }
   const int64_t batch = q[0], heads = q[1], len = q[2], ev = v[3];
   out.push_back(OutputSpec::fresh_strided({batch, heads, len, ev},
                                           {len * heads * ev, ev, heads * ev, 1}, call.in(0).dtype));
@@ -187,14 +242,20 @@ OpSchema fused_schema(std::string_view name, std::string_view doc, bool flash) {
     return saved;
   };
   // Backward: new gradients for q, k and v, plus fp32 scratch. Flash (flash_api.cpp mha_bwd):
-  // softmax_d (B, H, L rounded to 128) and dq_accum (B, L rounded to 128, H, E). Memory-efficient:
-  // delta (B, H, L). Not yet measured on a GPU.
+  // softmax_d (B, H, L rounded to 128) and dq_accum (B, L rounded to 128, H, E), and with fewer
+  // key/value heads dk and dv expanded to every query head (B, S, H, E) before they are summed.
+  // Memory-efficient: delta (B, H, L). Not yet measured on a GPU.
   s.backward = [flash](const OpCall& call) {
     BackwardSpec spec = backward_of(OpSchema{}, call);
     const Dims& q = call.in(0).shape;
+    const Dims& k = call.in(1).shape;
     const int64_t rows = flash ? ceil_div(q[2], 128) * 128 : q[2];
     spec.workspace_bytes = 4 * q[0] * q[1] * rows;
     if (flash) spec.workspace_bytes += 4 * q[0] * rows * q[1] * q[3];
+    if (flash && k[1] != q[1]) {
+      const int64_t expanded = k[0] * q[1] * k[2] * dtype_bytes(call.in(1).dtype);
+      spec.workspace_bytes += expanded * (k[3] + call.in(2).shape[3]);
+    }
     return spec;
   };
   // The memory-efficient kernel accumulates fp16/bf16 outputs wider than 64 in an fp32 buffer
@@ -520,7 +581,9 @@ void add_attention_ops(std::vector<OpSchema>& ops) {
                 {"is_causal", AttrKind::kBool, AttrValue{false}, "causal mask"},
                 {"scale", AttrKind::kFloat, AttrValue{0.0}, "softmax scale (0: 1/sqrt(E))"},
                 {"backend", AttrKind::kString, AttrValue{std::string("auto")},
-                 "auto, flash, efficient or math"}};
+                 "auto, flash, efficient or math"},
+                {"enable_gqa", AttrKind::kBool, AttrValue{false},
+                 "k and v with fewer heads than q, each serving a group of query heads"}};
   sdpa.autocast = Autocast::kLower;
   sdpa.decompose = sdpa_decompose;
   ops.push_back(std::move(sdpa));

@@ -244,6 +244,62 @@ TEST(CudaOps, FlashAttentionKeepsQkvOutputAndLogsumexp) {
   EXPECT_EQ(k.new_bytes, 4 * (2 * 4 * 16 * 8 * 2) + 2 * 4 * 16 * 4);
 }
 
+// enable_gqa: eight query heads over two key/value heads, 64 tokens of 32. In bf16 the flash
+// kernel takes k and v at their own heads and, in backward, expands their gradients to every
+// query head (flash_api.cpp mha_bwd); in fp32 the memory-efficient kernel cannot take them
+// (sdp_utils.cpp), and the math path repeats them and keeps the scores.
+TEST(CudaOps, GroupedQueryAttentionRunsFlashOrTheMathPath) {
+  const std::vector<std::pair<Dims, bool>> qkv{
+      {{2, 8, 64, 32}, true}, {{2, 2, 64, 32}, true}, {{2, 2, 64, 32}, true}};
+  BuildOptions bf16;
+  bf16.precision = Precision::kBf16;
+  const Built flash = build_one("scaled_dot_product_attention", qkv, {{"enable_gqa", true}}, bf16);
+  const Node& n = flash.graph.nodes.back();
+  ASSERT_EQ(n.op->name, "sdpa_flash");
+  EXPECT_EQ(flash.graph.value(n.inputs[1]).shape, (Dims{2, 2, 64, 32}));
+  // Kept besides q, k and v: the bf16 output and the fp32 (B, H, L) logsumexp.
+  EXPECT_EQ(kept_by_all_nodes(flash.graph).new_bytes,
+            int64_t{2} * 8 * 64 * 32 * 2 + int64_t{2} * 8 * 64 * 4);
+  std::vector<const Value*> inputs;
+  for (ValueId v : n.inputs) inputs.push_back(&flash.graph.value(v));
+  const OpCall call{n.attrs, inputs, flash.graph.target, flash.graph.precision};
+  // softmax_d (2, 8, 128) and dq_accum (2, 128, 8, 32) in fp32; dk and dv expanded to the eight
+  // query heads, (2, 64, 8, 32) in bf16 each.
+  EXPECT_EQ(backward_of(*n.op, call).workspace_bytes, int64_t{4} * 2 * 8 * 128 +
+                                                          int64_t{4} * 2 * 128 * 8 * 32 +
+                                                          2 * (int64_t{2} * 64 * 8 * 32 * 2));
+
+  const Built math = build_one("scaled_dot_product_attention", qkv, {{"enable_gqa", true}});
+  bool fused = false;
+  for (const Node& node : math.graph.nodes) {
+    fused = fused || node.op->name == "sdpa_flash" || node.op->name == "sdpa_efficient";
+  }
+  EXPECT_FALSE(fused);
+  // The fp32 probabilities (2, 8, 64, 64) are among the kept tensors.
+  EXPECT_GE(kept_by_all_nodes(math.graph).new_bytes, int64_t{2} * 8 * 64 * 64 * 4);
+
+  // Without enable_gqa the fused kernels take only matching heads, and the memory-efficient one
+  // refuses grouped ones outright.
+  auto refused = [&](const Attrs& attrs, std::string_view message) {
+    GraphBuilder b("case", {});
+    std::vector<ValueId> ids;
+    ids.reserve(qkv.size());
+    for (const auto& [shape, grad] : qkv) ids.push_back(b.input("x", shape, DType::kFloat32, grad));
+    b.call1("scaled_dot_product_attention", ids, attrs);
+    ASSERT_FALSE(b.ok());
+    EXPECT_NE(b.status().message().find(message), std::string::npos) << b.status().message();
+  };
+  refused({{"enable_gqa", true}, {"backend", std::string("efficient")}},
+          "takes no grouped-query attention");
+  refused({{"backend", std::string("efficient")}}, "do not match");
+  GraphBuilder odd("case", {});
+  const ValueId q = odd.input("q", {1, 6, 8, 16}, DType::kFloat32, true);
+  const ValueId k = odd.input("k", {1, 4, 8, 16}, DType::kFloat32, true);
+  odd.call1("scaled_dot_product_attention", {q, k, k}, {{"enable_gqa", true}});
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("divide"), std::string::npos) << odd.status().message();
+}
+
 // flash-attn's flash_attn_func, eight query heads over two key/value heads, 64 tokens of 32, bf16
 // (flash_attn_interface.py and flash_api.cpp mha_fwd / mha_bwd).
 TEST(CudaOps, FlashAttnKeepsUnrepeatedKeysAndExpandsTheirGradients) {

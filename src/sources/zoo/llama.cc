@@ -33,6 +33,12 @@
 // each expert sees, which sum to tokens x top_k); the transients of the busiest expert do. Keys
 // are named as in the model's config.json (see --hf-config).
 //
+// The SDPA call is current transformers' sdpa_attention_forward: with no mask, k and v go in at
+// their own heads with enable_gqa (4.54 and later, on PyTorch 2.5 and later; where the flash
+// kernel cannot take them, fp32 say, PyTorch falls back to the math path, which repeats them and
+// materializes the scores), and q, k and v go in as they are (4.56 dropped their contiguous
+// copies). sdpa_enable_gqa=false and sdpa_contiguous=true give 4.48's call.
+//
 // What a training step keeps besides autograd's tensors:
 //  - the rotary cos and sin tables (1 x seq x head_dim, made under no_grad) for the whole forward;
 //  - eager attention: the causal mask, seq x (seq + 1) in the model's dtype, for the whole forward;
@@ -116,11 +122,13 @@ struct Decoder {
   double jitter;                       // router_jitter_noise
   bool gemma2;                         // Gemma 2's layer: four norms, soft-capping, windows
   double attn_softcap, final_softcap;  // attn_logit_softcapping, final_logit_softcapping (0: none)
-  int64_t rotary_dim = 0;      // int(head_dim * partial_rotary_factor), set by resolve_shape
-  bool flash = false;          // attn_implementation="flash_attention_2"
-  bool liger_loss = false;     // loss=fused_linear_cross_entropy (Liger-Kernel)
-  bool gemma3 = false;         // Gemma 3's layer, masks and rotary tables
-  int64_t window_pattern = 0;  // Gemma 3: every pattern-th layer global (0: none)
+  int64_t rotary_dim = 0;        // int(head_dim * partial_rotary_factor), set by resolve_shape
+  bool flash = false;            // attn_implementation="flash_attention_2"
+  bool liger_loss = false;       // loss=fused_linear_cross_entropy (Liger-Kernel)
+  bool gemma3 = false;           // Gemma 3's layer, masks and rotary tables
+  int64_t window_pattern = 0;    // Gemma 3: every pattern-th layer global (0: none)
+  bool sdpa_gqa = true;          // SDPA takes k and v unrepeated (enable_gqa) when there is no mask
+  bool sdpa_contiguous = false;  // q, k and v made contiguous before SDPA
 };
 
 // Gemma 2's even layers and, in Gemma 3, all but every window_pattern-th attend through the
@@ -377,25 +385,36 @@ ValueId flash_attention(GraphBuilder& b, ValueId q, ValueId k, ValueId v, const 
       .front();
 }
 
-// sdpa_attention_forward or eager_attention_forward: k and v repeated to every query head, the
-// (B, L, H, D) result made contiguous.
+// sdpa_attention_forward or eager_attention_forward: k and v repeated to every query head (but
+// for SDPA's enable_gqa), the (B, L, H, D) result made contiguous.
 ValueId sdpa_or_eager(GraphBuilder& b, ValueId q, ValueId k, ValueId v, ValueId mask,
                       const Decoder& d) {
-  k = repeat_kv(b, k, d);
-  v = repeat_kv(b, v, d);
+  // use_gqa_in_sdpa (transformers 4.54 and later, on PyTorch 2.5 and later): SDPA gets k and v
+  // at their own heads, with enable_gqa, when there is no mask and (since 2026) heads no wider
+  // than 256.
+  const bool gqa =
+      d.sdpa && d.sdpa_gqa && mask == kNone && d.kv_heads != d.heads && d.head_dim <= 256;
+  if (!gqa) {
+    k = repeat_kv(b, k, d);
+    v = repeat_kv(b, v, d);
+  }
   ValueId out = kNone;
   const double scaling = 1.0 / std::sqrt(static_cast<double>(d.head_dim));
   if (mask != kNone) mask = b.call1("slice", {mask}, {{"dim", int64_t{3}}, {"end", d.len}});
   if (d.sdpa) {
     // sdpa_attention_forward: causal through is_causal when there is no mask (Gemma 2 passes its
-    // mask, and SDPA takes no soft-cap).
-    q = b.call1("contiguous", {q});
-    k = b.call1("contiguous", {k});
-    v = b.call1("contiguous", {v});
+    // mask, and SDPA takes no soft-cap). Before transformers 4.56 it made q, k and v contiguous
+    // first (a workaround for PyTorch 2.1's memory-efficient kernel).
+    if (d.sdpa_contiguous) {
+      q = b.call1("contiguous", {q});
+      k = b.call1("contiguous", {k});
+      v = b.call1("contiguous", {v});
+    }
     std::vector<ValueId> in{q, k, v};
     if (mask != kNone) in.push_back(mask);
-    out = b.call1("scaled_dot_product_attention", in,
-                  {{"dropout_p", d.attention_dropout}, {"is_causal", mask == kNone}});
+    out = b.call1(
+        "scaled_dot_product_attention", in,
+        {{"dropout_p", d.attention_dropout}, {"is_causal", mask == kNone}, {"enable_gqa", gqa}});
   } else {
     ValueId w = b.call1(
         "matmul", {q, b.call1("transpose", {k}, {{"dim0", int64_t{2}}, {"dim1", int64_t{3}}})});
@@ -740,6 +759,8 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
   d.liger_loss = c.get_string("loss") == "fused_linear_cross_entropy";
   d.gemma3 = c.get_bool("gemma3");
   d.window_pattern = c.get_int("sliding_window_pattern");
+  d.sdpa_gqa = c.get_bool("sdpa_enable_gqa");
+  d.sdpa_contiguous = c.get_bool("sdpa_contiguous");
   if (d.flash && b.options().target.device != Device::kCuda) {
     b.fail(unsupported("attention=flash_attention_2 runs on CUDA GPUs only",
                        "use attention=sdpa or eager with the cpu profile"));
@@ -958,6 +979,12 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
         set_key("attention", AttrKind::kString, std::string("sdpa"),
                 "attention implementation (attn_implementation)",
                 {"sdpa", "eager", "flash_attention_2"}),
+        set_key("sdpa_enable_gqa", AttrKind::kBool, true,
+                "SDPA takes k and v at their own heads (enable_gqa=True) when there is no mask, "
+                "as transformers 4.54+ calls it on PyTorch 2.5+; false: repeated to every query "
+                "head first (repeat_kv), as before"),
+        set_key("sdpa_contiguous", AttrKind::kBool, false,
+                "q, k and v made contiguous before SDPA, as transformers before 4.56 did"),
         set_key("loss", AttrKind::kString, std::string("cross_entropy"),
                 "cross_entropy: lm_head, then transformers' loss over the logits upcast to fp32; "
                 "fused_linear_cross_entropy: Liger-Kernel's (0.5.5) lm_head and loss a chunk of "
