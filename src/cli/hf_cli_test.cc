@@ -278,6 +278,18 @@ TEST(SdpaCli, GroupedQueryAttentionTakesFlashInBf16AndTheMathPathInFp32) {
             kept("bf16", {"sdpa_enable_gqa=false"}));
   const int64_t eager = kept("fp32", {"attention=eager"});
   EXPECT_EQ(kept("fp32", {}), eager);
+  // The estimate says so, once for the 16 layers; in bf16 it has nothing to say.
+  auto notes = [](std::string_view precision) {
+    return run_json({"estimate", "--hf-config", kExamples + "llama-3.2-1b.json", "--seq-len", "64",
+                     "--precision", std::string(precision)})
+        .at("notes");
+  };
+  const nlohmann::json fp32_notes = notes("fp32");
+  ASSERT_EQ(fp32_notes.size(), 1U);
+  EXPECT_NE(fp32_notes[0].get<std::string>().find("math path in 16 attention calls"),
+            std::string::npos)
+      << fp32_notes;
+  EXPECT_TRUE(notes("bf16").empty());
   // Repeated, fp32 SDPA runs the memory-efficient kernel, which keeps its fp32 (B, H, L)
   // logsumexp where eager keeps the fp32 probabilities.
   EXPECT_EQ(eager - kept("fp32", {"sdpa_enable_gqa=false"}),

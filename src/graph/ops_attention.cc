@@ -163,7 +163,16 @@ std::vector<ValueId> sdpa_decompose(GraphBuilder& b, std::span<const ValueId> in
     b.fail(backend.status());
     return {kNone};
   }
-  if (*backend == SdpaBackend::kMath) return sdpa_math(b, in, attrs);
+  if (*backend == SdpaBackend::kMath) {
+    if (!grouped(b, in, attrs) || attrs.get_string("backend") != "auto") {
+      return sdpa_math(b, in, attrs);
+    }
+    // No fused kernel takes these grouped heads, and PyTorch falls back to the math path
+    // without a word. The scope names it where reports name modules ("SDPAMathFallback" is
+    // what the estimate report looks for to say so).
+    auto fallback = b.module("math_fallback", "SDPAMathFallback");
+    return sdpa_math(b, in, attrs);
+  }
   const char* op = *backend == SdpaBackend::kFlash ? "sdpa_flash" : "sdpa_efficient";
   if (*backend == SdpaBackend::kFlash && in.size() > 3) {
     b.fail(unsupported("the flash attention backend takes no attention mask"));

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
+#include <string>
 
 #include "lower/optimizer_step.h"
 
@@ -112,6 +114,20 @@ std::optional<ScalingPlan> scaling_plan(const EstimateRun& run) {
                        .batch_norm_layers = batch_norm_layers(run.graph)});
 }
 
+// scaled_dot_product_attention opens an "SDPAMathFallback" scope where grouped-query attention
+// falls to the math path (ops_attention.cc).
+std::optional<std::string> sdpa_fallback_note(const Graph& graph) {
+  const auto layers = std::ranges::count_if(
+      graph.modules, [](const Module& m) { return m.type == "SDPAMathFallback"; });
+  if (layers == 0) return std::nullopt;
+  return fmt::format(
+      "SDPA runs PyTorch's math path in {} attention call{}: no fused kernel takes grouped "
+      "key/value heads here (flash needs fp16 or bf16, the memory-efficient kernel takes none), so "
+      "each keeps its scores as eager attention does; --precision bf16 or amp-bf16 runs the flash "
+      "kernel",
+      layers, layers == 1 ? "" : "s");
+}
+
 }  // namespace
 
 Result<EstimateReport> make_estimate_report(const TrainingRequest& request,
@@ -120,6 +136,9 @@ Result<EstimateReport> make_estimate_report(const TrainingRequest& request,
   TF_ASSIGN_OR_RETURN(EstimateRun run, estimator.run(request, detail));
   EstimateReport report;
   report.header = header_of(run.resolved);
+  if (const std::optional<std::string> note = sdpa_fallback_note(run.graph)) {
+    report.header.notes.push_back(*note);
+  }
   report.scaling = scaling_plan(run);
   if (detail.timeline) {
     const EventNames names = names_of(run);
