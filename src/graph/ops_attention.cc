@@ -135,14 +135,14 @@ std::vector<ValueId> sdpa_decompose(GraphBuilder& b, std::span<const ValueId> in
       return {kNone};
     }
   }
+  // Heads are dim -3, as sdp_utils' check_grouped_query_attention reads them.
   const Dims& q = b.shape(in[0]);
   const Dims& k = b.shape(in[1]);
-  const int64_t q_heads = q.size() > 3 ? q[q.size() - 3] : 1;
-  const int64_t k_heads = k.size() > 3 ? k[k.size() - 3] : 1;
   const Dims& v = b.shape(in[2]);
+  const int64_t k_heads = k[k.size() - 3];
   if (attrs.get_bool("enable_gqa") &&
-      (q.size() != k.size() || v.size() != k.size() || v[v.size() - 3] != k[k.size() - 3] ||
-       q_heads % k_heads != 0)) {
+      (q.size() != k.size() || v.size() != k.size() || v[v.size() - 3] != k_heads || k_heads == 0 ||
+       q[q.size() - 3] % k_heads != 0)) {
     b.fail(
         invalid_argument(fmt::format("enable_gqa needs key and value of one shape whose heads "
                                      "divide the query's: q {}, k {}, v {}",

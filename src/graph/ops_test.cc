@@ -292,12 +292,15 @@ TEST(CudaOps, GroupedQueryAttentionRunsFlashOrTheMathPath) {
   refused({{"enable_gqa", true}, {"backend", std::string("efficient")}},
           "takes no grouped-query attention");
   refused({{"backend", std::string("efficient")}}, "do not match");
-  GraphBuilder odd("case", {});
-  const ValueId q = odd.input("q", {1, 6, 8, 16}, DType::kFloat32, true);
-  const ValueId k = odd.input("k", {1, 4, 8, 16}, DType::kFloat32, true);
-  odd.call1("scaled_dot_product_attention", {q, k, k}, {{"enable_gqa", true}});
-  ASSERT_FALSE(odd.ok());
-  EXPECT_NE(odd.status().message().find("divide"), std::string::npos) << odd.status().message();
+  // Key/value heads that do not divide the query's, or none at all, are refused in one line.
+  for (const Dims& key : {Dims{1, 4, 8, 16}, Dims{1, 0, 8, 16}}) {
+    GraphBuilder odd("case", {});
+    const ValueId q = odd.input("q", {1, 6, 8, 16}, DType::kFloat32, true);
+    const ValueId k = odd.input("k", key, DType::kFloat32, true);
+    odd.call1("scaled_dot_product_attention", {q, k, k}, {{"enable_gqa", true}});
+    ASSERT_FALSE(odd.ok());
+    EXPECT_NE(odd.status().message().find("divide"), std::string::npos) << odd.status().message();
+  }
 }
 
 // flash-attn's flash_attn_func, eight query heads over two key/value heads, 64 tokens of 32, bf16
