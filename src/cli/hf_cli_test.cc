@@ -224,22 +224,29 @@ TEST(LoraCli, ReentrantCheckpointingMakesTheEmbeddingsRequireGrad) {
   EXPECT_EQ(std::count(frozen.err.begin(), frozen.err.end(), '\n'), 1) << frozen.err;
 }
 
+// What Llama 3.2 1B keeps for backward at 512 tokens without the cache, with these --set keys.
+int64_t llama_1b_kept(std::string_view precision, std::initializer_list<std::string> sets) {
+  std::vector<std::string> args{"estimate",
+                                "--hf-config",
+                                kExamples + "llama-3.2-1b.json",
+                                "--seq-len",
+                                "512",
+                                "--precision",
+                                std::string(precision),
+                                "--set",
+                                "use_cache=false"};
+  for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
+  return run_json(args).at("activation_bytes").get<int64_t>();
+}
+
 // attention=flash_attention_2 keeps each layer's keys and values at their own eight heads, as SDPA
 // does with enable_gqa; SDPA with them repeated to 32 (transformers before 4.54) keeps 2 x 16 x
 // (32 - 8) x 64 x 2 bytes a token more. flash_attn keeps a 16-byte RNG state more in each of its
 // 16 layers. It needs fp16 or bf16 and a CUDA profile.
 TEST(LoraCli, FlashAttentionKeepsKeysAndValuesUnrepeated) {
-  const std::vector<std::string> base{"estimate",  "--hf-config", kExamples + "llama-3.2-1b.json",
-                                      "--seq-len", "512",         "--precision",
-                                      "bf16",      "--set",       "use_cache=false"};
-  auto kept = [&](std::initializer_list<std::string> sets) {
-    std::vector<std::string> args = base;
-    for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
-    return run_json(args).at("activation_bytes").get<int64_t>();
-  };
-  const int64_t flash = kept({"attention=flash_attention_2"});
-  EXPECT_EQ(kept({"attention=sdpa"}) - flash, -int64_t{16} * 16);
-  EXPECT_EQ(kept({"attention=sdpa", "sdpa_enable_gqa=false"}) - flash,
+  const int64_t flash = llama_1b_kept("bf16", {"attention=flash_attention_2"});
+  EXPECT_EQ(llama_1b_kept("bf16", {"attention=sdpa"}) - flash, -int64_t{16} * 16);
+  EXPECT_EQ(llama_1b_kept("bf16", {"attention=sdpa", "sdpa_enable_gqa=false"}) - flash,
             int64_t{512} * 2 * 16 * (32 - 8) * 64 * 2 - int64_t{16} * 16);
   std::vector<std::string> fp32{
       "estimate", "--hf-config", kExamples + "llama-3.2-1b.json", "--seq-len",
@@ -258,19 +265,7 @@ TEST(LoraCli, FlashAttentionKeepsKeysAndValuesUnrepeated) {
 // bf16, the memory-efficient one takes no grouped-query attention), and PyTorch's math path keeps
 // the (B, H, L, L) scores as eager attention does: Llama 3.2 1B keeps exactly eager's bytes.
 TEST(SdpaCli, GroupedQueryAttentionTakesFlashInBf16AndTheMathPathInFp32) {
-  auto kept = [](std::string_view precision, std::initializer_list<std::string> sets) {
-    std::vector<std::string> args{"estimate",
-                                  "--hf-config",
-                                  kExamples + "llama-3.2-1b.json",
-                                  "--seq-len",
-                                  "512",
-                                  "--precision",
-                                  std::string(precision),
-                                  "--set",
-                                  "use_cache=false"};
-    for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
-    return run_json(args).at("activation_bytes").get<int64_t>();
-  };
+  const auto kept = llama_1b_kept;
   const int64_t repeated = int64_t{512} * 2 * 16 * (32 - 8) * 64 * 2;  // k and v, 16 layers
   EXPECT_EQ(kept("bf16", {"sdpa_enable_gqa=false"}) - kept("bf16", {}), repeated);
   // The contiguous copies of transformers before 4.56 were transient: SDPA kept them instead.
