@@ -807,17 +807,19 @@ class Linear4bit(nn.Module):
     codes per uint8 byte, shape ((n + 1) // 2, 1) for n weights, and the QuantState's tensors
     beside it: one absmax per 64 weights (fp32; with double quantization uint8 codes, one fp32
     absmax per 256 of them, the 256-entry dynamic map and the fp32 offset) and the 16-entry code
-    book. It computes in the dtype the weight was loaded in (bnb_4bit_compute_dtype = that dtype).
+    book. It computes in the dtype the weight was loaded in (bnb_4bit_compute_dtype = that dtype),
+    or in `compute_dtype` when given (bfloat16 for a model loaded in fp32 and trained under
+    autocast).
 
     dequantize() makes what functional.dequantize_4bit makes: the nested absmax in fp32 first,
     then the weight in its dtype, each one new tensor written by a CUDA kernel. The values written
     here are random: the re-creation reproduces the tensors a step makes, not the 4-bit arithmetic.
     """
 
-    def __init__(self, linear, double_quant):
+    def __init__(self, linear, double_quant, compute_dtype=None):
         super().__init__()
         self.out_features, self.in_features = linear.weight.shape
-        self.dtype = linear.weight.dtype
+        self.dtype = compute_dtype or linear.weight.dtype
         n = linear.weight.numel()
         blocks = -(-n // 64)
         self.weight = nn.Parameter(torch.zeros((n + 1) // 2, 1, dtype=torch.uint8),
@@ -854,17 +856,21 @@ class Linear4bit(nn.Module):
 
 class LoraLinear4bit(LoraLinear):
     """peft's lora.Linear4bit (tuners/lora/bnb.py): the base's result cloned; the adapters'
-    output cast to its dtype, then added."""
+    output cast to its dtype, then added. Under autocast (requires_conversion = not
+    torch.is_autocast_enabled(), which on a GPU is CUDA's autocast, here the CPU's) neither the
+    input nor the output is cast: autocast lowers the adapters' products and the add promotes."""
 
     def forward(self, x):
         result = self.base_layer(x).clone()
         lora_A = self.lora_A["default"]
         lora_B = self.lora_B["default"]
+        requires_conversion = not (torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled())
         expected_dtype = result.dtype
-        if x.dtype != lora_A.weight.dtype:
+        if requires_conversion and x.dtype != lora_A.weight.dtype:
             x = x.to(lora_A.weight.dtype)
         output = lora_B(lora_A(self.lora_dropout["default"](x))) * self.scaling["default"]
-        output = output.to(expected_dtype)
+        if requires_conversion:
+            output = output.to(expected_dtype)
         result = result + output
         return result
 
@@ -890,18 +896,20 @@ def prepare_model_for_kbit_training(model):
 
 
 def apply_lora(model, r=8, alpha=8, dropout=0.0, target=("q_proj", "v_proj"),
-               fp32_adapters=True, quant=None, double_quant=True, prepare=False):
+               fp32_adapters=True, quant=None, double_quant=True, prepare=False, compute_dtype=None):
     """get_peft_model(model, LoraConfig(...)): each nn.Linear whose name is a target, or ends in
     ".target" ("all-linear": every Linear but lm_head), becomes a LoraLinear; then only
     parameters named lora_* train. quant ("nf4", "fp4": the same bytes) first makes every Linear
     but lm_head a Linear4bit, as from_pretrained(quantization_config=BitsAndBytesConfig(
     load_in_4bit=True, ...)) does, and the targets peft's LoraLinear4bit; with prepare,
-    prepare_model_for_kbit_training runs on the 4-bit model before the adapters are added."""
+    prepare_model_for_kbit_training runs on the 4-bit model before the adapters are added.
+    compute_dtype: bnb_4bit_compute_dtype, when not the model's dtype."""
     if quant is not None:
         for name, module in list(model.named_modules()):
             if isinstance(module, nn.Linear) and name != "lm_head":
                 parent_name, _, child = name.rpartition(".")
-                setattr(model.get_submodule(parent_name), child, Linear4bit(module, double_quant))
+                setattr(model.get_submodule(parent_name), child, Linear4bit(module, double_quant,
+                                                                           compute_dtype))
         if prepare:
             prepare_model_for_kbit_training(model)
     kind = nn.Linear if quant is None else Linear4bit

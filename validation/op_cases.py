@@ -38,10 +38,14 @@ def M(*shape):
     return T(*shape, dtype="bool", grad=False, kind="mask")
 
 
-def case(op, attrs, inputs, args=None, trainable=True, name=None):
-    return {"id": name or op, "op": op, "attrs": attrs, "inputs": inputs,
-            "args": args if args is not None else list(range(len(inputs))),
-            "params_trainable": trainable}
+def case(op, attrs, inputs, args=None, trainable=True, name=None, autocast=False):
+    """autocast: run under torch.autocast("cpu", bfloat16), the module's parameters fp32."""
+    c = {"id": name or op, "op": op, "attrs": attrs, "inputs": inputs,
+         "args": args if args is not None else list(range(len(inputs))),
+         "params_trainable": trainable}
+    if autocast:
+        c["autocast"] = "bfloat16"
+    return c
 
 
 A = (2, 4, 6, 6)
@@ -196,6 +200,35 @@ CASES = [
 for act in ACTIVATIONS:
     CASES.append(case(act, {}, [T(*A)]))
     CASES.append(case(act, {"inplace": True}, [T(*A)], name=f"{act}_inplace"))
+# Under CPU autocast (the cpu profile's amp-bf16): the products and convolutions lowered, with the
+# weights' casts; the transposed convolution, pow, softmax, log_softmax and the reductions left
+# in the dtype that arrives; the losses, and cross_entropy before its log_softmax, in fp32; cat
+# promoting.
+BF = "bfloat16"
+CASES += [
+    case("linear", {"out_features": 7}, [T(3, 5)], name="linear_autocast", autocast=True),
+    case("linear", {"out_features": 7}, [T(3, 5)], trainable=False, name="linear_frozen_autocast",
+         autocast=True),
+    case("matmul", {}, [T(2, 3, 4), T(4, 5)], name="matmul_autocast", autocast=True),
+    case("conv2d", {"out_channels": 3, "kernel_size": 3, "padding": 1}, [T(*A)],
+         name="conv2d_autocast", autocast=True),
+    case("conv_transpose2d", {"out_channels": 3, "kernel_size": 3, "stride": 2}, [T(2, 4, 5, 5)],
+         name="conv_transpose2d_autocast", autocast=True),
+    case("pow_scalar", {"exponent": 2.0}, [T(*A, dtype=BF)], name="pow_scalar_autocast",
+         autocast=True),
+    case("rsqrt", {}, [T(*A, dtype=BF, kind="positive")], name="rsqrt_autocast", autocast=True),
+    case("softmax", {"dim": -1}, [T(*A, dtype=BF)], name="softmax_autocast", autocast=True),
+    case("log_softmax", {"dim": -1}, [T(3, 5, dtype=BF)], name="log_softmax_autocast",
+         autocast=True),
+    case("sum", {"dims": [1]}, [T(*A, dtype=BF)], name="sum_autocast", autocast=True),
+    case("cross_entropy", {}, [T(3, 5, dtype=BF), I(3, high=5)], name="cross_entropy_autocast",
+         autocast=True),
+    case("nll_loss", {}, [T(3, 5, dtype=BF), I(3, high=5)], name="nll_loss_autocast",
+         autocast=True),
+    case("mse_loss", {}, [T(3, 5, dtype=BF), T(3, 5, grad=False)], name="mse_loss_autocast",
+         autocast=True),
+    case("cat", {"dim": 0}, [T(2, 3), T(2, 3, dtype=BF)], name="cat_autocast", autocast=True),
+]
 
 
 # ---- torch implementations --------------------------------------------------------------
@@ -393,7 +426,8 @@ def measure(c):
             kept[ptr] = max(kept.get(ptr, 0), nbytes)
         return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+            torch.autocast("cpu", dtype=torch.bfloat16, enabled="autocast" in c):
         out = run()
     first = out[0] if isinstance(out, (tuple, list)) else out
     saved_inputs = sorted({input_ptrs[p] for p in kept if p in input_ptrs})
@@ -407,7 +441,8 @@ def measure(c):
 def measure_all():
     out = []
     for c in CASES:
-        entry = {k: c[k] for k in ("id", "op", "attrs", "inputs", "args", "params_trainable")}
+        entry = {k: c[k] for k in ("id", "op", "attrs", "inputs", "args", "params_trainable",
+                                   "autocast") if k in c}
         entry["expect"] = measure(c)
         out.append(entry)
     ids = [c["id"] for c in out]

@@ -374,22 +374,28 @@ TEST(QloraCli, FourBitBaseLowersThePeakAndSaysSo) {
       << text.out;
 }
 
-// What the 4-bit base is not modelled under is refused in one line.
+// `command` on Llama 3 8B at 512 tokens in `precision`, with --lora `lora`.
+std::vector<std::string> llama_8b_lora(std::string command, std::string precision,
+                                       std::string lora) {
+  return {std::move(command),   "--hf-config", kExamples + "llama-3-8b.json",
+          "--seq-len",          "512",         "--precision",
+          std::move(precision), "--lora",      std::move(lora)};
+}
+
+// Llama 3 8B's parameters with a 4-bit base and the rest fp32: the 4-bit weights, the fp32
+// embedding and lm_head (2,101,346,304 bytes each) and norms, and the fp32 r=16 adapters.
+constexpr int64_t kLlama8bFp32RestBytes =
+    int64_t{3'489'660'928} + int64_t{2} * 2'101'346'304 + 1'064'960 + int64_t{6'815'744} * 4;
+
 // prepare_model_for_kbit_training casts the embedding, lm_head and norms to fp32 (twice their
 // bf16 bytes), so the hidden states between the 4-bit layers are fp32 and the peak rises. It
 // needs a 4-bit base, and is refused over 4-bit layers with biases (Qwen2's q, k and v).
 TEST(QloraCli, PrepareCastsTheRestToFp32) {
-  const std::vector<std::string> base{
-      "--hf-config", kExamples + "llama-3-8b.json", "--seq-len", "512", "--precision", "bf16"};
-  auto with = [&](std::string command, std::string lora) {
-    std::vector<std::string> args{std::move(command)};
-    args.insert(args.end(), base.begin(), base.end());
-    args.insert(args.end(), {"--lora", std::move(lora)});
-    return args;
+  const auto with = [](std::string command, std::string lora) {
+    return llama_8b_lora(std::move(command), "bf16", std::move(lora));
   };
   const nlohmann::json s = run_json(with("summary", "r=16,quant=nf4,prepare=true"));
-  EXPECT_EQ(s.at("parameter_bytes"), int64_t{3'489'660'928} + int64_t{2} * 2'101'346'304 +
-                                         1'064'960 + int64_t{6'815'744} * 4);
+  EXPECT_EQ(s.at("parameter_bytes"), kLlama8bFp32RestBytes);
   const nlohmann::json prepared = run_json(with("estimate", "r=16,quant=nf4,prepare=true"));
   const nlohmann::json plain = run_json(with("estimate", "r=16,quant=nf4"));
   EXPECT_EQ(prepared.at("lora").at("prepare"), true);
@@ -407,11 +413,30 @@ TEST(QloraCli, PrepareCastsTheRestToFp32) {
   }
 }
 
-TEST(QloraCli, AutocastAndShardedParametersAreRefused) {
+// Under autocast (the Trainer's bf16=True over a model loaded in fp32, with
+// bnb_4bit_compute_dtype=bfloat16) the base's other parameters are fp32, as after
+// prepare_model_for_kbit_training: the same bytes. The 4-bit layers compute in bf16, far below
+// LoRA's fp32 base under autocast. Biases beside the 4-bit weights are refused, as under prepare.
+TEST(QloraCli, AutocastComputesInBf16OverAnFp32Rest) {
+  const nlohmann::json s = run_json(llama_8b_lora("summary", "amp-bf16", "r=16,quant=nf4"));
+  EXPECT_EQ(s.at("parameter_bytes"), kLlama8bFp32RestBytes);
+  const nlohmann::json q = run_json(llama_8b_lora("estimate", "amp-bf16", "r=16,quant=nf4"));
+  const nlohmann::json lora = run_json(llama_8b_lora("estimate", "amp-bf16", "r=16"));
+  EXPECT_EQ(q.at("precision"), "amp-bf16");
+  EXPECT_LT(q.at("peak_allocated_bytes").get<int64_t>(),
+            lora.at("peak_allocated_bytes").get<int64_t>() - int64_t{20} * 1'000'000'000);
+  const CliRun r = run({"estimate", "--hf-config", kExamples + "qwen2.5-7b.json", "--precision",
+                        "amp-bf16", "--lora", "r=16,quant=nf4"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("autocast over 4-bit layers with biases"), std::string::npos) << r.err;
+}
+
+// What the 4-bit base is not modelled under is refused in one line.
+TEST(QloraCli, ShardedParametersAreRefused) {
   const std::string config = kExamples + "llama-3.2-1b.json";
   for (const std::vector<std::string>& extra :
-       {std::vector<std::string>{"--precision", "amp-bf16"},
-        std::vector<std::string>{"--gpus", "2", "--strategy", "fsdp"},
+       {std::vector<std::string>{"--gpus", "2", "--strategy", "fsdp"},
         std::vector<std::string>{"--gpus", "2", "--strategy", "zero3"}}) {
     std::vector<std::string> args{"estimate", "--hf-config", config,         "--seq-len",
                                   "64",       "--lora",      "r=8,quant=nf4"};

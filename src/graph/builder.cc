@@ -26,6 +26,28 @@ DType autocast_dtype(Precision p) {
   return p == Precision::kAmpFp16 ? DType::kFloat16 : DType::kBFloat16;
 }
 
+// How the op's autocast runs on `target`. PyTorch 1.13's CPU lists (autocast_mode.cpp's
+// KERNEL_CPU entries, checked op by op on this profile's PyTorch) lower the products and
+// convolutions as CUDA's do, but not the transposed convolutions; of the ops CUDA runs in fp32
+// they keep only the losses (nll_loss, mse_loss, l1_loss, and cross_entropy whole, cast before
+// its log_softmax); softmax, the norms, pow, rsqrt, exp and the reductions run in whatever
+// dtype arrives.
+Autocast autocast_policy(const OpSchema& schema, KernelTarget target) {
+  if (target.device != Device::kCpu) return schema.autocast;
+  const std::string_view name = schema.name;
+  if (name == "cross_entropy") return Autocast::kFp32;
+  switch (schema.autocast) {
+    case Autocast::kLower:
+      return name.starts_with("conv_transpose") ? Autocast::kUnchanged : Autocast::kLower;
+    case Autocast::kFp32:
+    case Autocast::kFp32Output:
+      return name == "nll_loss" || name == "mse_loss" || name == "l1_loss" ? schema.autocast
+                                                                           : Autocast::kUnchanged;
+    default:
+      return schema.autocast;
+  }
+}
+
 }  // namespace
 
 bool path_matches(std::string_view name, std::string_view prefix) {
@@ -306,7 +328,8 @@ std::vector<ValueId> GraphBuilder::call(std::string_view op, std::vector<ValueId
   }
   inputs.insert(inputs.end(), params.begin(), params.end());
   Attrs final_attrs = *normalized;
-  if (is_amp(options_.precision) && schema->autocast == Autocast::kFp32Output) {
+  const Autocast autocast = autocast_policy(*schema, options_.target);
+  if (is_amp(options_.precision) && autocast == Autocast::kFp32Output) {
     const bool low = std::any_of(inputs.begin(), inputs.end(), [&](ValueId id) {
       const DType d = value(id).dtype;
       return d == DType::kFloat16 || d == DType::kBFloat16;
@@ -315,12 +338,12 @@ std::vector<ValueId> GraphBuilder::call(std::string_view op, std::vector<ValueId
     if (low && final_attrs.get_string(attr).empty()) {
       final_attrs.set(attr, std::string(dtype_name(DType::kFloat32)));
     }
-  } else if (is_amp(options_.precision) && schema->autocast != Autocast::kUnchanged) {
+  } else if (is_amp(options_.precision) && autocast != Autocast::kUnchanged) {
     DType widest = DType::kBool;
     for (ValueId id : inputs) {
       if (is_floating(value(id).dtype)) widest = promote_types(widest, value(id).dtype);
     }
-    for (ValueId& id : inputs) id = autocast_input(id, schema->autocast, widest);
+    for (ValueId& id : inputs) id = autocast_input(id, autocast, widest);
     if (!ok()) return failed_outputs();
   }
   if (schema->composite()) {

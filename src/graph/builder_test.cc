@@ -173,5 +173,62 @@ TEST(Builder, PythonScalarsKeptByMulAreHostMemory) {
   }
 }
 
+// Autocast follows the device's lists (autocast_mode.cpp). On CUDA the products and the
+// transposed convolutions run in bf16, and pow, softmax and the losses in fp32; PyTorch 1.13's
+// CPU lists (the cpu profile) lower the products too, leave the transposed convolution, pow and
+// softmax in the dtype that arrives, and cast cross_entropy's input to fp32 before its
+// log_softmax.
+TEST(Builder, AutocastFollowsTheDevicesLists) {
+  struct Dtypes {
+    DType linear, conv_transpose, pow, softmax, log_softmax_input;
+  };
+  const auto run = [](Device device) {
+    BuildOptions o;
+    o.target = {device, device == Device::kCpu ? TorchVersion::k1_13 : TorchVersion::k2};
+    o.precision = Precision::kAmpBf16;
+    GraphBuilder b("m", o);
+    const ValueId x = b.input("x", {2, 4}, DType::kFloat32, true);
+    const ValueId low = b.input("low", {2, 4}, DType::kBFloat16, true);
+    const ValueId image = b.input("image", {1, 2, 4, 4}, DType::kFloat32, true);
+    const ValueId target = b.input("target", {2}, DType::kInt64);
+    Dtypes d{};
+    {
+      auto fc = b.module("fc", "Linear");
+      d.linear = b.value(b.call1("linear", {x}, {{"out_features", int64_t{4}}})).dtype;
+    }
+    {
+      auto up = b.module("up", "ConvTranspose2d");
+      d.conv_transpose = b.value(b.call1("conv_transpose2d", {image},
+                                         {{"out_channels", int64_t{2}},
+                                          {"kernel_size", int64_t{2}},
+                                          {"stride", int64_t{2}}}))
+                             .dtype;
+    }
+    d.pow = b.value(b.call1("pow_scalar", {low}, {{"exponent", 2.0}})).dtype;
+    d.softmax = b.value(b.call1("softmax", {low}, {{"dim", int64_t{-1}}})).dtype;
+    const NodeId first = b.node_count();
+    b.call1("cross_entropy", {low, target});
+    EXPECT_TRUE(b.ok()) << b.status().message();
+    const Graph g = *std::move(b).finish();
+    for (NodeId n = first; n < g.nodes.next_id(); ++n) {
+      if (g.nodes[n].op->name == "log_softmax") {
+        d.log_softmax_input = g.value(g.nodes[n].inputs[0]).dtype;
+      }
+    }
+    return d;
+  };
+  const Dtypes cuda = run(Device::kCuda);
+  EXPECT_EQ(cuda.linear, DType::kBFloat16);
+  EXPECT_EQ(cuda.conv_transpose, DType::kBFloat16);
+  EXPECT_EQ(cuda.pow, DType::kFloat32);
+  EXPECT_EQ(cuda.softmax, DType::kFloat32);
+  const Dtypes cpu = run(Device::kCpu);
+  EXPECT_EQ(cpu.linear, DType::kBFloat16);
+  EXPECT_EQ(cpu.conv_transpose, DType::kFloat32);
+  EXPECT_EQ(cpu.pow, DType::kBFloat16);
+  EXPECT_EQ(cpu.softmax, DType::kBFloat16);
+  EXPECT_EQ(cpu.log_softmax_input, DType::kFloat32);
+}
+
 }  // namespace
 }  // namespace trainfit

@@ -1,9 +1,9 @@
 // Op registry tests.
 //
 // 1. Every op case in tests/data/op_cases.json (measured on PyTorch CPU by
-//    validation/op_cases.py) replays through the registry under the cpu profile: same output
-//    shape and dtype, same inputs kept, same bytes and count of new storages kept, same
-//    parameter count.
+//    validation/op_cases.py, some under CPU autocast) replays through the registry under the cpu
+//    profile: same output shape and dtype, same inputs kept, same bytes and count of new
+//    storages kept, same parameter count.
 // 2. Every registered op is complete and has at least one case here or in kSpecCases below.
 // 3. CUDA-profile behaviour that cannot be measured on this machine, with expected values read
 //    off the kernel sources cited in each test.
@@ -78,9 +78,14 @@ CaseResult run_case(const json& c, KernelTarget target) {
   options.target = target;
   const bool has_params = op_registry().find(c["op"].get<std::string>())->params != nullptr;
   if (!c["params_trainable"].get<bool>() && has_params) options.freeze = {""};
-  // The PyTorch case converts a module to its bfloat16 input's dtype: pure bf16 here.
-  for (const json& in : c["inputs"]) {
-    if (in["dtype"] == "bfloat16") options.precision = Precision::kBf16;
+  // The PyTorch case converts a module to its bfloat16 input's dtype: pure bf16 here. Under
+  // autocast the module stays fp32.
+  if (c.contains("autocast")) {
+    options.precision = Precision::kAmpBf16;
+  } else {
+    for (const json& in : c["inputs"]) {
+      if (in["dtype"] == "bfloat16") options.precision = Precision::kBf16;
+    }
   }
   GraphBuilder b("case", options);
   std::vector<ValueId> inputs;

@@ -23,10 +23,9 @@ Status check_source(const TrainingRequest& r) {
     return invalid_argument(fmt::format("--batch must be at least 1, got {}", r.batch),
                             "use --batch 1 or more");
   }
-  if (r.device.target.device == Device::kCpu &&
-      (r.precision == Precision::kAmpFp16 || r.precision == Precision::kAmpBf16)) {
-    return unsupported("the cpu profile does not model CPU autocast",
-                       "use --device-profile cuda for AMP, or --precision fp32/bf16");
+  if (r.device.target.device == Device::kCpu && r.precision == Precision::kAmpFp16) {
+    return unsupported("CPU autocast in PyTorch 1.13 (the cpu profile) takes only bfloat16",
+                       "use --precision amp-bf16, or --device-profile cuda for amp-fp16");
   }
   return {};
 }
@@ -287,12 +286,6 @@ Result<LoraConfig> resolve_lora(const LoraConfig& given, const ModelSpec* spec) 
 }  // namespace
 
 Status check_quantized_base(const TrainingRequest& r) {
-  if (r.precision == Precision::kAmpFp16 || r.precision == Precision::kAmpBf16) {
-    return unsupported(
-        fmt::format("--lora quant= under --precision {} is not modelled yet",
-                    precision_name(r.precision)),
-        "give --precision bf16: the model loaded in bf16 with bnb_4bit_compute_dtype=bfloat16");
-  }
   if (r.strategy == Strategy::kFsdp || r.strategy == Strategy::kZero3) {
     return unsupported("--lora quant= with sharded parameters (FSDP, ZeRO-3) is not modelled yet",
                        "FSDP-QLoRA stores the 4-bit weights as bf16 (bnb_4bit_quant_storage); use "

@@ -1,5 +1,7 @@
 #include "sources/zoo/nn.h"
 
+#include <fmt/format.h>
+
 namespace trainfit::nn {
 
 ValueId op_module(GraphBuilder& b, std::string_view name, std::string_view type,
@@ -57,30 +59,45 @@ ValueId cast(GraphBuilder& b, ValueId x, DType dtype) {
 namespace {
 
 // One adapter, lora_A or lora_B: a ModuleDict holding the Linear "default", without bias, its
-// weight in `dtype`.
+// weight in `dtype`. Its argument (lora_dropout's output in lora_A(dropout(x))) is the caller's
+// until the call returns, even where autocast hands the product a lowered copy.
 ValueId adapter(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, DType dtype) {
   auto dict = b.module(name, "ModuleDict");
   auto layer = b.module("default", "Linear");
   const ValueId weight = b.parameter("weight", {out, b.dim(x, -1)}, /*buffer=*/false, dtype);
-  return b.call1("linear", {x}, {{"out_features", out}, {"bias", false}}, {weight});
+  const ValueId y = b.call1("linear", {x}, {{"out_features", out}, {"bias", false}}, {weight});
+  hold(b, {x});
+  return y;
 }
 
-// bitsandbytes' Linear4bit.forward, its compute dtype the model's: x.to(compute dtype),
-// matmul_4bit(x, weight.t(), bias) (dequantize_4bit, then MatMul4Bit), .to(x's dtype).
+bool under_autocast(const GraphBuilder& b) {
+  const Precision p = b.options().precision;
+  return p == Precision::kAmpFp16 || p == Precision::kAmpBf16;
+}
+
+// bitsandbytes' Linear4bit.forward: x.to(compute dtype), matmul_4bit(x, weight.t(), bias)
+// (dequantize_4bit, then MatMul4Bit), .to(x's dtype). The compute dtype is the model's, or
+// under autocast the autocast dtype (bnb_4bit_compute_dtype=bfloat16 with the Trainer's
+// bf16=True; the base's other parameters fp32). The products run in the compute dtype whether
+// autocast is on or not: both operands of MatMul4Bit's F.linear are already in it.
 ValueId linear_4bit(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, bool bias,
                     const LoraConfig& quant) {
   auto layer = b.module(name, "Linear4bit");
   if (!b.ok()) return kNone;
-  if (bias && quant.prepare) {
+  if (bias && (quant.prepare || under_autocast(b))) {
     // bitsandbytes then keeps the bias in the input's dtype (fp32) and casts a copy to the
     // compute dtype on every call.
-    b.fail(unsupported("--lora prepare=true over 4-bit layers with biases is not modelled yet",
-                       "leave prepare out (the base in --precision's dtype), or use a model "
-                       "without Linear biases"));
+    b.fail(unsupported(fmt::format("{} over 4-bit layers with biases is not modelled yet",
+                                   quant.prepare ? "--lora prepare=true" : "autocast"),
+                       "leave prepare and autocast out (the base in --precision bf16), or use a "
+                       "model without Linear biases"));
     return kNone;
   }
   const DType input_dtype = b.value(x).dtype;
-  const DType compute = b.activation_dtype();
+  const Precision precision = b.options().precision;
+  const DType compute = precision == Precision::kAmpFp16   ? DType::kFloat16
+                        : precision == Precision::kAmpBf16 ? DType::kBFloat16
+                                                           : b.activation_dtype();
   x = cast(b, x, compute);
   const ValueId weight = b.call("dequantize_4bit", {},
                                 {{"out_features", out},
@@ -95,7 +112,9 @@ ValueId linear_4bit(GraphBuilder& b, std::string_view name, ValueId x, int64_t o
 // peft's lora.Linear.forward: result = base_layer(x); x = x.to(lora_A's dtype);
 // result = result + lora_B(lora_A(dropout(x))) * scaling; result.to(the base result's dtype).
 // Over a 4-bit base (peft's lora.Linear4bit): result = base_layer(x).clone(), and the adapters'
-// output is cast to the result's dtype before the add.
+// output is cast to the result's dtype before the add; under autocast neither cast is made
+// (requires_conversion = not torch.is_autocast_enabled()), so the adapters take x as it is and
+// autocast lowers it, and the add promotes.
 ValueId lora_linear(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, bool bias,
                     const LoraConfig& lora) {
   auto layer = b.module(name, "lora.Linear");
@@ -108,9 +127,10 @@ ValueId lora_linear(GraphBuilder& b, std::string_view name, ValueId x, int64_t o
                        {{"out_features", out}, {"bias", bias}});
   }
   if (!b.ok()) return kNone;
+  const bool convert = !(quantized && under_autocast(b));
   const DType base_dtype = b.value(result).dtype;
   const DType dtype = lora.fp32_adapters ? DType::kFloat32 : b.activation_dtype();
-  const ValueId input = cast(b, x, dtype);
+  const ValueId input = convert ? cast(b, x, dtype) : x;
   ValueId h = input;
   if (lora.dropout > 0) {
     auto dict = b.module("lora_dropout", "ModuleDict");
@@ -120,7 +140,7 @@ ValueId lora_linear(GraphBuilder& b, std::string_view name, ValueId x, int64_t o
   h = adapter(b, "lora_B", h, out, dtype);
   h = b.call1("mul_scalar", {h}, {{"value", lora.alpha / static_cast<double>(lora.rank)}});
   if (quantized) {
-    result = add(b, result, cast(b, h, base_dtype));
+    result = add(b, result, convert ? cast(b, h, base_dtype) : h);
   } else {
     result = cast(b, add(b, result, h), base_dtype);
   }
