@@ -11,6 +11,7 @@ import gc
 
 import torch
 
+import lerobot_versions
 import torch_models
 from harness import Measured, Report, freeze, run_trainfit, saved_tensor_bytes, set_flags, sets_label
 
@@ -42,6 +43,15 @@ POLICY_CASES = [
     ("diffusion", 2, {"preset": "classic"}),
     ("diffusion", 2, {"cameras": "96x96,96x96"}),
     ("diffusion", 2, {"preset": "classic", "cameras": "96x96,96x96"}),
+    # LeRobot 0.3 (lerobot_versions.py): forward normalises a copy of the raw batch, and the
+    # backbones and encoders keep the copies; ACT as 0.4 and 0.5 train it (the masked L1 over
+    # every element). Diffusion in 0.4 and 0.5 is 0.6's.
+    ("act", 1, {"version": "0.3"}),
+    ("act", 1, {"cameras": "640x360,640x480,640x480", "version": "0.3"}),
+    ("act", 1, {"version": "0.5"}),
+    ("act", 1, {"cameras": "640x360,640x480,640x480", "version": "0.5"}),
+    ("diffusion", 2, {"version": "0.3"}),
+    ("diffusion", 2, {"preset": "classic", "version": "0.3"}),
 ]
 
 
@@ -113,10 +123,10 @@ def main():
     for name, batch, sets in POLICY_CASES:
 
         def measure():
-            case = torch_models.build(name, batch=batch, sets=sets)
+            case = lerobot_versions.build(name, batch, sets)
             return saved_tensor_bytes(case.model, case.loss, exclude=case.batch_tensors())
 
-        measured = measured_bytes.get([name, batch, sets], measure)
+        measured = measured_bytes.get(lerobot_versions.key(name, batch, sets), measure)
         gc.collect()
         flags = set_flags(sets)
         ours = run_trainfit(args.trainfit, ["summary", "--model", name, "--batch", str(batch),

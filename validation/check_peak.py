@@ -12,6 +12,7 @@ import gc
 
 import torch
 
+import lerobot_versions
 import torch_models
 from harness import (Measured, Report, checkpoint_modules, freeze, run_trainfit, set_flags,
                      sets_label, training_peak)
@@ -42,6 +43,18 @@ POLICY_CASES = [
     ("act", 1, {"cameras": "320x180,320x240,320x240", "use_vae": "false"}),
     ("diffusion", 2, {}),
     ("diffusion", 2, {"preset": "classic", "cameras": "96x96,96x96"}),
+    # Earlier LeRobot releases (lerobot_versions.py): in 0.3 the loop holds the raw batch while
+    # forward normalises a copy; up to 0.5 ACT averages its masked L1 over every element. Each
+    # peaks in the backward, where ACT's backbones still keep the normalised images (0.3 peaks
+    # 0.3% and 0.4% above 0.6 here); Diffusion's copies are gone by then (a smaller UNet, so
+    # that the peak is not the optimizer's).
+    ("act", 1, {"cameras": "320x180,320x240,320x240", "use_vae": "false", "version": "0.3"}),
+    ("act", 1, {"cameras": "320x180,320x240,320x240", "use_vae": "false", "version": "0.5"}),
+    ("act", 4, {"cameras": "320x240", "version": "0.3"}),
+    ("act", 4, {"cameras": "320x240", "version": "0.5"}),
+    ("diffusion", 2, {"cameras": "160x120", "down_dims": "64,128,256", "version": "0.3"}),
+    ("diffusion", 4, {"preset": "classic", "cameras": "320x240,320x240", "down_dims": "64,128,256",
+                      "version": "0.3"}),
 ]
 
 
@@ -90,10 +103,10 @@ def main():
     for name, batch, sets in POLICY_CASES[:2] if args.quick else POLICY_CASES:
 
         def measure():
-            case = torch_models.build(name, batch=batch, sets=sets)
+            case = lerobot_versions.build(name, batch, sets)
             return training_peak(case, "preset", case.make_batch)
 
-        measured, where = measured_peaks.get([name, batch, sets], measure)
+        measured, where = measured_peaks.get(lerobot_versions.key(name, batch, sets), measure)
         gc.collect()
         flags = set_flags(sets)
         ours = run_trainfit(args.trainfit, ["estimate", "--model", name, "--batch", str(batch),

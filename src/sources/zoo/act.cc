@@ -31,6 +31,8 @@ struct Act {
   bool vae = true, pre_norm = false, gelu = false;
   double dropout = 0, kl_weight = 0;
   const ResNetShape* backbone = nullptr;
+  bool normalize_in_forward = false;  // LeRobot 0.3: normalize_inputs / normalize_targets
+  bool mean_over_all = false;         // up to 0.5: the masked L1 averaged over every element
 };
 
 ValueId attention(GraphBuilder& b, std::string_view name, ValueId query, ValueId key, ValueId value,
@@ -185,10 +187,15 @@ ValueId act_loss(GraphBuilder& b, ValueId actions, ValueId predicted, ValueId ac
       b.call1("l1_loss", {actions, predicted}, {{"reduction", std::string("none")}});
   const ValueId valid =
       b.call1("logical_not", {b.call1("unsqueeze", {action_is_pad}, {{"dim", int64_t{-1}}})});
-  const ValueId count =
-      b.call1("mul_scalar", {b.call1("sum", {valid})}, {{"value", static_cast<double>(a.action)}});
-  const ValueId total = b.call1("sum", {b.call1("mul", {abs_err, valid})});
-  ValueId loss = b.call1("div", {total, b.call1("clamp_min", {count}, {{"min", 1.0}})});
+  ValueId loss = kNone;
+  if (a.mean_over_all) {
+    loss = b.call1("mean", {b.call1("mul", {abs_err, valid})});
+  } else {
+    const ValueId count = b.call1("mul_scalar", {b.call1("sum", {valid})},
+                                  {{"value", static_cast<double>(a.action)}});
+    const ValueId total = b.call1("sum", {b.call1("mul", {abs_err, valid})});
+    loss = b.call1("div", {total, b.call1("clamp_min", {count}, {{"min", 1.0}})});
+  }
   if (!a.vae) return loss;
   // mean over the batch of sum over latent dims of -0.5 * (1 + log_sigma_x2 - mu^2 - exp(.))
   ValueId kld = b.call1("add_scalar", {latent.log_sigma_x2}, {{"value", 1.0}});
@@ -249,6 +256,9 @@ Status read_config(const ModelConfig& c, Act& a) {
   a.gelu = c.get_string("feedforward_activation") == "gelu";
   a.pre_norm = c.get_bool("pre_norm");
   a.kl_weight = c.get_float("kl_weight");
+  const std::string& version = c.get_string("version");
+  a.normalize_in_forward = version == "0.3";
+  a.mean_over_all = version != "0.6";
   if (a.cameras.empty() && a.env == 0) {
     return invalid_argument("ACT needs at least one camera or an environment state",
                             "set cameras=640x480 or env_state_dim=N");
@@ -272,17 +282,36 @@ void build_act(GraphBuilder& b, const ModelConfig& c) {
                              {a.batch, 3, a.cameras[i].height, a.cameras[i].width},
                              b.activation_dtype()));
   }
-  const ValueId state =
+  ValueId state =
       a.state > 0 ? b.input("observation.state", {a.batch, a.state}, b.activation_dtype()) : kNone;
   const ValueId env =
       a.env > 0 ? b.input("observation.environment_state", {a.batch, a.env}, b.activation_dtype())
                 : kNone;
-  const ValueId actions = b.input("action", {a.batch, a.chunk, a.action}, b.activation_dtype());
+  ValueId actions = b.input("action", {a.batch, a.chunk, a.action}, b.activation_dtype());
   const ValueId action_is_pad = b.input("action_is_pad", {a.batch, a.chunk}, DType::kBool);
   b.param_order(registration_order(a));
   b.param_group("model.backbone", 1);
 
   auto policy = b.module("", "ACTPolicy");
+  if (a.normalize_in_forward) {
+    // ACTPolicy.forward: normalize_inputs (the state, then each camera; the environment state
+    // has no statistics), then normalize_targets; the loop's raw batch stays alive beside them.
+    std::vector<NormFeature> inputs;
+    if (state != kNone) inputs.push_back({"observation.state", state, {a.state}});
+    for (size_t i = 0; i < images.size(); ++i) {
+      inputs.push_back({fmt::format("observation.images.cam{}", i), images[i], {3, 1, 1}});
+    }
+    const std::vector<ValueId> normalized = lerobot_normalize(b, "normalize_inputs", inputs);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].value == state) state = normalized[i];
+    }
+    for (size_t i = 0; i < images.size(); ++i) {
+      images[i] = normalized[normalized.size() - images.size() + i];
+    }
+    const NormFeature action{"action", actions, {a.action}};
+    actions = lerobot_normalize(b, "normalize_targets", {action})[0];
+    lerobot_unnormalize_stats(b, "unnormalize_outputs", {action});
+  }
   ValueId predicted = kNone;
   Latent latent;
   {
@@ -379,6 +408,10 @@ void add_act_models(std::vector<ModelSpec>& models) {
               "feed-forward activation", {"relu", "gelu"}),
       set_key("pre_norm", AttrKind::kBool, false, "pre-norm layers (default post-norm)"),
       set_key("kl_weight", AttrKind::kFloat, 10.0, "weight of the KL term", {}, 0.0),
+      lerobot_version_key(
+          "0.3 (the loop holds the raw batch on the GPU while forward normalises a copy; the "
+          "masked L1 averaged over every element), 0.4 and 0.5 (a preprocessor normalises "
+          "first; the same L1), 0.6 and later (the L1 averaged over the unpadded elements)"),
   };
   m.build = build_act;
   m.checkpoint_families = {

@@ -36,6 +36,7 @@ struct Diffusion {
   int64_t kernel = 0, groups = 0, step_embed = 0;
   bool group_norm = false, separate = false;
   const ResNetShape* backbone = nullptr;
+  bool normalize_in_forward = false;  // LeRobot 0.3: normalize_inputs / normalize_targets
 };
 
 // DiffusionRgbEncoder.forward on (N, 3, H, W): (N, 64) features.
@@ -196,6 +197,7 @@ Status read_config(const ModelConfig& c, Diffusion& d) {
   d.state = c.get_int("state_dim");
   d.action = c.get_int("action_dim");
   d.env = c.get_int("env_state_dim");
+  d.normalize_in_forward = c.get_string("version") == "0.3";
   d.obs_steps = c.get_int("n_obs_steps");
   d.horizon = c.get_int("horizon");
   if (d.horizon == 0) d.horizon = classic ? 16 : 64;
@@ -268,14 +270,29 @@ void build_diffusion(GraphBuilder& b, const ModelConfig& c) {
                              {d.batch, d.obs_steps, 3, d.cameras[i].height, d.cameras[i].width},
                              dtype));
   }
-  const ValueId state = b.input("observation.state", {d.batch, d.obs_steps, d.state}, dtype);
+  ValueId state = b.input("observation.state", {d.batch, d.obs_steps, d.state}, dtype);
   const ValueId env =
       d.env > 0 ? b.input("observation.environment_state", {d.batch, d.obs_steps, d.env}, dtype)
                 : kNone;
-  const ValueId actions = b.input("action", {d.batch, d.horizon, d.action}, dtype);
+  ValueId actions = b.input("action", {d.batch, d.horizon, d.action}, dtype);
   b.input("action_is_pad", {d.batch, d.horizon}, DType::kBool);
 
   auto policy = b.module("", "DiffusionPolicy");
+  if (d.normalize_in_forward) {
+    // DiffusionPolicy.forward: normalize_inputs (the state to [-1, 1], then each camera by mean
+    // and std; the environment state has no statistics), then normalize_targets; the loop's raw
+    // batch stays alive beside them.
+    std::vector<NormFeature> inputs{{"observation.state", state, {d.state}, /*min_max=*/true}};
+    for (size_t i = 0; i < images.size(); ++i) {
+      inputs.push_back({fmt::format("observation.images.cam{}", i), images[i], {3, 1, 1}});
+    }
+    const std::vector<ValueId> normalized = lerobot_normalize(b, "normalize_inputs", inputs);
+    state = normalized[0];
+    std::copy(normalized.begin() + 1, normalized.end(), images.begin());
+    const NormFeature action{"action", actions, {d.action}, /*min_max=*/true};
+    actions = lerobot_normalize(b, "normalize_targets", {action})[0];
+    lerobot_unnormalize_stats(b, "unnormalize_outputs", {action});
+  }
   auto model = b.module("diffusion", "DiffusionModel");
   std::vector<ValueId> cond{state};
   if (!images.empty()) {
@@ -349,6 +366,10 @@ void add_diffusion_models(std::vector<ModelSpec>& models) {
       key("use_separate_rgb_encoder_per_camera", AttrKind::kString, std::string("preset"),
           "one RGB encoder per camera instead of a shared one", tri, {},
           "true, or false with preset=classic"),
+      lerobot_version_key(
+          "0.3 (the loop holds the raw batch on the GPU while forward normalises a copy), 0.4 "
+          "and later (a preprocessor normalises first: 0.4 to 0.6 keep the same tensors); the "
+          "defaults are preset's (0.3 to 0.5 shipped classic's, without its crop from 0.4.4)"),
   };
   m.build = build_diffusion;
   m.checkpoint_families = {

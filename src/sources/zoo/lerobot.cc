@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "sources/zoo/zoo.h"
 
 namespace trainfit {
@@ -53,6 +55,55 @@ Result<Dims> parse_int_list(std::string_view text) {
     start = end + 1;
   }
   return values;
+}
+
+SetKey lerobot_version_key(std::string differences) {
+  return set_key("version", AttrKind::kString, std::string("0.6"),
+                 "LeRobot release whose training step to follow: " + std::move(differences),
+                 kLeRobotVersions);
+}
+
+namespace {
+
+// The statistics of one feature, in module buffer_<key>: mean and std, or min and max.
+std::pair<ValueId, ValueId> norm_stats(GraphBuilder& b, const NormFeature& f) {
+  std::string dict = "buffer_" + f.key;
+  std::replace(dict.begin(), dict.end(), '.', '_');
+  auto scope = b.module(dict, "ParameterDict");
+  const auto stat = [&](const char* name) {
+    return b.parameter(name, f.stats, /*buffer=*/false, DType::kFloat32, /*trainable=*/false);
+  };
+  const ValueId first = stat(f.min_max ? "min" : "mean");
+  const ValueId second = stat(f.min_max ? "max" : "std");
+  return {first, second};
+}
+
+}  // namespace
+
+std::vector<ValueId> lerobot_normalize(GraphBuilder& b, std::string_view name,
+                                       const std::vector<NormFeature>& features) {
+  auto scope = b.module(name, "Normalize");
+  std::vector<ValueId> out;
+  out.reserve(features.size());
+  for (const NormFeature& f : features) {
+    const auto [low, high] = norm_stats(b, f);
+    const ValueId centred = b.call1("sub", {f.value, low});
+    if (!f.min_max) {
+      out.push_back(b.call1("div", {centred, b.call1("add_scalar", {high}, {{"value", 1e-8}})}));
+      continue;
+    }
+    const ValueId range = b.call1("add_scalar", {b.call1("sub", {high, low})}, {{"value", 1e-8}});
+    const ValueId unit = b.call1("div", {centred, range});
+    out.push_back(b.call1("add_scalar", {b.call1("mul_scalar", {unit}, {{"value", 2.0}})},
+                          {{"value", -1.0}}));
+  }
+  return out;
+}
+
+void lerobot_unnormalize_stats(GraphBuilder& b, std::string_view name,
+                               const std::vector<NormFeature>& features) {
+  auto scope = b.module(name, "Unnormalize");
+  for (const NormFeature& f : features) norm_stats(b, f);
 }
 
 ValueId no_grad_tensor(GraphBuilder& b, Dims shape, DType dtype) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "base/size_math.h"
+#include "graph/activations.h"
 #include "graph/blocks.h"
 #include "sources/zoo/zoo.h"
 
@@ -119,6 +120,33 @@ TEST(Diffusion, PresetsSetHorizonAndConditioning) {
   EXPECT_EQ(block_figures(*v06).attention_bytes, 0);
 }
 
+// LeRobot 0.3 normalises inside the policy's forward, and the training loop holds the raw batch:
+// the normalised copies are new tensors the model keeps (the images by the backbone's first
+// convolution, the state and action by their projections). Seed 000's three cameras at batch 8:
+// 8 x 3 x (360 x 640 + 2 x 480 x 640) x 4 bytes of images, 8 x 14 x 4 of state and
+// 8 x 100 x 14 x 4 of action more than 0.5, where a preprocessor normalised them first. The
+// statistics are frozen parameters: mean and std of the state (14 each), of each camera (3 each)
+// and of the action, twice (normalize_targets, unnormalize_outputs). 0.6 averages the masked L1
+// over the unpadded elements only, which keeps 8 bytes more (the count's temporaries).
+TEST(Act, Version03KeepsTheNormalisedCopies) {
+  const Sets three = {{"cameras", kThreeCameras}};
+  const auto kept = [&](const char* version) {
+    Sets sets = three;
+    sets.emplace_back("version", version);
+    const Result<Graph> g = build("act", sets, 8);
+    EXPECT_TRUE(g.ok()) << g.status().to_string();
+    return g.ok() ? activation_bytes(*g) : -1;
+  };
+  EXPECT_EQ(kept("0.3") - kept("0.5"), int64_t{8} * 3 * (360 * 640 + 2 * 480 * 640) * 4 +
+                                           int64_t{8} * 14 * 4 + int64_t{8} * 100 * 14 * 4);
+  EXPECT_EQ(kept("0.4"), kept("0.5"));
+  EXPECT_EQ(kept("0.6") - kept("0.5"), 8);
+  EXPECT_EQ(parameters("act", {{"cameras", kThreeCameras}, {"version", "0.3"}}),
+            51'613'582 + 2 * 14 + 3 * 2 * 3 + 2 * 2 * 14);
+  // Diffusion: the state's and action's min and max (2 each), the camera's mean and std.
+  EXPECT_EQ(parameters("diffusion", {{"version", "0.3"}}), 262'709'026 + 2 * 2 + 2 * 3 + 2 * 2 * 2);
+}
+
 TEST(LeRobot, BadSetValuesAreClearErrors) {
   struct Bad {
     const char* model;
@@ -142,6 +170,8 @@ TEST(LeRobot, BadSetValuesAreClearErrors) {
       {"diffusion", {{"down_dims", "512,,1024"}}, "not a list"},
       {"diffusion", {{"down_dims", "100,200"}}, "n_groups"},
       {"diffusion", {{"state_dim", "0"}}, "at least 1"},
+      {"act", {{"version", "0.2"}}, "not one of 0.3, 0.4, 0.5, 0.6"},
+      {"diffusion", {{"version", "1.0"}}, "not one of 0.3, 0.4, 0.5, 0.6"},
   };
   for (const Bad& c : cases) {
     SCOPED_TRACE(c.sets.front().first + "=" + c.sets.front().second);
