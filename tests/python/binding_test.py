@@ -69,6 +69,12 @@ class SameReport(unittest.TestCase):
               "--precision", "bf16", "--set", "num_hidden_layers=2", "--lora",
               "r=16,target=all-linear,quant=nf4,double_quant=false"]),
             (dict(hf_config=os.path.join(EXAMPLES, "llama-3.2-1b.json"), seq_len=128,
+                  precision="amp-bf16", set={"num_hidden_layers": 2},
+                  lora={"r": 8, "quant": "nf4", "prepare": True}),
+             ["--hf-config", os.path.join(EXAMPLES, "llama-3.2-1b.json"), "--seq-len", "128",
+              "--precision", "amp-bf16", "--set", "num_hidden_layers=2", "--lora",
+              "r=8,quant=nf4,prepare=true"]),
+            (dict(hf_config=os.path.join(EXAMPLES, "llama-3.2-1b.json"), seq_len=128,
                   precision="bf16", set={"num_hidden_layers": 2}, lora="r=8",
                   checkpoint="model.layers.*", checkpoint_reentrant=True),
              ["--hf-config", os.path.join(EXAMPLES, "llama-3.2-1b.json"), "--seq-len", "128",
@@ -279,9 +285,9 @@ class Errors(unittest.TestCase):
                             "give one of")
         self.assert_refused(lambda: trainfit.estimate(hf_config=config, lora={"r": 0}),
                             "r=0 is not a rank")
-        self.assert_refused(lambda: trainfit.estimate(hf_config=config, precision="amp-bf16",
+        self.assert_refused(lambda: trainfit.estimate(hf_config=config, gpus=2, strategy="fsdp",
                                                       lora={"quant": "nf4"}),
-                            "--lora quant= under --precision amp-bf16")
+                            "--lora quant= with sharded parameters")
         self.assert_refused(lambda: trainfit.estimate(hf_config=config, lora="target=lm"),
                             "target 'lm' matches no Linear module")
         self.assert_refused(lambda: trainfit.estimate("resnet50", baseline_batch=8,
