@@ -18,6 +18,15 @@ std::vector<ValueId> failed_outputs() {
   return std::vector<ValueId>(kFailedOutputs, kNone);
 }
 
+// How the op's autocast runs on `target`: the cpu profile's own policy where the registry gives
+// one.
+Autocast autocast_policy(const OpSchema& schema, KernelTarget target) {
+  if (target.device == Device::kCpu && schema.cpu_autocast) return *schema.cpu_autocast;
+  return schema.autocast;
+}
+
+}  // namespace
+
 bool is_amp(Precision p) {
   return p == Precision::kAmpFp16 || p == Precision::kAmpBf16;
 }
@@ -25,30 +34,6 @@ bool is_amp(Precision p) {
 DType autocast_dtype(Precision p) {
   return p == Precision::kAmpFp16 ? DType::kFloat16 : DType::kBFloat16;
 }
-
-// How the op's autocast runs on `target`. PyTorch 1.13's CPU lists (autocast_mode.cpp's
-// KERNEL_CPU entries, checked op by op on this profile's PyTorch) lower the products and
-// convolutions as CUDA's do, but not the transposed convolutions; of the ops CUDA runs in fp32
-// they keep only the losses (nll_loss, mse_loss, l1_loss, and cross_entropy whole, cast before
-// its log_softmax); softmax, the norms, pow, rsqrt, exp and the reductions run in whatever
-// dtype arrives.
-Autocast autocast_policy(const OpSchema& schema, KernelTarget target) {
-  if (target.device != Device::kCpu) return schema.autocast;
-  const std::string_view name = schema.name;
-  if (name == "cross_entropy") return Autocast::kFp32;
-  switch (schema.autocast) {
-    case Autocast::kLower:
-      return name.starts_with("conv_transpose") ? Autocast::kUnchanged : Autocast::kLower;
-    case Autocast::kFp32:
-    case Autocast::kFp32Output:
-      return name == "nll_loss" || name == "mse_loss" || name == "l1_loss" ? schema.autocast
-                                                                           : Autocast::kUnchanged;
-    default:
-      return schema.autocast;
-  }
-}
-
-}  // namespace
 
 bool path_matches(std::string_view name, std::string_view prefix) {
   if (prefix.empty()) return true;

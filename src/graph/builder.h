@@ -166,6 +166,10 @@ class GraphBuilder {
   std::vector<bool> lora_matched_;         // per LoraConfig::target
 };
 
+// torch.autocast: amp-fp16 or amp-bf16, and the dtype it lowers to.
+bool is_amp(Precision p);
+DType autocast_dtype(Precision p);
+
 // Does `name` fall under `prefix` ("layer1" covers "layer1.0.conv1.weight", not "layer10...")?
 bool path_matches(std::string_view name, std::string_view prefix);
 

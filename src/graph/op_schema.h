@@ -168,6 +168,10 @@ struct OpSchema {
   int min_inputs = 1;  // activation inputs (parameters excluded)
   int max_inputs = 1;
   Autocast autocast = Autocast::kUnchanged;
+  // PyTorch 1.13's CPU autocast (the cpu profile), where its KERNEL_CPU lists treat the op
+  // otherwise than CUDA's (autocast_mode.cpp, checked op by op in tests/data/op_cases.json);
+  // nullopt: as on CUDA.
+  std::optional<Autocast> cpu_autocast;
   bool differentiable = true;
   ParamsFn params;        // optional: ops without parameters leave it empty
   InferFn infer;          // primitive ops

@@ -119,6 +119,7 @@ OpSchema softmax_schema(std::string_view name, std::string_view doc) {
              {"dtype", AttrKind::kString, AttrValue{std::string()},
               "compute and return in this dtype ('' keeps the input's)"}};
   s.autocast = Autocast::kFp32Output;
+  s.cpu_autocast = Autocast::kUnchanged;  // not on the CPU's fp32 list
   s.compute_dtype_attr = "dtype";
   s.infer = [](const OpCall& call, std::vector<OutputSpec>& out) {
     TF_RETURN_IF_ERROR(expect_floating(call, 0));

@@ -108,6 +108,8 @@ OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial
                        "extra size on one side of the output"});
   }
   s.autocast = Autocast::kLower;
+  // The CPU lists lower the convolutions but not the transposed ones.
+  if (transposed) s.cpu_autocast = Autocast::kUnchanged;
   s.params = [spatial, transposed](const OpCall& c) { return conv_params(c, spatial, transposed); };
   s.infer = [spatial, transposed](const OpCall& c, std::vector<OutputSpec>& out) {
     return conv_infer(c, out, spatial, transposed);

@@ -147,7 +147,10 @@ OpSchema scalar_schema(std::string_view name, std::string_view doc, ScalarKeeps 
   s.doc = doc;
   s.attrs = {{value_name, AttrKind::kFloat, std::nullopt, "the Python scalar"},
              {"inplace", AttrKind::kBool, AttrValue{false}, "write into the input"}};
-  if (name == "pow_scalar") s.autocast = Autocast::kFp32;
+  if (name == "pow_scalar") {
+    s.autocast = Autocast::kFp32;
+    s.cpu_autocast = Autocast::kUnchanged;  // not on the CPU's fp32 list
+  }
   s.infer = [keeps, name, value_name](const OpCall& call, std::vector<OutputSpec>& out) {
     // An integer tensor stays integral with an integral scalar (a bool one becomes int64),
     // except under true division.
@@ -201,6 +204,8 @@ OpSchema unary_schema(std::string_view name, std::string_view doc, const SavedLi
   s.family = "elementwise";
   s.doc = doc;
   s.autocast = autocast;
+  // rsqrt and exp are on CUDA's fp32 list, not on the CPU's.
+  if (autocast == Autocast::kFp32) s.cpu_autocast = Autocast::kUnchanged;
   s.infer = [](const OpCall& call, std::vector<OutputSpec>& out) {
     TF_RETURN_IF_ERROR(expect_floating(call, 0));
     const Value& x = call.in(0);

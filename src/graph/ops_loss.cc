@@ -199,6 +199,8 @@ void add_loss_ops(std::vector<OpSchema>& ops) {
   ce.doc = "log_softmax over classes then nll_loss (nn.CrossEntropyLoss); keeps the log-probs";
   ce.min_inputs = 2;
   ce.max_inputs = 2;
+  // The CPU's fp32 list has cross_entropy_loss: its input is cast before the log_softmax.
+  ce.cpu_autocast = Autocast::kFp32;
   ce.attrs = {kReduction,
               {"ignore_index", AttrKind::kInt, AttrValue{int64_t{-100}}, "ignored class"},
               {"label_smoothing", AttrKind::kFloat, AttrValue{0.0}, "only 0 is modelled"}};

@@ -222,6 +222,7 @@ void add_norm_ops(std::vector<OpSchema>& ops) {
               {"elementwise_affine", AttrKind::kBool, AttrValue{true}, "learnable weight"},
               {"bias", AttrKind::kBool, AttrValue{true}, "learnable bias"}};
   ln.autocast = Autocast::kFp32;
+  ln.cpu_autocast = Autocast::kUnchanged;  // not on the CPU's fp32 list
   ln.params = layer_norm_params;
   ln.infer = layer_norm_infer;
   ln.saved = [](const OpCall& call) {
@@ -248,6 +249,7 @@ void add_norm_ops(std::vector<OpSchema>& ops) {
               {"eps", AttrKind::kFloat, AttrValue{1e-5}, "added to the variance"},
               {"affine", AttrKind::kBool, AttrValue{true}, "learnable weight and bias"}};
   gn.autocast = Autocast::kFp32;
+  gn.cpu_autocast = Autocast::kUnchanged;
   gn.params = group_norm_params;
   gn.infer = group_norm_infer;
   gn.saved = group_norm_saved;

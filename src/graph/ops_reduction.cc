@@ -47,6 +47,7 @@ OpSchema reduce_schema(std::string_view name, std::string_view doc) {
              {"keepdim", AttrKind::kBool, AttrValue{false}, "keep reduced dims as size 1"},
              {"dtype", AttrKind::kString, AttrValue{std::string()}, "accumulate and return dtype"}};
   s.autocast = Autocast::kFp32Output;
+  s.cpu_autocast = Autocast::kUnchanged;  // not on the CPU's fp32 list
   s.compute_dtype_attr = "dtype";
   s.infer = reduce_infer;
   s.workspace = no_workspace;

@@ -71,8 +71,7 @@ ValueId adapter(GraphBuilder& b, std::string_view name, ValueId x, int64_t out, 
 }
 
 bool under_autocast(const GraphBuilder& b) {
-  const Precision p = b.options().precision;
-  return p == Precision::kAmpFp16 || p == Precision::kAmpBf16;
+  return is_amp(b.options().precision);
 }
 
 // bitsandbytes' Linear4bit.forward: x.to(compute dtype), matmul_4bit(x, weight.t(), bias)
@@ -94,10 +93,8 @@ ValueId linear_4bit(GraphBuilder& b, std::string_view name, ValueId x, int64_t o
     return kNone;
   }
   const DType input_dtype = b.value(x).dtype;
-  const Precision precision = b.options().precision;
-  const DType compute = precision == Precision::kAmpFp16   ? DType::kFloat16
-                        : precision == Precision::kAmpBf16 ? DType::kBFloat16
-                                                           : b.activation_dtype();
+  const DType compute =
+      under_autocast(b) ? autocast_dtype(b.options().precision) : b.activation_dtype();
   x = cast(b, x, compute);
   const ValueId weight = b.call("dequantize_4bit", {},
                                 {{"out_features", out},
