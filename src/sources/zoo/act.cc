@@ -11,9 +11,12 @@
 //    with need_weights left True, so the attention probabilities are materialised and kept;
 //  - the decoder's queries are zeros plus a learned position table, one per chunk step;
 //  - the loss is the L1 over non-padded steps (sum / count) plus kl_weight times the KL term.
-// Normalisation runs in LeRobot's preprocessor before the policy: the inputs here are the
-// normalised float32 tensors.
+// From LeRobot 0.4 normalisation runs in the preprocessor before the policy: the inputs here are
+// the normalised float32 tensors. With version=0.3 they are the raw batch, which forward
+// normalises itself.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "sources/zoo/lerobot.h"
 #include "sources/zoo/nn.h"
@@ -302,12 +305,9 @@ void build_act(GraphBuilder& b, const ModelConfig& c) {
       inputs.push_back({fmt::format("observation.images.cam{}", i), images[i], {3, 1, 1}});
     }
     const std::vector<ValueId> normalized = lerobot_normalize(b, "normalize_inputs", inputs);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i].value == state) state = normalized[i];
-    }
-    for (size_t i = 0; i < images.size(); ++i) {
-      images[i] = normalized[normalized.size() - images.size() + i];
-    }
+    auto next = normalized.begin();
+    if (state != kNone) state = *next++;
+    std::copy(next, normalized.end(), images.begin());
     const NormFeature action{"action", actions, {a.action}};
     actions = lerobot_normalize(b, "normalize_targets", {action})[0];
     lerobot_unnormalize_stats(b, "unnormalize_outputs", {action});

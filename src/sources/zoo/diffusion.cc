@@ -11,7 +11,8 @@
 //  - the conditional 1-D UNet: sinusoidal timestep embedding and its MLP, down / mid / up
 //    residual blocks with FiLM scale and bias from the conditioning, skip connections;
 //  - the loss is the MSE between the predicted and the sampled noise, averaged.
-// The inputs are the normalised float32 tensors LeRobot's preprocessor hands the policy.
+// The inputs are the normalised float32 tensors LeRobot's preprocessor hands the policy (from
+// 0.4); with version=0.3 the raw batch, which forward normalises itself.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 

@@ -1,5 +1,6 @@
 // What LeRobot's policies (act.cc, diffusion.cc) share: camera lists and integer lists given
-// as --set values, and the no-gradient helper tensors their forward passes compute.
+// as --set values, the no-gradient helper tensors their forward passes compute, and the
+// releases (`version`) with the normalisation 0.3 ran inside the policy.
 //
 //   Result<std::vector<CameraSize>> cams = parse_cameras("640x360,640x480");  // W x H each
 #pragma once
