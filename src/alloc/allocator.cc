@@ -56,6 +56,55 @@ int64_t CachingAllocator::block_size(BlockId block) const {
   return blocks_[block].size;
 }
 
+int64_t CachingAllocator::block_address(BlockId block) const {
+  if (block == kEmptyBlock) return 0;
+  return blocks_[block].address;
+}
+
+void CachingAllocator::adopt_segment(int64_t address, int64_t size, bool small,
+                                     std::span<const FreeRange> free) {
+  Segment seg;
+  seg.address = address;
+  seg.size = size;
+  seg.small = small;
+  const int32_t segment = segments_.next_id();
+  segments_.push_back(seg);
+  next_address_ = std::max(next_address_, address + size + kRoundLarge);
+  ++stats_.segments;
+  stats_.reserved_bytes += size;
+  BlockId last = -1;
+  const auto add = [&](int64_t from, int64_t to, bool allocated) {
+    if (to <= from) return;
+    Block b;
+    b.size = to - from;
+    b.address = address + from;
+    b.segment = segment;
+    b.small = small;
+    b.allocated = allocated;
+    b.requested = allocated ? b.size : 0;
+    b.prev = last;
+    const BlockId id = new_block(b);
+    if (last >= 0) blocks_[last].next = id;
+    last = id;
+    if (allocated) {
+      stats_.allocated_bytes += b.size;
+      stats_.requested_bytes += b.size;
+    } else {
+      insert_free(id);
+    }
+  };
+  int64_t at = 0;
+  for (const FreeRange& r : free) {
+    TF_CHECK(r.from >= at && r.to > r.from && r.to <= size)
+        << "free range " << r.from << ".." << r.to << " of a " << size;
+    add(at, r.from, true);
+    add(r.from, r.to, false);
+    at = r.to;
+  }
+  add(at, size, true);
+  update_peaks();
+}
+
 CachingAllocator::BlockId CachingAllocator::new_block(const Block& b) {
   if (!unused_ids_.empty()) {
     const BlockId id = unused_ids_.back();
@@ -113,10 +162,11 @@ bool CachingAllocator::alloc_block(int64_t size, bool small, BlockId& out) {
     return false;
   }
   Segment seg;
-  seg.address = next_address_;
+  seg.address = next_segment_address_.value_or(next_address_);
+  next_segment_address_.reset();
   seg.size = alloc_size;
   seg.small = small;
-  next_address_ += alloc_size + kRoundLarge;
+  next_address_ = std::max(next_address_, seg.address + alloc_size + kRoundLarge);
   Block b;
   b.size = alloc_size;
   b.address = seg.address;

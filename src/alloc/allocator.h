@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "base/id_vector.h"
@@ -90,6 +91,18 @@ class CachingAllocator {
   int64_t round_size(int64_t size) const;
   static int64_t get_allocation_size(int64_t size);
 
+  // For replaying a recorded run (recorded_replay.h), whose addresses decide best-fit ties:
+  // a segment made before the recording began, free in the given [from, to) byte ranges
+  // (offsets, ascending, not touching) and allocated for good elsewhere; the address the next
+  // segment gets; where a block starts.
+  struct FreeRange {
+    int64_t from = 0;
+    int64_t to = 0;
+  };
+  void adopt_segment(int64_t address, int64_t size, bool small, std::span<const FreeRange> free);
+  void place_next_segment(std::optional<int64_t> address) { next_segment_address_ = address; }
+  int64_t block_address(BlockId block) const;
+
  private:
   struct Block {
     int64_t size = 0;
@@ -142,6 +155,7 @@ class CachingAllocator {
   Pool small_blocks_;
   Pool large_blocks_;
   int64_t next_address_ = 0;
+  std::optional<int64_t> next_segment_address_;   // place_next_segment
   std::array<int32_t, 2> expandable_ = {-1, -1};  // segment of the large / small pool
 };
 
