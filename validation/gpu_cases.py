@@ -123,6 +123,30 @@ def gpu_flags(device):
     return ["--gpu-memory", str(device["total_bytes"])]
 
 
+# How each recorded file's runs were made where its trainfit_args do not say it. The H100 runs
+# (NVIDIA_H100_80GB_HBM3.json, 2026-11-27) made each step in a function that built the batch and
+# returned the loss (--loop scoped); in resnet50's fp16 run GradScaler found inf in both steps,
+# so the optimizer never stepped (its allocator recording holds no optimizer state).
+RECORDED_AS = {
+    "NVIDIA_H100_80GB_HBM3.json": {
+        "*": ["--loop", "scoped"],
+        "resnet50-b32-adamw-amp-fp16": ["--grad-scaler-skips", "2"],
+    },
+}
+# The CUDA context measured beside the runs (device used - peak reserved), by file.
+MEASURED_CONTEXT = {"NVIDIA_H100_80GB_HBM3.json": "NVIDIA_H100_80GB_HBM3/more_cases.json"}
+
+
+def recorded_args(path, case):
+    overlay = RECORDED_AS.get(os.path.basename(path), {})
+    return [*case["trainfit_args"], *overlay.get("*", []), *overlay.get(case["id"], [])]
+
+
+def judge(error, args):
+    """Within the tolerance and not too low: a memory tool must not say a run fits that dies."""
+    return -args.too_low <= error <= args.tolerance if error >= 0 else -error <= min(args.too_low, args.tolerance)
+
+
 def compare(args):
     files = sorted(glob.glob(os.path.join(RESULTS, "*.json")))
     if not files:
@@ -134,21 +158,29 @@ def compare(args):
             data = json.load(f)
         device = data["device"]
         print(f"{device['name']} (torch {device['torch']}, CUDA {device['cuda']}): {os.path.basename(path)}")
-        errors = {"allocated": [], "reserved": []}
+        errors = {"allocated": [], "reserved": [], "device used": []}
         for case in data["cases"]:
             ours = json.loads(subprocess.run(
-                [args.trainfit, "estimate", *case["trainfit_args"], *gpu_flags(device), "--json"],
+                [args.trainfit, "estimate", *recorded_args(path, case), *gpu_flags(device), "--json"],
                 capture_output=True, text=True, check=True).stdout)
-            ea = (ours["peak_allocated_bytes"] - case["max_memory_allocated"]) / case["max_memory_allocated"]
-            er = (ours["peak_reserved_bytes"] - case["max_memory_reserved"]) / case["max_memory_reserved"]
+            ea = ours["peak_allocated_bytes"] / case["max_memory_allocated"] - 1
+            er = ours["peak_reserved_bytes"] / case["max_memory_reserved"] - 1
             errors["allocated"].append(ea)
             errors["reserved"].append(er)
-            bad = abs(ea) > args.tolerance or abs(er) > args.tolerance
+            bad = not judge(ea, argparse.Namespace(tolerance=args.tolerance, too_low=args.too_low))
+            bad |= not judge(er, argparse.Namespace(tolerance=args.reserved_tolerance, too_low=args.too_low))
+            line = f"allocated {ea:+.2%} reserved {er:+.2%}"
+            if "device_used" in case:
+                eu = ours["device_used_bytes"] / case["device_used"] - 1
+                errors["device used"].append(eu)
+                bad |= not judge(eu, argparse.Namespace(tolerance=args.reserved_tolerance, too_low=args.too_low))
+                line += f" device used {eu:+.2%}"
             failures += bad
-            print(f"  {'FAIL' if bad else 'ok  '} {case['id']:36s} allocated {ea:+.2%} reserved {er:+.2%}")
+            print(f"  {'FAIL' if bad else 'ok  '} {case['id']:36s} {line}")
         for key, values in errors.items():
-            print(f"  {key}: median error {statistics.median(values):+.2%}, "
-                  f"max |error| {max(abs(v) for v in values):.2%} over {len(values)} cases")
+            if values:
+                print(f"  {key}: median error {statistics.median(values):+.2%}, "
+                      f"max |error| {max(abs(v) for v in values):.2%} over {len(values)} cases")
     sys.exit(1 if failures else 0)
 
 
@@ -159,7 +191,10 @@ def main():
     m.add_argument("--only", help="run only cases whose id contains this")
     c = sub.add_parser("compare")
     c.add_argument("--trainfit", required=True)
-    c.add_argument("--tolerance", type=float, default=0.02)
+    c.add_argument("--tolerance", type=float, default=0.02, help="peak allocated, above")
+    c.add_argument("--reserved-tolerance", type=float, default=0.03,
+                   help="peak reserved and device used, above")
+    c.add_argument("--too-low", type=float, default=0.01, help="any figure, below")
     args = ap.parse_args()
     measure(args) if args.command == "measure" else compare(args)
 

@@ -110,7 +110,8 @@ def estimate(model: Union[str, Any, None] = None, example_batch: Any = None, *,
              weight_decay: Optional[float] = None,
              checkpoint: Union[str, Sequence[str], None] = None,
              checkpoint_reentrant: bool = False, grad_accum: int = 1,
-             tf32: bool = False, memory_format: str = "channels_first",
+             grad_scaler_skips: int = 0, cudnn_benchmark: bool = False,
+             loop: str = "held", tf32: bool = False, memory_format: str = "channels_first",
              dataset_size: Optional[int] = None, gpus: int = 1, nodes: int = 1,
              network: Optional[float] = None,
              strategy: Optional[str] = None,
@@ -149,7 +150,12 @@ def estimate(model: Union[str, Any, None] = None, example_batch: Any = None, *,
     gpu_memory for another card. gpu_profile: the file `python3 -m trainfit.calibrate` wrote on
     your GPU, whose timings replace the catalog's step-time constants. margin: the share of its
     memory kept free (0.05 or "5%"). tf32: fp32 matmuls in TF32 (convolutions use it by
-    default). memory_format: channels_first or channels_last. dataset_size: samples in an epoch,
+    default). memory_format: channels_first or channels_last. cudnn_benchmark: as
+    torch.backends.cudnn.benchmark = True (the first iteration times every cuDNN plan).
+    grad_scaler_skips: under amp-fp16, the first optimizer steps GradScaler skips (inf
+    gradients at its initial scale), as a run's first iterations measure. loop: "held" (the
+    loop's locals hold the batch, output and loss to the step's end) or "scoped" (a step
+    function makes the batch and returns only the loss). dataset_size: samples in an epoch,
     for epoch_time_s. gpus: data-parallel GPUs, batch each (memory figures are one rank's);
     strategy: ddp (the default with gpus > 1), zero1 or fsdp (fsdp_wrap: module patterns wrapped
     as FSDP units, "encoder.layers.*"; fsdp_sharding: full_shard or shard_grad_op;
@@ -188,7 +194,8 @@ def fit(model: Union[str, Any, None] = None, example_batch: Any = None, *,
         optimizer: Optional[str] = None, optimizer_impl: str = "default",
         weight_decay: Optional[float] = None, checkpoint: Union[str, Sequence[str], None] = None,
         checkpoint_reentrant: bool = False,
-        grad_accum: int = 1, tf32: bool = False, memory_format: str = "channels_first",
+        grad_accum: int = 1, grad_scaler_skips: int = 0, cudnn_benchmark: bool = False,
+        loop: str = "held", tf32: bool = False, memory_format: str = "channels_first",
         dataset_size: Optional[int] = None, gpu: Optional[str] = None,
         gpu_memory: Optional[Size] = None,
         gpu_profile: Union[str, "os.PathLike[str]", None] = None,

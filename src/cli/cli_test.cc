@@ -161,7 +161,9 @@ TEST(Cli, EstimateTextAndTimeline) {
   std::ifstream f(csv);
   std::string header;
   std::getline(f, header);
-  EXPECT_EQ(header, "event,iteration,phase,module,op,allocated_bytes,reserved_bytes");
+  EXPECT_EQ(header,
+            "event,iteration,phase,module,op,action,category,bytes,allocated_bytes,"
+            "reserved_bytes");
   int rows = 0;
   for (std::string line; std::getline(f, line);) ++rows;
   EXPECT_GT(rows, 100);

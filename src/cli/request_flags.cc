@@ -58,6 +58,20 @@ void add_training_flags(CLI::App& app, RequestFlags& f) {
                "their input embeddings require grad, as peft's enable_input_require_grads does");
   app.add_option("--grad-accum", f.grad_accum, "micro-batches of --batch per optimizer step")
       ->capture_default_str();
+  app.add_option("--grad-scaler-skips", f.grad_scaler_skips,
+                 "with amp-fp16: the first N optimizer steps GradScaler skips (inf gradients at "
+                 "its initial scale: no update, no optimizer state yet); to compare with a "
+                 "measurement of a run's first iterations")
+      ->capture_default_str();
+  app.add_option("--loop", f.loop,
+                 "held | scoped: what the training loop keeps of a step. held: `for x, y in "
+                 "loader: out = model(x); loss = ...` holds the batch, the output and the loss to "
+                 "the step's end; scoped: a step function makes the batch and returns the loss, "
+                 "so the batch and the output go when it returns (or when autograd lets go)")
+      ->capture_default_str();
+  app.add_flag("--cudnn-benchmark", f.cudnn_benchmark,
+               "torch.backends.cudnn.benchmark = True: the first iteration times every cuDNN "
+               "plan of each convolution, each with its workspace, then empties the cache");
   app.add_flag("--tf32", f.tf32,
                "fp32 matmuls in TF32 (torch.backends.cuda.matmul.allow_tf32, off by default); "
                "convolutions use TF32 by default (cudnn.allow_tf32)");
@@ -222,6 +236,9 @@ Status to_training(const RequestFlags& f, TrainingRequest& r) {
   r.checkpoint = f.checkpoint;
   r.checkpoint_reentrant = f.checkpoint_reentrant;
   r.grad_accum = f.grad_accum;
+  r.grad_scaler_skips = f.grad_scaler_skips;
+  r.cudnn_benchmark = f.cudnn_benchmark;
+  TF_ASSIGN_OR_RETURN(r.loop, parse_enum(kLoopStyleNames, "--loop", f.loop));
   r.tf32 = f.tf32;
   TF_ASSIGN_OR_RETURN(r.memory_format,
                       parse_enum(kMemoryFormatNames, "--memory-format", f.memory_format));

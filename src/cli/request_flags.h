@@ -35,6 +35,9 @@ struct RequestFlags {
   std::vector<std::string> checkpoint;
   bool checkpoint_reentrant = false;
   int grad_accum = 1;
+  int grad_scaler_skips = 0;
+  bool cudnn_benchmark = false;
+  std::string loop = "held";
   int gpus = 1;
   std::string strategy;  // empty: ddp with more than one GPU
   std::vector<std::string> fsdp_wrap;

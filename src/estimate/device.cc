@@ -19,7 +19,13 @@ DeviceProfile cuda_profile(const std::optional<GpuSpec>& gpu) {
     d.sm = gpu->sm;
     d.timing = catalog_timing(*gpu);
   }
+  d.target.sm = d.sm;
+  d.target.sm_count = gpu ? gpu->peaks.sm_count : 108;  // no GPU given: an A100
   d.context_bytes = kDefaultCudaContextBytes;
+  if (gpu && gpu->measured_context_bytes > 0) {
+    d.context_bytes = gpu->measured_context_bytes;
+    d.context_source = ContextSource::kMeasured;
+  }
   d.cublas_workspace_bytes = cublas_workspace_bytes(d.sm);
   return d;
 }

@@ -26,6 +26,14 @@ struct TimingCalibration {
   std::optional<double> catalog_median_error;  // the same with the catalog's (a catalog card)
 };
 
+// Where the CUDA context's bytes come from: the card's measurement, an estimate, the user.
+enum class ContextSource : uint8_t { kEstimated, kMeasured, kGiven };
+inline constexpr auto kContextSourceNames = enum_names<ContextSource>({
+    {ContextSource::kEstimated, "estimated"},
+    {ContextSource::kMeasured, "measured"},
+    {ContextSource::kGiven, "given"},
+});
+
 struct DeviceProfile {
   KernelTarget target;
   std::string gpu;  // catalog name; empty when no GPU was given
@@ -33,6 +41,7 @@ struct DeviceProfile {
   int64_t total_bytes = -1;  // device memory; -1: unknown
   int sm = 80;               // architecture assumed when no GPU was given: Ampere
   int64_t context_bytes = 0;
+  ContextSource context_source = ContextSource::kEstimated;
   int64_t cublas_workspace_bytes = 0;
   bool caching_allocator = true;
   // The GPU's step-time constants: the catalog's, or a calibration profile's. nullopt when no

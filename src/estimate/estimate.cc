@@ -107,7 +107,10 @@ Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfi
       r.activations = live_activations;
     }
     r.peak_reserved = std::max(r.peak_reserved, reserved);
-    if (timeline) r.timeline.push_back({e.phase, e.iteration, e.node, allocated, reserved});
+    if (timeline) {
+      r.timeline.push_back(
+          {e.phase, e.iteration, e.node, e.alloc, b.category, b.bytes, allocated, reserved});
+    }
     if (stop_after && i == *stop_after) {
       r.live_sizes.assign(list.buffers.size(), 0);
       for (size_t j = 0; j <= i; ++j) {
@@ -133,6 +136,7 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   LoweringOptions lowering;
   if (kernels_take_workspaces(device.target)) {
     lowering.cublas_workspace_bytes = device.cublas_workspace_bytes;
+    lowering.cublaslt_workspace_bytes = cublaslt_workspace_bytes();
     lowering.op_workspaces = true;
   }
   TF_ASSIGN_OR_RETURN(EventList list, lower_training_step(g, options.training, lowering));

@@ -53,6 +53,9 @@ struct TimelinePoint {
   Phase phase = Phase::kSetup;
   uint8_t iteration = 0;
   NodeId node = kNone;
+  bool alloc = true;  // the event: an allocation, or a free
+  Category category = Category::kTemporary;
+  int64_t bytes = 0;  // what the event asked for or gave back, before the allocator rounds
   int64_t allocated = 0;
   int64_t reserved = 0;
 };

@@ -44,14 +44,19 @@ struct GpuSpec {
   int sm = 80;               // compute capability, e.g. 89 for 8.9
   GpuPeaks peaks;
   GpuEfficiency efficiency;
+  // Device used minus peak reserved, measured on this card (PyTorch 2.11, CUDA 13.0 with lazy
+  // module loading, cuDNN 9.19): the CUDA context, the loaded kernels and the cuBLAS and cuDNN
+  // handles. 0: never measured, kDefaultCudaContextBytes stands in.
+  int64_t measured_context_bytes = 0;
 };
 
 const std::vector<GpuSpec>& gpu_catalog();
 Result<GpuSpec> find_gpu(std::string_view name);
 
-// Memory the CUDA context, loaded kernels and library handles take outside PyTorch's allocator:
-// an estimate (300-400 MB of context with lazy loading, pytorch/pytorch#107667 and #109888,
-// plus cuBLAS and cuDNN handles), not a measurement; --cuda-context overrides it.
+// Memory the CUDA context, loaded kernels and library handles take outside PyTorch's allocator,
+// on a card where it was never measured: an estimate (300-400 MB of context with lazy loading,
+// pytorch/pytorch#107667 and #109888, plus cuBLAS and cuDNN handles); --cuda-context overrides
+// it. On the H100 the same amount measured 767 to 771 MiB (GpuSpec::measured_context_bytes).
 inline constexpr int64_t kDefaultCudaContextBytes = int64_t{500} << 20;
 
 }  // namespace trainfit

@@ -45,6 +45,7 @@ GraphBuilder::GraphBuilder(std::string model, BuildOptions options) : options_(s
   graph_.model = std::move(model);
   graph_.target = options_.target;
   graph_.precision = options_.precision;
+  graph_.memory_format = options_.memory_format;
 }
 
 void GraphBuilder::fail(const Status& status) {
@@ -288,7 +289,8 @@ std::vector<ValueId> GraphBuilder::call(std::string_view op, std::vector<ValueId
     std::vector<const Value*> in_values;
     in_values.reserve(inputs.size());
     for (ValueId id : inputs) in_values.push_back(&value(id));
-    const OpCall pcall{*normalized, in_values, options_.target, options_.precision};
+    const OpCall pcall{*normalized, in_values, options_.target, options_.precision,
+                       options_.memory_format};
     Result<std::vector<ParamSpec>> spec_list = schema->params(pcall);
     if (!spec_list.ok()) {
       fail(spec_list.status().with_context(std::string(op)));
@@ -351,7 +353,7 @@ std::vector<ValueId> GraphBuilder::run_primitive(const OpSchema& schema,
   std::vector<const Value*> in_values;
   in_values.reserve(inputs.size());
   for (ValueId id : inputs) in_values.push_back(&value(id));
-  const OpCall call{attrs, in_values, options_.target, options_.precision};
+  const OpCall call{attrs, in_values, options_.target, options_.precision, options_.memory_format};
   std::vector<OutputSpec> specs;
   if (Status s = schema.infer(call, specs); !s.ok()) {
     fail(s.with_context(std::string(schema.name)));

@@ -57,6 +57,7 @@ inline constexpr std::string_view kAllLinear = "all-linear";
 struct BuildOptions {
   KernelTarget target;
   Precision precision = Precision::kFp32;
+  MemoryFormat memory_format = MemoryFormat::kChannelsFirst;
   std::vector<std::string> freeze;  // parameter-name prefixes that do not train
   std::optional<LoraConfig> lora;
   bool operator==(const BuildOptions&) const = default;

@@ -1,5 +1,12 @@
 #include "graph/device_rules.h"
 
+#include <algorithm>
+#include <array>
+#include <iterator>
+#include <optional>
+
+#include "base/size_math.h"
+
 namespace trainfit {
 namespace {
 
@@ -33,6 +40,187 @@ bool CublasHandles::creates_handle(const KernelTarget& target, bool autograd_thr
   const bool first = !made;
   made = true;
   return first;
+}
+
+int64_t cublaslt_workspace_bytes() {
+  return 1024 * 1024;
+}
+
+namespace {
+
+// One recorded call (cudnn_measured.inc): kind, itemsize, N, C, K, groups, H, W, kernel,
+// stride, padding and dilation (h, w each; a 1-D convolution as H = 1), then its bytes.
+using MeasuredKey = std::array<int64_t, 16>;
+struct MeasuredWorkspace {
+  MeasuredKey key;
+  int64_t bytes;
+};
+constexpr MeasuredWorkspace kMeasured[] = {
+#include "graph/cudnn_measured.inc"
+};
+
+// The recorded workspace of `kind` (0 forward, 1 backward-data, 2 backward-filter), if any.
+std::optional<int64_t> measured_workspace(const ConvProblem& conv, int kind) {
+  const size_t spatial = conv.in_spatial.size();
+  if (spatial < 1 || spatial > 2 || conv.memory_format != MemoryFormat::kChannelsFirst) {
+    return std::nullopt;
+  }
+  const auto two = [spatial](const Dims& d, int64_t missing) {
+    return spatial == 2 ? std::array<int64_t, 2>{d[0], d[1]}
+                        : std::array<int64_t, 2>{missing, d[0]};
+  };
+  const auto hw = two(conv.in_spatial, 1);
+  const auto k = two(conv.kernel, 1);
+  const auto s = two(conv.stride, 1);
+  const auto p = two(conv.padding, 0);
+  const auto d = two(conv.dilation, 1);
+  const MeasuredKey key{kind,
+                        conv.itemsize,
+                        conv.batch,
+                        conv.in_channels,
+                        conv.out_channels,
+                        conv.groups,
+                        hw[0],
+                        hw[1],
+                        k[0],
+                        k[1],
+                        s[0],
+                        s[1],
+                        p[0],
+                        p[1],
+                        d[0],
+                        d[1]};
+  const auto* end = std::end(kMeasured);
+  const auto* it = std::lower_bound(
+      std::begin(kMeasured), end, key,
+      [](const MeasuredWorkspace& m, const MeasuredKey& k2) { return m.key < k2; });
+  if (it == end || it->key != key) return std::nullopt;
+  return it->bytes;
+}
+
+}  // namespace
+
+ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm) {
+  ConvWorkspaces ws = cudnn_conv_rule(conv);
+  if (sm != 90) return ws;
+  int64_t* const directions[] = {&ws.forward, &ws.backward_data, &ws.backward_filter};
+  for (int kind = 0; kind < 3; ++kind) {
+    if (const std::optional<int64_t> bytes = measured_workspace(conv, kind)) {
+      *directions[kind] = *bytes;
+      ++ws.measured;
+    }
+  }
+  return ws;
+}
+
+ConvWorkspaces cudnn_conv_rule(const ConvProblem& conv) {
+  constexpr int64_t kAlignment = 16;   // the converted tensors' padding
+  constexpr int64_t kPlaneAlign = 16;  // a GEMM on NCHW planes wants 16-byte rows
+  constexpr int64_t kSplitKCap = int64_t{9} * 1024 * 1024;
+  constexpr int64_t kSplitKSlices = 14;
+  const auto all_equal = [](const Dims& d, int64_t v) {
+    return std::all_of(d.begin(), d.end(), [v](int64_t x) { return x == v; });
+  };
+  const int64_t in_plane = checked_numel(conv.in_spatial).value_or(0);
+  const int64_t out_plane = checked_numel(conv.out_spatial).value_or(0);
+  const int64_t taps = checked_numel(conv.kernel).value_or(0);
+  const int64_t weight_elements = conv.out_channels * (conv.in_channels / conv.groups) * taps;
+  const int64_t x = conv.batch * conv.in_channels * in_plane * conv.itemsize;
+  const int64_t y = conv.batch * conv.out_channels * out_plane * conv.itemsize;
+  const int64_t w = weight_elements * conv.itemsize;
+  const int64_t fp32_weight = weight_elements * 4;
+  const bool one_by_one = all_equal(conv.kernel, 1);
+  const bool pointwise = one_by_one && all_equal(conv.stride, 1) && all_equal(conv.padding, 0) &&
+                         all_equal(conv.dilation, 1) && conv.groups == 1;
+  const int64_t split_k = std::min(kSplitKSlices * fp32_weight, kSplitKCap);
+  ConvWorkspaces ws;
+  if (conv.memory_format == MemoryFormat::kChannelsLast) {
+    ws.backward_filter = pointwise ? conv.batch * fp32_weight : split_k;
+    return ws;
+  }
+  if (pointwise && (out_plane * conv.itemsize) % kPlaneAlign == 0) {
+    ws.backward_filter = conv.batch * fp32_weight;
+    return ws;
+  }
+  const int64_t converted = one_by_one ? x + y + kAlignment : x + y + w + kAlignment;
+  ws.forward = converted;
+  ws.backward_data = converted;
+  ws.backward_filter = one_by_one ? converted : converted + split_k;
+  return ws;
+}
+
+bool CublasHandles::creates_lt_handle(const KernelTarget& target) {
+  if (!cuda(target)) return false;
+  const bool first = !lt_;
+  lt_ = true;
+  return first;
+}
+
+namespace {
+
+int64_t div_up(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// floor(log2(n)) as a power of two, at least 1 (Reduce.cuh last_pow2).
+int64_t last_pow2(int64_t n) {
+  int64_t p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+int max_threads_per_sm(int sm) {
+  if (sm == 86 || sm == 89) return 1536;
+  if (sm == 75) return 1024;
+  return 2048;
+}
+
+}  // namespace
+
+// Reduce.cuh's setReduceConfig and ReduceConfig's global_memory_size and semaphore_size, for a
+// reduction whose reduced values are one run of `inputs_per_output` per output.
+ReduceScratch cuda_reduce_scratch(const ReduceProblem& r) {
+  constexpr int64_t kMaxThreads = 512;
+  constexpr int64_t kWarp = 32;
+  constexpr int64_t kVectorWidth = 4;  // vt0, and the widest output vector
+  constexpr int64_t kMinValuesPerThread = 16;
+  constexpr int64_t kMaxValuesPerThread = 256;
+  if (r.outputs < 1 || r.inputs_per_output < 1 || r.sm_count < 1) return {};
+  const bool inner = r.contiguous_inputs;
+  int64_t dim0 = inner ? r.inputs_per_output : r.outputs;
+  const int64_t dim1 = inner ? r.outputs : r.inputs_per_output;
+  int64_t output_vec = 1;
+  if (inner && dim0 > 128) {
+    dim0 /= kVectorWidth;  // vectorized loads along the reduced run
+  } else if (!inner) {
+    output_vec = kVectorWidth;
+    while (r.outputs % output_vec != 0) output_vec /= 2;
+    dim0 /= output_vec;
+  }
+  const int64_t max_threads = kMaxThreads / output_vec;
+  const int64_t dim0_pow2 = dim0 < max_threads ? last_pow2(dim0) : max_threads;
+  const int64_t dim1_pow2 = dim1 < max_threads ? last_pow2(dim1) : max_threads;
+  int64_t width = std::min(dim0_pow2, kWarp);
+  const int64_t height = std::min(dim1_pow2, max_threads / width);
+  width = std::min(dim0_pow2, max_threads / height);
+  int64_t step_input = 1;
+  int64_t step_output = 1;
+  (inner ? step_input : step_output) *= width;
+  const auto values_per_thread = [&] { return div_up(r.inputs_per_output, step_input); };
+  const bool split_warps =
+      values_per_thread() >= std::min(height * kMinValuesPerThread, kMaxValuesPerThread);
+  (split_warps ? step_input : step_output) *= height;
+  const int64_t target_grid = int64_t{r.sm_count} * (max_threads_per_sm(r.sm) / (width * height));
+  const int64_t grid_x = div_up(r.outputs / output_vec, step_output);
+  if (!split_warps || values_per_thread() < kMaxValuesPerThread || grid_x > target_grid) return {};
+  const int64_t ctas = std::max(
+      std::min(div_up(target_grid, grid_x), div_up(values_per_thread(), kMinValuesPerThread)),
+      div_up(values_per_thread(), kMaxValuesPerThread));
+  if (ctas <= 1) return {};
+  ReduceScratch s;
+  s.buffer = r.acc_itemsize * r.outputs * ctas * (inner ? 1 : width * output_vec);
+  s.semaphores = 4 * grid_x;
+  return s;
 }
 
 bool keeps_dropout_mask(const KernelTarget& target, bool inplace, double p, int64_t elements) {

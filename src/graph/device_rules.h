@@ -14,6 +14,34 @@
 //  thread, which takes a handle of its own. So the first GEMM of forward and the first of
 //  backward each allocate one workspace, kept for the rest of the run.
 //
+// Note [cuBLASLt's workspace]
+//  addmm with a bias vector runs through cuBLASLt with its bias epilogue (at::linear on a 2-D
+//  or contiguous 3-D input: Blas.cpp's gemm_and_bias path), whose handle takes a workspace of
+//  its own, CUBLASLT_WORKSPACE_SIZE (1024 KiB by default), kept like cuBLAS's. On the H100
+//  every recorded run allocates it once, on the forward thread, right after the cuBLAS
+//  workspace; backward's products (mm) never take it.
+//
+// Note [cuDNN convolution workspaces]
+//  Each cuDNN convolution call allocates the workspace its plan asks for through PyTorch's
+//  allocator after its output, and frees it when it returns (Conv_v8.cpp run_conv_plan); the
+//  backward call makes grad_input then runs backward-data, makes grad_weight then runs
+//  backward-filter. cuDNN 9's heuristics on Hopper pick tensor-core kernels that work on
+//  NHWC tensors, so for NCHW tensors the engine converts them in its workspace. Matched against
+//  the 49 H100 allocator recordings (resnet18/50, vgg16/_bn at batch 8 and 32 in fp32, resnet50
+//  under fp16 autocast; validation/gpu_results), the workspace is, with X, Y and W the input,
+//  output and weight bytes in the convolution's dtype:
+//   - a pointwise convolution (1x1, stride 1, no padding, one group) whose planes are a
+//     multiple of 8 bytes is a GEMM on the NCHW tensors: no workspace (cuDNN asks 0 or 400
+//     bytes); its backward-filter sums per-image fp32 partials: N x the weight's elements x 4.
+//  - other 1x1 convolutions (strided, or planes not 8-byte aligned): X + Y + 16 in every
+//    direction (a 1x1 weight is the same in both layouts).
+//  - every other convolution: X + Y + W + 16 forward and backward-data; backward-filter adds
+//    split-K fp32 partials of the weight, min(14 x W in fp32, 9 MiB), the most seen.
+//  It holds to the byte for 120 of 180 forward and backward-data calls; the rest are other
+//  engines, 60 smaller (X + W, or none) and 12 larger (up to 1.8x, 13 MB at most in those runs).
+//  channels_last tensors need no conversion: forward and backward-data take none, backward-
+//  filter only its partials (not measured). Elsewhere than Hopper this is an estimate.
+//
 // Note [Dropout's mask]
 //  CUDA's fused kernel (native_dropout) keeps a bool mask, a byte per element; CPU, the
 //  in-place variant and p == 1 multiply by a noise tensor in the input's dtype and keep that
@@ -46,10 +74,13 @@ class CublasHandles {
   // For a GEMM on the forward thread or the autograd thread: true the first time on each,
   // under the cuda target.
   bool creates_handle(const KernelTarget& target, bool autograd_thread);
+  // For a cuBLASLt product (Note [cuBLASLt's workspace]): true the first time, under cuda.
+  bool creates_lt_handle(const KernelTarget& target);
 
  private:
   bool forward_ = false;
   bool backward_ = false;
+  bool lt_ = false;
 };
 
 // Note [Dropout's mask]: whether dropout keeps a bool mask (else a noise tensor).
@@ -57,6 +88,56 @@ bool keeps_dropout_mask(const KernelTarget& target, bool inplace, double p, int6
 // What the target keeps for a noise tensor a CPU run recorded (a trace), which does not say
 // whether the dropout ran in place: replayed as the usual out-of-place dropout.
 int64_t dropout_kept_bytes(const KernelTarget& target, int64_t noise_bytes, int64_t itemsize);
+
+// Note [cuBLASLt's workspace]
+int64_t cublaslt_workspace_bytes();
+
+// A convolution as cuDNN sees it (conv_transpose's forward is backward-data of the conv with
+// input and output exchanged: describe the convolution).
+struct ConvProblem {
+  int64_t batch = 1;
+  int64_t in_channels = 0;
+  int64_t out_channels = 0;
+  int64_t groups = 1;
+  Dims in_spatial, out_spatial, kernel, stride, padding, dilation;
+  int64_t itemsize = 4;
+  MemoryFormat memory_format = MemoryFormat::kChannelsFirst;
+};
+struct ConvWorkspaces {
+  int64_t forward = 0;
+  int64_t backward_data = 0;
+  int64_t backward_filter = 0;
+  int measured = 0;  // how many of the three an H100 recording gave (the rest: the rule)
+};
+// The rule alone, wherever no recording measured the problem.
+ConvWorkspaces cudnn_conv_rule(const ConvProblem& conv);
+// Note [cuDNN convolution workspaces]. On Hopper (sm 90) the problems the H100 recordings
+// measured take their recorded workspaces (cudnn_measured.inc); the rule gives the rest.
+ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm);
+
+// Note [Reductions' staging]
+//  A CUDA reduction (at::sum and friends, Reduce.cuh) sizes its grid by the device
+//  (setReduceConfig): when too few blocks would share out the work, it splits each output's
+//  inputs over `ctas_per_output` blocks, which stage partial results in a buffer from
+//  PyTorch's allocator, with an int semaphore per block column; both are freed when the
+//  kernel has been launched, semaphores first. A linear layer's bias gradient, the sum of the
+//  output gradient over every row, is such a reduction: on the H100 with 1,576 rows of 768
+//  (ViT-B/16 at batch 8) 25 blocks per output stage 9,830,400 bytes, with 24 bytes of
+//  semaphores; at 6,304 rows 99 blocks, 38,928,384 bytes (the recordings, to the byte).
+struct ReduceProblem {
+  int64_t outputs = 1;            // results
+  int64_t inputs_per_output = 1;  // values summed into each
+  bool contiguous_inputs = true;  // each result's inputs adjacent (a row sum), else strided
+  int64_t itemsize = 4;           // of the input
+  int64_t acc_itemsize = 4;       // of the accumulator: float for fp32, fp16 and bf16
+  int sm_count = 0;
+  int sm = 0;  // compute capability x 10: threads per SM
+};
+struct ReduceScratch {
+  int64_t buffer = 0;      // bytes staged between blocks; 0: no global reduction
+  int64_t semaphores = 0;  // bytes of int semaphores
+};
+ReduceScratch cuda_reduce_scratch(const ReduceProblem& reduce);
 
 // Note [Summing gradients]: true when the sum reuses the old gradient's memory.
 bool adds_gradient_in_place(const KernelTarget& target, bool only_reference);

@@ -42,6 +42,8 @@ inline constexpr auto kDeviceNames =
 struct KernelTarget {
   Device device = Device::kCuda;
   TorchVersion torch = TorchVersion::k2;
+  int sm = 0;        // CUDA: the GPU's compute capability x 10 (90: Hopper); 0 on the CPU
+  int sm_count = 0;  // CUDA: its streaming multiprocessors (kernels size their grids by them)
   bool operator==(const KernelTarget&) const = default;
 };
 
@@ -60,6 +62,14 @@ inline constexpr auto kPrecisionNames = enum_names<Precision>({
 inline std::string_view precision_name(Precision p) {
   return kPrecisionNames.name(p);
 }
+
+// How image tensors are laid out (--memory-format): NCHW, or the model and its inputs moved
+// .to(memory_format=torch.channels_last).
+enum class MemoryFormat : uint8_t { kChannelsFirst, kChannelsLast };
+inline constexpr auto kMemoryFormatNames = enum_names<MemoryFormat>({
+    {MemoryFormat::kChannelsFirst, "channels_first"},
+    {MemoryFormat::kChannelsLast, "channels_last"},
+});
 
 enum class StorageKind : uint8_t { kInput, kParameter, kBuffer, kActivation };
 
@@ -130,6 +140,7 @@ struct Graph {
   std::string model;
   KernelTarget target;
   Precision precision = Precision::kFp32;
+  MemoryFormat memory_format = MemoryFormat::kChannelsFirst;
   IdVector<Value> values;
   IdVector<Storage> storages;
   IdVector<Node> nodes;

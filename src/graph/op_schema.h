@@ -49,6 +49,7 @@ struct OpCall {
   std::span<const Value* const> inputs;  // activation inputs, then parameters
   KernelTarget target;
   Precision precision = Precision::kFp32;
+  MemoryFormat memory_format = MemoryFormat::kChannelsFirst;
 
   const Value& in(size_t i) const { return *inputs[i]; }
   bool has_input(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
@@ -106,10 +107,15 @@ struct GradRule {
   // computes its gradients in the forward): no new memory. It is made after the node releases
   // its saved tensors, in the bytes they free.
   bool from_saved = false;
+  // The scratch of the kernel that computes this gradient (CUDA: cuDNN's backward-data and
+  // backward-filter workspaces, a reduction's staging buffer and semaphores): allocated in
+  // order right after the gradient, freed last first when it is done.
+  std::vector<int64_t> workspace;
 };
 struct BackwardSpec {
   std::vector<GradRule> grads;
-  int64_t workspace_bytes = 0;  // transient memory inside the backward kernel (CUDA)
+  // Transient memory inside the backward kernel (CUDA), allocated after the gradients.
+  int64_t workspace_bytes = 0;
   // Tensors the backward function makes before its gradients, on every device (bitsandbytes'
   // dequantized absmax, then weight): each is made in turn; all but the last are freed before
   // the gradients are made, the last after them.
@@ -188,7 +194,10 @@ struct OpSchema {
   // weight's through t()'s backward node, so the bias (input 2) is ready first.
   int first_ready_input = -1;
   bool uses_cublas = false;  // its forward and backward run cuBLAS GEMMs (CUDA workspace)
-  bool uses_cudnn = false;   // a cuDNN convolution (TF32 by default, NHWC tensor-core kernels)
+  // Optional: its forward runs through cuBLASLt (addmm's bias epilogue), whose handle takes a
+  // workspace of its own (device_rules.h, Note [cuBLASLt's workspace]).
+  std::function<bool(const OpCall&)> uses_cublaslt;
+  bool uses_cudnn = false;  // a cuDNN convolution (TF32 by default, NHWC tensor-core kernels)
   // Optional: products and convolutions. Their FLOPs come from it; other ops cost one
   // operation per element of each output that is not a view.
   GemmFn gemm;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/size_math.h"
+#include "graph/device_rules.h"
 #include "graph/op_registry.h"
 
 namespace trainfit {
@@ -89,6 +90,30 @@ Status conv_infer(const OpCall& call, std::vector<OutputSpec>& out, size_t spati
   return {};
 }
 
+// The convolution cuDNN runs for the call: for a transposed one, the convolution whose input
+// gradient it is (its output is that convolution's input).
+std::optional<ConvProblem> cudnn_problem(const OpCall& call, size_t spatial, bool transposed) {
+  std::vector<OutputSpec> out;
+  const Result<ConvGeometry> g = conv_geometry(call, spatial, transposed);
+  if (!g.ok() || !conv_infer(call, out, spatial, transposed).ok()) return std::nullopt;
+  const Dims& in = call.in(0).shape;
+  const Dims& o = out.front().shape;
+  ConvProblem p;
+  p.batch = in[0];
+  p.in_channels = transposed ? g->out_channels : g->in_channels;
+  p.out_channels = transposed ? g->in_channels : g->out_channels;
+  p.groups = g->groups;
+  p.in_spatial = Dims((transposed ? o : in).begin() + 2, (transposed ? o : in).end());
+  p.out_spatial = Dims((transposed ? in : o).begin() + 2, (transposed ? in : o).end());
+  p.kernel = g->kernel;
+  p.stride = g->stride;
+  p.padding = g->padding;
+  p.dilation = g->dilation;
+  p.itemsize = dtype_bytes(call.in(0).dtype);
+  p.memory_format = call.memory_format;
+  return p;
+}
+
 OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial, bool transposed) {
   OpSchema s;
   s.name = name;
@@ -132,8 +157,29 @@ OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial
     return g;
   };
   s.uses_cudnn = true;
-  // cuDNN's per-call workspace depends on its heuristics and is not predicted here.
-  s.workspace = no_workspace;
+  // Note [cuDNN convolution workspaces] (device_rules.h). A transposed convolution's forward is
+  // backward-data, its input gradient a forward convolution.
+  s.workspace = [spatial, transposed](const OpCall& call) -> int64_t {
+    if (!call.on_cuda()) return 0;
+    const std::optional<ConvProblem> p = cudnn_problem(call, spatial, transposed);
+    if (!p) return 0;
+    const ConvWorkspaces ws = cudnn_conv_workspaces(*p, call.target.sm);
+    return transposed ? ws.backward_data : ws.forward;
+  };
+  s.backward = [spatial, transposed](const OpCall& call) {
+    BackwardSpec spec = backward_of(OpSchema{}, call);
+    const std::optional<ConvProblem> p =
+        call.on_cuda() ? cudnn_problem(call, spatial, transposed) : std::nullopt;
+    if (!p) return spec;
+    const ConvWorkspaces ws = cudnn_conv_workspaces(*p, call.target.sm);
+    for (GradRule& rule : spec.grads) {
+      const int64_t bytes = rule.input == 0   ? (transposed ? ws.forward : ws.backward_data)
+                            : rule.input == 1 ? ws.backward_filter
+                                              : 0;
+      if (bytes > 0) rule.workspace = {bytes};
+    }
+    return spec;
+  };
   return s;
 }
 

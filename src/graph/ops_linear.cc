@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "base/size_math.h"
+#include "graph/device_rules.h"
 #include "graph/op_registry.h"
 
 namespace trainfit {
@@ -313,6 +314,33 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
   linear.infer = linear_infer;
   linear.saved = linear_saved;
   linear.gemm = rows_gemm;
+  // at::linear with a bias on a 2-D or contiguous input is addmm, which cuBLASLt runs with
+  // its bias epilogue.
+  // The bias's gradient sums the output's gradient over every row, a reduction that stages
+  // partial sums on CUDA when the rows are many (device_rules.h, Note [Reductions' staging]).
+  linear.backward = [](const OpCall& call) {
+    BackwardSpec spec = backward_of(OpSchema{}, call);
+    if (!call.on_cuda() || !call.has_input(2)) return spec;
+    const Dims& x = call.in(0).shape;
+    const int64_t out = call.attrs.get_int("out_features");
+    ReduceProblem r;
+    r.outputs = out;
+    r.inputs_per_output = checked_numel(Dims(x.begin(), x.end() - 1)).value_or(0);
+    r.contiguous_inputs = false;
+    r.itemsize = dtype_bytes(call.in(0).dtype);
+    r.sm_count = call.target.sm_count;
+    r.sm = call.target.sm;
+    const ReduceScratch scratch = cuda_reduce_scratch(r);
+    for (GradRule& rule : spec.grads) {
+      if (rule.input == 2 && scratch.buffer > 0)
+        rule.workspace = {scratch.buffer, scratch.semaphores};
+    }
+    return spec;
+  };
+  linear.uses_cublaslt = [](const OpCall& c) {
+    const Value& x = c.in(0);
+    return c.has_input(2) && (x.shape.size() == 2 || is_contiguous(x.shape, x.strides));
+  };
   ops.push_back(std::move(linear));
 
   OpSchema matmul = matrix_schema(

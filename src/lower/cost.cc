@@ -110,7 +110,7 @@ class CostBuilder {
 OpCall CostBuilder::call_of(const Node& node, std::vector<const Value*>& inputs) const {
   inputs.clear();
   for (ValueId v : node.inputs) inputs.push_back(&g_.value(v));
-  return OpCall{node.attrs, inputs, g_.target, g_.precision};
+  return OpCall{node.attrs, inputs, g_.target, g_.precision, g_.memory_format};
 }
 
 void CostBuilder::add_transpose(StepPart part, double bytes, MathPath math, int64_t launches) {

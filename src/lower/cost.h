@@ -52,13 +52,6 @@ inline constexpr auto kMathPathNames = enum_names<MathPath>({{MathPath::kFp32, "
                                                              {MathPath::kFp16, "fp16"},
                                                              {MathPath::kBf16, "bf16"}});
 
-// --memory-format: how image tensors are laid out.
-enum class MemoryFormat : uint8_t { kChannelsFirst, kChannelsLast };
-inline constexpr auto kMemoryFormatNames = enum_names<MemoryFormat>({
-    {MemoryFormat::kChannelsFirst, "channels_first"},
-    {MemoryFormat::kChannelsLast, "channels_last"},
-});
-
 struct CostOptions {
   // torch.backends.cuda.matmul.allow_tf32: off by default since PyTorch 1.12 (--tf32 sets it,
   // as torch.set_float32_matmul_precision("high") does).

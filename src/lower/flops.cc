@@ -11,7 +11,7 @@ namespace {
 OpCall call_of(const Graph& graph, const Node& node, std::vector<const Value*>& inputs) {
   inputs.clear();
   for (ValueId v : node.inputs) inputs.push_back(&graph.value(v));
-  return OpCall{node.attrs, inputs, graph.target, graph.precision};
+  return OpCall{node.attrs, inputs, graph.target, graph.precision, graph.memory_format};
 }
 
 }  // namespace

@@ -53,12 +53,15 @@ class Lowerer : public EventSink {
 
   // The node's call as its op's rules see it; `inputs` holds the pointers it refers to.
   OpCall call_of(const Node& node, std::vector<const Value*>& inputs) const;
+  // The cuBLAS (and, forward, cuBLASLt) workspaces a node's first library call on a thread
+  // takes and keeps (device_rules.h).
+  void library_workspaces(const Node& node, bool autograd_thread);
   void forward();
   void make_output(NodeId n, ValueId o);
   void backward();
   void recompute(size_t segment);
   void route_gradient(ValueId value, BufferId buffer, bool shared_tensor, NodeId node);
-  void optimizer_step(bool first_step);
+  void optimizer_step(bool first_step, bool skipped);
   bool uses_grad_scaler() const;
   void scale_loss();
   BufferId alloc(int64_t bytes, Category category, bool host, int32_t param) override;
@@ -92,6 +95,13 @@ class Lowerer : public EventSink {
     return fsdp_mixed() && is_floating(dtype) ? bytes / dtype_bytes(dtype) * 4 : bytes;
   }
   // An input FSDP's root casts to bf16: its copy lives as an activation does.
+  bool scoped_loop() const { return config_.loop == LoopStyle::kScoped; }
+  // A storage autograd's releases can free: activations, and the batch of a scoped loop.
+  bool released_by_autograd(StorageId s) const {
+    const StorageKind kind = g_.storages[s].kind;
+    return kind == StorageKind::kActivation || cast_input(s) ||
+           (scoped_loop() && kind == StorageKind::kInput);
+  }
   bool cast_input(StorageId s) const {
     return fsdp_mixed() && g_.storages[s].kind == StorageKind::kInput && cast_inputs_[s];
   }
@@ -144,6 +154,7 @@ class Lowerer : public EventSink {
   IdVector<BufferId> param_grad_;  // per param: its .grad
   IdVector<int> received_grads_;   // per param, this backward
   bool scaler_created_ = false;    // GradScaler's _scale and _growth_tracker exist
+  bool stepped_ = false;           // the optimizer has stepped (its state exists)
   BufferId scaled_loss_ = kNoBuffer;
   CublasHandles cublas_;
   int micro_step_ = 0;
@@ -285,7 +296,16 @@ void Lowerer::analyze() {
     if (s.last_to_run == kNone) continue;
     for (StorageId st : s.held_inputs) ++forward_savers_[st];
   }
-  for (StorageId s : loop_held_storages(g_)) held_to_end_[s] = true;
+  const std::vector<StorageId> held = loop_held_storages(g_);
+  for (StorageId s : held) held_to_end_[s] = true;
+  if (scoped_loop()) {
+    // The step function returns the loss: the output and the batch are its locals.
+    for (size_t i = 1; i < held.size(); ++i) {
+      held_to_end_[held[i]] = false;
+      held_to_forward_end_[held[i]] = true;
+    }
+    for (ValueId in : g_.inputs) held_to_forward_end_[g_.value(in).storage] = true;
+  }
   for (ValueId v : g_.autocast_cached) {
     held_to_forward_end_[g_.value(v).storage] = true;
   }
@@ -341,7 +361,20 @@ void Lowerer::allocate_parameters() {
 OpCall Lowerer::call_of(const Node& node, std::vector<const Value*>& inputs) const {
   inputs.clear();
   for (ValueId v : node.inputs) inputs.push_back(&g_.value(v));
-  return OpCall{node.attrs, inputs, g_.target, g_.precision};
+  return OpCall{node.attrs, inputs, g_.target, g_.precision, g_.memory_format};
+}
+
+void Lowerer::library_workspaces(const Node& node, bool autograd_thread) {
+  const auto n = static_cast<NodeId>(&node - &g_.nodes[0]);
+  if (node.op->uses_cublas && options_.cublas_workspace_bytes > 0 &&
+      cublas_.creates_handle(g_.target, autograd_thread)) {
+    alloc_new(options_.cublas_workspace_bytes, Category::kWorkspace, n);
+  }
+  if (autograd_thread || options_.cublaslt_workspace_bytes == 0 || !node.op->uses_cublaslt) return;
+  std::vector<const Value*> inputs;
+  if (node.op->uses_cublaslt(call_of(node, inputs)) && cublas_.creates_lt_handle(g_.target)) {
+    alloc_new(options_.cublaslt_workspace_bytes, Category::kWorkspace, n);
+  }
 }
 
 // Allocates a node's output storage in forward, unless it is a view or is already there.
@@ -361,7 +394,7 @@ void Lowerer::forward() {
     const BufferId b = alloc_new(full_precision_bytes(g_.storages[s].bytes, g_.value(in).dtype),
                                  Category::kInput, kNone);
     if (!cast_input(s)) storage_buffer_[s] = b;
-    iteration_buffers_.push_back(b);
+    if (!scoped_loop()) iteration_buffers_.push_back(b);
   }
   if (ddp()) ddp_pre_forward();
   if (fsdp()) {
@@ -395,14 +428,6 @@ void Lowerer::forward() {
       units_[static_cast<size_t>(unit)].forward_handle = record_function_enter(n);
       fsdp_gather(static_cast<size_t>(unit), n);
     }
-    if (node.op->uses_cublas && options_.cublas_workspace_bytes > 0 &&
-        cublas_.creates_handle(g_.target, /*autograd_thread=*/false)) {
-      alloc_new(options_.cublas_workspace_bytes, Category::kWorkspace, n);
-    }
-    BufferId workspace = kNoBuffer;
-    if (options_.op_workspaces && node.workspace_bytes > 0) {
-      workspace = alloc_new(node.workspace_bytes, Category::kWorkspace, n);
-    }
     std::vector<BufferId> own;  // the op's own tensors (OpSchema::forward_steps)
     if (node.op->forward_steps) {
       std::vector<const Value*> in_values;
@@ -422,8 +447,13 @@ void Lowerer::forward() {
       }
     }
     for (ValueId o : node.outputs) make_output(n, o);
+    // The kernel runs once its outputs exist: a library handle's first use takes its
+    // workspace, then the call its own scratch (device_rules.h).
+    library_workspaces(node, /*autograd_thread=*/false);
+    if (options_.op_workspaces && node.workspace_bytes > 0) {
+      free_buffer(alloc_new(node.workspace_bytes, Category::kWorkspace, n), n);
+    }
     for (const BufferId b : own) free_buffer(b, n);
-    free_buffer(workspace, n);
     for (StorageId s : frees_after_[i]) {
       free_buffer(storage_buffer_[s], n);
       storage_buffer_[s] = kNoBuffer;
@@ -608,13 +638,6 @@ void Lowerer::backward() {
       recompute(static_cast<size_t>(seg));
     }
     const BackwardSpec& spec = backward_specs_[i];
-    if (node.op->uses_cublas && options_.cublas_workspace_bytes > 0 &&
-        cublas_.creates_handle(g_.target, /*autograd_thread=*/true)) {
-      alloc_new(options_.cublas_workspace_bytes, Category::kWorkspace, n);
-    }
-    const BufferId workspace = options_.op_workspaces && spec.workspace_bytes > 0
-                                   ? alloc_new(spec.workspace_bytes, Category::kWorkspace, n)
-                                   : kNoBuffer;
     // The backward function's own tensors (bitsandbytes' dequantized weight): the last stays
     // while the gradients are made.
     BufferId scratch = kNoBuffer;
@@ -649,10 +672,24 @@ void Lowerer::backward() {
         ++grad_refs_[b];
       } else {
         b = new_grad(v);
+        // The kernel that fills it: the handle's workspace at its first use, then its scratch.
+        library_workspaces(node, /*autograd_thread=*/true);
+        if (options_.op_workspaces) {
+          std::vector<BufferId> scratch_of_kernel;
+          for (const int64_t bytes : rule.workspace) {
+            scratch_of_kernel.push_back(alloc_new(bytes, Category::kWorkspace, n));
+          }
+          for (auto s = scratch_of_kernel.rbegin(); s != scratch_of_kernel.rend(); ++s) {
+            free_buffer(*s, n);
+          }
+        }
       }
       produced.push_back({v, b, rule.alias_output >= 0 && rule.same_tensor});
     }
-    free_buffer(workspace, n);
+    library_workspaces(node, /*autograd_thread=*/true);
+    if (options_.op_workspaces && spec.workspace_bytes > 0) {
+      free_buffer(alloc_new(spec.workspace_bytes, Category::kWorkspace, n), n);
+    }
     free_buffer(scratch, n);
     for (ValueId o : node.outputs) {
       BufferId& slot = grad_slot_[o];
@@ -676,7 +713,7 @@ void Lowerer::backward() {
         }
         continue;
       }
-      if (g_.storages[s].kind != StorageKind::kActivation && !cast_input(s)) continue;
+      if (!released_by_autograd(s)) continue;
       if (--saver_refs_[s] == 0 && !held_to_end_[s]) {
         free_buffer(storage_buffer_[s], n);
         storage_buffer_[s] = kNoBuffer;
@@ -763,13 +800,14 @@ void Lowerer::release(BufferId buffer) {
   free_buffer(buffer, kNone);
 }
 
-void Lowerer::optimizer_step(bool first_step) {
+void Lowerer::optimizer_step(bool first_step, bool skipped) {
   phase_ = Phase::kOptimizer;
   OptimizerStep step;
   step.optimizer = config_.optimizer;
   step.target = g_.target;
   step.first_step = first_step;
   step.grad_scaler = uses_grad_scaler();
+  step.skipped = skipped;
   auto add = [&](size_t p) {
     if (param_grad_[p] == kNoBuffer) return;
     const Value& v = g_.value(g_.params[p].value);
@@ -820,7 +858,8 @@ void Lowerer::end_micro_step() {
   leaf_grads_.clear();
   for (ValueId in : g_.inputs) {
     const StorageId s = g_.value(in).storage;
-    if (cast_input(s)) free_buffer(storage_buffer_[s], kNone);  // a cast nothing released
+    // A cast nothing released; a scoped loop's batch autograd kept to the end.
+    if (cast_input(s) || scoped_loop()) free_buffer(storage_buffer_[s], kNone);
     storage_buffer_[s] = kNoBuffer;
   }
 }
@@ -1237,7 +1276,9 @@ Result<EventList> Lowerer::run() {
       scaled_loss_ = kNoBuffer;
       if (!last) end_micro_step();
     }
-    optimizer_step(it == 0);
+    const bool skipped = uses_grad_scaler() && it < config_.grad_scaler_skips;
+    optimizer_step(/*first_step=*/!skipped && !stepped_, skipped);
+    stepped_ = stepped_ || !skipped;
     zero_grad();
     end_micro_step();
   }

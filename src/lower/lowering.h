@@ -19,8 +19,9 @@ namespace trainfit {
 
 // What the device adds beyond the graph's ops.
 struct LoweringOptions {
-  int64_t cublas_workspace_bytes = 0;  // per cuBLAS handle, allocated at its first GEMM
-  bool op_workspaces = false;          // transient memory inside kernels (CUDA)
+  int64_t cublas_workspace_bytes = 0;    // per cuBLAS handle, allocated at its first GEMM
+  int64_t cublaslt_workspace_bytes = 0;  // the forward thread's cuBLASLt handle, likewise
+  bool op_workspaces = false;            // transient memory inside kernels (CUDA)
 };
 
 // A checkpointed module call: nodes [first, end). Inside it autograd keeps nothing during

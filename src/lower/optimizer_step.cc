@@ -110,8 +110,13 @@ void step_group(const OptimizerStep& step, std::span<const StepParam> params, Ev
     }
     return;
   }
-  // _multi_tensor_*: list-wide temporaries, one tensor per parameter.
+  // _multi_tensor_*: list-wide temporaries, one tensor per parameter. A Python list lets go of
+  // its items last first (CPython's list_dealloc), and so the allocator sees them freed.
   std::vector<int32_t> list;
+  const auto release_list = [&] {
+    for (auto b = list.rbegin(); b != list.rend(); ++b) release(sink, *b);
+    list.clear();
+  };
   if (decay_copies) {
     for (const StepParam& p : params) list.push_back(temporary(p.bytes));
   }
@@ -119,11 +124,10 @@ void step_group(const OptimizerStep& step, std::span<const StepParam> params, Ev
     for (const StepParam& p : params) state(p, p.bytes, false);
   }
   if (adam) {
-    for (int32_t b : list) release(sink, b);  // `del device_grads`
-    list.clear();
+    release_list();                                                        // `del device_grads`
     for (const StepParam& p : params) list.push_back(temporary(p.bytes));  // _foreach_sqrt
   }
-  for (int32_t b : list) release(sink, b);
+  release_list();
 }
 
 }  // namespace
@@ -154,6 +158,10 @@ void lower_optimizer_step(const OptimizerStep& step, EventSink& sink) {
     sink.release(as_double);
     sink.release(reciprocal);
     unscale.push_back(sink.alloc(4, Category::kTemporary, false, -1));  // found_inf
+  }
+  if (step.skipped) {
+    for (int32_t b : unscale) sink.release(b);
+    return;
   }
   std::vector<int32_t> handles;
   if (step.target.torch == TorchVersion::k1_13) {

@@ -38,6 +38,8 @@ struct OptimizerStep {
   KernelTarget target;
   bool first_step = false;   // state is created at the first step
   bool grad_scaler = false;  // GradScaler.step() unscales the gradients first
+  // GradScaler found inf or NaN in the unscaled gradients: the optimizer does not step.
+  bool skipped = false;
   // Optimizer.step calls inside one another: 2 for ZeroRedundancyOptimizer.step around its
   // local optimizer's, each holding its own record_function handle on 1.13.
   int nested_steps = 1;

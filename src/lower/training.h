@@ -126,6 +126,17 @@ struct DistributedConfig {
   FsdpConfig fsdp;
 };
 
+// What the training loop keeps of a step. kHeld: `for x, y in loader: out = model(x); loss =
+// ...`, whose locals hold the batch, the model's output and the loss until the step ends (as
+// validation/harness.py's loop). kScoped: a step function makes the batch and returns the
+// loss, so the batch and the output go when the function returns after the loss, or later
+// when autograd lets go of them.
+enum class LoopStyle : uint8_t { kHeld, kScoped };
+inline constexpr auto kLoopStyleNames = enum_names<LoopStyle>({
+    {LoopStyle::kHeld, "held"},
+    {LoopStyle::kScoped, "scoped"},
+});
+
 struct TrainingConfig {
   OptimizerConfig optimizer;
   int grad_accum = 1;  // micro-batches per optimizer step
@@ -136,6 +147,15 @@ struct TrainingConfig {
   // default for gradient_checkpointing_enable().
   std::vector<std::string> checkpoint;
   bool checkpoint_reentrant = false;
+  // Under fp16 autocast, the first steps torch.amp.GradScaler skips: at its initial scale
+  // (2^16) the scaled gradients overflow, so step() unscales, finds inf, and leaves the
+  // optimizer (and its state) untouched. How many depends on the model and data: 0, what a
+  // run reaches once the scale has calibrated, unless a measurement says otherwise.
+  int grad_scaler_skips = 0;
+  // torch.backends.cudnn.benchmark = True: the first iteration times every candidate cuDNN
+  // plan of each convolution (device_rules.h, Note [cuDNN benchmark mode]).
+  bool cudnn_benchmark = false;
+  LoopStyle loop = LoopStyle::kHeld;
   DistributedConfig distributed;
 };
 

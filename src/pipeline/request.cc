@@ -45,6 +45,8 @@ Status check_trace_request(const TrainingRequest& r, const TraceModel& model) {
   if (r.precision != Precision::kFp32) return fixed("--precision");
   if (!r.checkpoint.empty() || r.checkpoint_reentrant) return fixed("--checkpoint");
   if (r.grad_accum != 1) return fixed("--grad-accum");
+  if (r.loop != LoopStyle::kHeld) return fixed("--loop");
+  if (r.cudnn_benchmark) return fixed("--cudnn-benchmark");
   if (r.weight_decay) return fixed("--weight-decay");
   if (r.gpus != 1 || r.nodes != 1 || r.strategy) {
     return unsupported("--gpus and --strategy apply to zoo models for now",
@@ -189,6 +191,17 @@ Result<TrainingConfig> training_config(const TrainingRequest& r, std::optional<O
     return invalid_argument("--grad-accum must be at least 1", "use --grad-accum 1 or more");
   }
   c.grad_accum = r.grad_accum;
+  if (r.grad_scaler_skips < 0 || r.grad_scaler_skips > 1000000) {
+    return invalid_argument("--grad-scaler-skips must be 0 or more",
+                            "for example --grad-scaler-skips 2");
+  }
+  if (r.grad_scaler_skips > 0 && r.precision != Precision::kAmpFp16) {
+    return invalid_argument("--grad-scaler-skips applies to --precision amp-fp16 only",
+                            "GradScaler runs with fp16 autocast; drop it or use amp-fp16");
+  }
+  c.grad_scaler_skips = r.grad_scaler_skips;
+  c.cudnn_benchmark = r.cudnn_benchmark;
+  c.loop = r.loop;
   if (r.checkpoint_reentrant && r.checkpoint.empty()) {
     return invalid_argument("--checkpoint-reentrant needs --checkpoint",
                             "name the modules to checkpoint, e.g. --checkpoint 'model.layers.*'");
@@ -431,7 +444,10 @@ Result<DeviceProfile> choose_device(const DeviceChoice& c) {
   }
   DeviceProfile d = cuda_profile(gpu);
   if (c.gpu_memory_bytes) d.total_bytes = *c.gpu_memory_bytes;
-  if (c.cuda_context_bytes) d.context_bytes = *c.cuda_context_bytes;
+  if (c.cuda_context_bytes) {
+    d.context_bytes = *c.cuda_context_bytes;
+    d.context_source = ContextSource::kGiven;
+  }
   if (c.gpu_profile) TF_RETURN_IF_ERROR(apply_gpu_profile(*c.gpu_profile, d));
   if (c.link || c.bus_gbps) {
     if (!d.timing) {
@@ -465,6 +481,7 @@ Result<ResolvedRequest> resolve(const TrainingRequest& r) {
   // FSDP's MixedPrecision: the model computes in bf16 (the graph), its shards stay fp32.
   out.model.options.precision = r.fsdp.mixed_precision_bf16 ? Precision::kBf16 : r.precision;
   out.model.options.target = r.device.target;
+  out.model.options.memory_format = r.memory_format;
   out.model.options.freeze = r.freeze;
   out.hf_config = r.hf_config;
   if (r.lora && !r.trace) {
@@ -579,6 +596,11 @@ std::vector<std::string> request_args(const TrainingRequest& r) {
   for (const std::string& p : r.checkpoint) add("--checkpoint", p);
   if (r.checkpoint_reentrant) args.emplace_back("--checkpoint-reentrant");
   if (r.grad_accum != 1) add("--grad-accum", std::to_string(r.grad_accum));
+  if (r.grad_scaler_skips != 0) {
+    add("--grad-scaler-skips", std::to_string(r.grad_scaler_skips));
+  }
+  if (r.cudnn_benchmark) args.emplace_back("--cudnn-benchmark");
+  if (r.loop != LoopStyle::kHeld) add("--loop", std::string(kLoopStyleNames.name(r.loop)));
   if (r.gpus != 1) add("--gpus", std::to_string(r.gpus));
   if (r.nodes != 1) add("--nodes", std::to_string(r.nodes));
   if (r.network_gbits) add("--network", fmt::format("{:g}", *r.network_gbits));
@@ -616,7 +638,7 @@ std::vector<std::string> request_args(const TrainingRequest& r) {
       add("--bus-bandwidth", fmt::format("{:g}", link.bus_gbps));
     }
   }
-  if (d.target.device == Device::kCuda && d.context_bytes != kDefaultCudaContextBytes) {
+  if (d.target.device == Device::kCuda && d.context_source == ContextSource::kGiven) {
     add("--cuda-context", size_arg(d.context_bytes));
   }
   if (r.expandable_segments) args.emplace_back("--expandable-segments");

@@ -51,6 +51,9 @@ struct TrainingRequest {
   std::vector<std::string> checkpoint;  // module patterns under activation checkpointing
   bool checkpoint_reentrant = false;    // use_reentrant=True (transformers' default)
   int grad_accum = 1;                   // micro-batches of `batch` per optimizer step
+  int grad_scaler_skips = 0;            // first steps GradScaler skips (fp16 autocast)
+  bool cudnn_benchmark = false;         // torch.backends.cudnn.benchmark = True
+  LoopStyle loop = LoopStyle::kHeld;    // what the training loop keeps of a step
   int gpus = 1;                         // data-parallel ranks per node, `batch` each
   int nodes = 1;                        // of `gpus` each (torchrun --nnodes)
   std::optional<double> network_gbits;  // between nodes, Gbit/s per node

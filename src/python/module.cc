@@ -52,6 +52,9 @@ const std::vector<std::string> kRequestKeys = {"model",
                                                "checkpoint",
                                                "checkpoint_reentrant",
                                                "grad_accum",
+                                               "grad_scaler_skips",
+                                               "cudnn_benchmark",
+                                               "loop",
                                                "gpus",
                                                "strategy",
                                                "fsdp_wrap",
@@ -221,6 +224,13 @@ Result<TrainingRequest> request_of(const py::dict& options) {
         return invalid_argument("grad_accum must be at least 1", "use grad_accum=1 or more");
       }
       r.grad_accum = static_cast<int>(n);
+    } else if (key == "grad_scaler_skips") {
+      TF_ASSIGN_OR_RETURN(const int64_t n, int_of(key, v));
+      if (n < 0 || n > 1000000) {
+        return invalid_argument("grad_scaler_skips must be 0 or more",
+                                "for example grad_scaler_skips=2");
+      }
+      r.grad_scaler_skips = static_cast<int>(n);
     } else if (key == "gpus") {
       TF_ASSIGN_OR_RETURN(const int64_t n, int_of(key, v));
       if (n < 1 || n > 1 << 20) {
@@ -275,10 +285,14 @@ Result<TrainingRequest> request_of(const py::dict& options) {
       if (key == "gradient_as_bucket_view") r.ddp.gradient_as_bucket_view = on;
       if (key == "find_unused_parameters") r.ddp.find_unused_parameters = on;
       if (key == "broadcast_buffers") r.ddp.broadcast_buffers = on;
-    } else if (key == "tf32" || key == "checkpoint_reentrant") {
+    } else if (key == "tf32" || key == "checkpoint_reentrant" || key == "cudnn_benchmark") {
       if (!py::isinstance<py::bool_>(v)) return wrong_type(key, v, "True or False");
       if (key == "tf32") r.tf32 = v.cast<bool>();
       if (key == "checkpoint_reentrant") r.checkpoint_reentrant = v.cast<bool>();
+      if (key == "cudnn_benchmark") r.cudnn_benchmark = v.cast<bool>();
+    } else if (key == "loop") {
+      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
+      TF_ASSIGN_OR_RETURN(r.loop, parse_enum(kLoopStyleNames, key, s));
     } else if (key == "memory_format") {
       TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
       TF_ASSIGN_OR_RETURN(r.memory_format, parse_enum(kMemoryFormatNames, key, s));

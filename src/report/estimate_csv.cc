@@ -5,11 +5,13 @@
 namespace trainfit {
 
 std::string timeline_csv(const EstimateReport& report) {
-  std::string out = "event,iteration,phase,module,op,allocated_bytes,reserved_bytes\n";
+  std::string out =
+      "event,iteration,phase,module,op,action,category,bytes,allocated_bytes,reserved_bytes\n";
   for (size_t i = 0; i < report.timeline.size(); ++i) {
     const TimelineRow& r = report.timeline[i];
-    out += fmt::format("{},{},{},{},{},{},{}\n", i, r.iteration, phase_name(r.phase), r.module,
-                       r.op, r.allocated_bytes, r.reserved_bytes);
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", i, r.iteration, phase_name(r.phase),
+                       r.module, r.op, r.alloc ? "alloc" : "free", category_name(r.category),
+                       r.bytes, r.allocated_bytes, r.reserved_bytes);
   }
   return out;
 }

@@ -101,6 +101,9 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
   j["peak_reserved_bytes"] = e.peak_reserved_bytes;
   j["device_used_bytes"] = e.device_used_bytes;
   j["cuda_context_bytes"] = e.cuda_context_bytes;
+  if (h.device.target.device == Device::kCuda) {
+    j["cuda_context_source"] = kContextSourceNames.name(h.device.context_source);
+  }
   if (e.paged_bytes > 0) j["paged_optimizer_state_bytes"] = e.paged_bytes;
   j["peak_phase"] = phase_name(e.peak.phase);
   j["peak_iteration"] = e.peak.iteration + 1;

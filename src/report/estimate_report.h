@@ -46,12 +46,15 @@ std::string strategy_label(const DistributedConfig& distributed);
 // The implementation as reports name it: "foreach", or "bitsandbytes" for 8-bit state.
 std::string_view impl_label(const EstimateHeader& header);
 
-// Allocated and reserved bytes after one event, with the op and module it happened in.
+// One event, with the op and module it happened in, and allocated and reserved bytes after it.
 struct TimelineRow {
   int iteration = 0;  // from 1
   Phase phase = Phase::kSetup;
   std::string module;
   std::string op;
+  bool alloc = true;
+  Category category = Category::kTemporary;
+  int64_t bytes = 0;  // requested (alloc) or given back (free), before rounding
   int64_t allocated_bytes = 0;
   int64_t reserved_bytes = 0;
 };

@@ -209,6 +209,23 @@ std::string scaling_text(const ScalingPlan& p, const EstimateHeader& h) {
 
 }  // namespace
 
+namespace {
+
+// Where the context figure comes from, in a few words.
+std::string_view context_note(const DeviceProfile& device) {
+  switch (device.context_source) {
+    case ContextSource::kMeasured:
+      return "measured on this card";
+    case ContextSource::kGiven:
+      return "--cuda-context";
+    case ContextSource::kEstimated:
+      break;
+  }
+  return "estimated";
+}
+
+}  // namespace
+
 std::string estimate_text(const EstimateReport& report) {
   const EstimateHeader& h = report.header;
   const Estimate& e = report.estimate;
@@ -234,8 +251,8 @@ std::string estimate_text(const EstimateReport& report) {
        cuda ? "torch.cuda.max_memory_reserved()" : "= allocated (no caching allocator)");
   if (cuda) {
     line("device used", e.device_used_bytes,
-         fmt::format("nvidia-smi: reserved + {} CUDA context (estimated)",
-                     format_bytes(e.cuda_context_bytes)));
+         fmt::format("nvidia-smi: reserved + {} CUDA context ({})",
+                     format_bytes(e.cuda_context_bytes), context_note(h.device)));
   }
   line("kept for backward", e.activation_bytes, "at the end of the forward pass");
   out += fmt::format("  {:<20}{}\n", "peak at", where(e.peak));
@@ -282,7 +299,8 @@ std::string estimate_text(const EstimateReport& report) {
   if (cuda) {
     line("allocator cache", e.allocator_cache_bytes,
          "reserved but free (peak reserved - peak allocated)");
-    line("CUDA context", e.cuda_context_bytes, "outside PyTorch's allocator (estimated)");
+    line("CUDA context", e.cuda_context_bytes,
+         fmt::format("outside PyTorch's allocator ({})", context_note(h.device)));
     total += e.allocator_cache_bytes + e.cuda_context_bytes;
   }
   line("total", total, cuda ? "= device used" : "= peak allocated");

@@ -25,16 +25,19 @@ constexpr VitShape kVits[] = {
 
 ValueId encoder_block(GraphBuilder& b, ValueId input, const VitShape& s, double dropout,
                       double attention_dropout) {
-  ValueId x = nn::layer_norm(b, "ln_1", input, 1e-6);
+  const ValueId normed = nn::layer_norm(b, "ln_1", input, 1e-6);
+  ValueId x = kNone;
   {
     auto attn = b.module("self_attention", "MultiheadAttention");
-    x = b.call1("multi_head_attention", {x, x, x},
+    x = b.call1("multi_head_attention", {normed, normed, normed},
                 {{"embed_dim", s.hidden},
                  {"num_heads", s.heads},
                  {"dropout", attention_dropout},
                  {"batch_first", true},
                  {"need_weights", false}});
   }
+  // EncoderBlock's `x = self.ln_1(input)` is rebound only when the attention returns.
+  nn::hold(b, {normed});
   x = nn::dropout(b, "dropout", x, dropout);
   x = nn::add(b, x, input);
   ValueId y = nn::layer_norm(b, "ln_2", x, 1e-6);

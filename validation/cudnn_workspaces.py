@@ -1,0 +1,219 @@
+"""cuDNN convolution workspaces, read off recorded GPU runs.
+
+A convolution call allocates its output, then the workspace of the cuDNN plan it runs, which it
+frees when the call returns; its backward allocates grad_input then backward-data's workspace,
+grad_weight then backward-filter's. This walks the allocator events of each recorded run
+(validation/gpu_results/<card>/snapshots.tar.xz) with the model's convolutions in call order
+(the model built on the CPU, hooks on every convolution), pairs each workspace with its
+convolution and direction, and writes the table trainfit uses for the problems measured
+(src/graph/cudnn_measured.inc; the rule in device_rules.h covers the others):
+
+    /usr/bin/python3 validation/cudnn_workspaces.py [--check]
+
+--check only compares the table with the recordings and reports how well the rule alone
+(trainfit's fallback) predicts them.
+
+A workspace is an allocation freed by the very next event. The forward one is such an
+allocation inside conv's own frames (_conv_forward) after the convolution's output; the
+backward ones follow grad_input (backward-data) and grad_weight (backward-filter) at once.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import tarfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SNAPSHOTS = os.path.join(HERE, "gpu_results", "NVIDIA_H100_80GB_HBM3", "snapshots.tar.xz")
+TABLE = os.path.join(ROOT, "src", "graph", "cudnn_measured.inc")
+KINDS = ("forward", "backward_data", "backward_filter")
+# Runs whose workspaces the walk cannot pair with their calls: ACT with three cameras under fp16
+# autocast calls one backbone at two image sizes, its weight casts in between, and pairs seven
+# calls of one problem with different workspaces.
+UNPAIRED = {"L:act-seed000-b8-amp-fp16"}
+
+
+def conv_problems(spec):
+    """The run's convolutions in call order: dicts of shapes and geometry."""
+    import torch
+    import torchvision
+    sys.path.insert(0, HERE)
+    batch = spec["batch"]
+    if spec["kind"] == "tv":
+        model = getattr(torchvision.models, spec["model"])()
+        image = spec.get("image", 224)
+        example = (torch.zeros(1, 3, image, image),)
+        run = lambda: model(*example)  # noqa: E731
+    elif spec["kind"] == "lerobot":
+        import lerobot_reference
+        model, make_batch = lerobot_reference.build(spec["model"], 1, spec.get("sets") or {})
+        example = make_batch()
+        run = lambda: model(example)  # noqa: E731
+    else:
+        return None
+    found = []
+
+    def hook(module, inputs, output):
+        x = inputs[0]
+        spatial = x.dim() - 2
+        found.append({
+            "name": module.path, "x": [batch] + list(x.shape[1:]), "y": [batch] + list(output.shape[1:]),
+            "w": list(module.weight.shape), "groups": module.groups,
+            "stride": list(module.stride)[:spatial], "padding": list(module.padding)[:spatial],
+            "dilation": list(module.dilation)[:spatial],
+            "weight_grad": module.weight.requires_grad})
+
+    for path, module in model.named_modules():
+        if isinstance(module, (torch.nn.Conv1d, torch.nn.Conv2d)):
+            module.path = path
+            module.register_forward_hook(hook)
+    with torch.no_grad():
+        run()
+    return found
+
+
+def nbytes(shape, itemsize):
+    return math.prod(shape) * itemsize
+
+
+def workspaces(events, convs, itemsize):
+    """{(conv index, kind): bytes} over the run's first iteration."""
+    ev = [e for e in events if e[0] in ("alloc", "free_completed")]
+    transient = {i for i in range(len(ev) - 1)
+                 if ev[i][0] == "alloc" and ev[i + 1][0] == "free_completed" and ev[i + 1][1] == ev[i][1]}
+    frame = lambda e: e[3].split(" < ")  # noqa: E731
+    starts = [i for i, e in enumerate(ev) if e[0] == "alloc" and e[3]
+              and frame(e)[-1].startswith("<module>") and i > 0]
+    first_backward = next(i for i, e in enumerate(ev) if e[0] == "alloc" and e[3] == "")
+    found = {}
+    # Forward: after each output (its bytes, in conv's frames), the transients there are its.
+    k = -1
+    for i in range(first_backward):
+        e = ev[i]
+        if e[0] != "alloc" or not any(f.startswith("_conv_forward@") for f in frame(e)):
+            continue
+        if i in transient:
+            if k >= 0:
+                found[(k, "forward")] = e[2]
+        elif k + 1 < len(convs) and e[2] == nbytes(convs[k + 1]["y"], itemsize):
+            k += 1
+            found[(k, "forward")] = 0  # unless a workspace follows
+    # Backward: grad_weight (the weight's bytes in conv's dtype) of each convolution, last
+    # first; the transient right after it, and the one right after grad_input before it.
+    pos = first_backward
+    end = next((i for i in range(first_backward, len(ev)) if ev[i][0] == "alloc" and ev[i][3]), len(ev))
+    for c in reversed(range(len(convs))):
+        conv = convs[c]
+        if not conv["weight_grad"]:
+            continue
+        w = nbytes(conv["w"], itemsize)
+        j = pos
+        while j < end and not (ev[j][0] == "alloc" and ev[j][2] == w and j not in transient):
+            j += 1
+        if j >= end:
+            break
+        nxt = next((t for t in range(j + 1, end) if ev[t][0] == "alloc"), None)
+        found[(c, "backward_filter")] = ev[nxt][2] if nxt in transient else 0
+        x = nbytes(conv["x"], itemsize)
+        g = max((t for t in range(pos, j) if ev[t][0] == "alloc" and ev[t][2] == x
+                 and t not in transient), default=None)
+        if g is not None:
+            nxt = next((t for t in range(g + 1, j) if ev[t][0] == "alloc"), None)
+            found[(c, "backward_data")] = ev[nxt][2] if nxt in transient else 0
+        pos = j + 1
+    return found
+
+
+def key_of(conv, kind, itemsize):
+    """kind, itemsize, N, C, K, groups, H, W, kernel, stride, padding, dilation (1-D as H = 1)."""
+    x, w = conv["x"], conv["w"]
+    spatial = len(x) - 2
+    in_hw = [1] * (2 - spatial) + list(x[2:])
+    kernel = [1] * (2 - spatial) + list(w[2:])
+    stride = [1] * (2 - spatial) + conv["stride"]
+    padding = [0] * (2 - spatial) + conv["padding"]
+    dilation = [1] * (2 - spatial) + conv["dilation"]
+    return (KINDS.index(kind), itemsize, x[0], x[1], w[0], conv["groups"], *in_hw, *kernel,
+            *stride, *padding, *dilation)
+
+
+def rule(conv, kind, itemsize):
+    """device_rules.h's cudnn_conv_workspaces, for --check."""
+    x, y, w = (nbytes(conv[k], itemsize) for k in ("x", "y", "w"))
+    welem = math.prod(conv["w"])
+    kernel = conv["w"][2:]
+    one = all(k == 1 for k in kernel)
+    pointwise = one and all(s == 1 for s in conv["stride"]) and all(p == 0 for p in conv["padding"]) \
+        and all(d == 1 for d in conv["dilation"]) and conv["groups"] == 1
+    plane = math.prod(conv["y"][2:])
+    if pointwise and (plane * itemsize) % 16 == 0:
+        return conv["x"][0] * welem * 4 if kind == "backward_filter" else 0
+    converted = x + y + 16 if one else x + y + w + 16
+    if kind == "backward_filter" and not one:
+        converted += min(14 * welem * 4, 9 << 20)
+    return converted
+
+
+def collect(path):
+    table = {}
+    per_case = []
+    with tarfile.open(path) as tar:
+        for member in sorted(tar.getmembers(), key=lambda m: m.name):
+            if not member.name.endswith(".json"):
+                continue
+            snap = json.load(tar.extractfile(member))
+            spec = snap["spec"]
+            if spec.get("cudnn_benchmark") or spec.get("channels_last") or spec["id"] in UNPAIRED:
+                continue
+            convs = conv_problems(spec)
+            if not convs:
+                continue
+            itemsize = 2 if spec.get("precision", "fp32") in ("amp-fp16", "amp-bf16") else 4
+            found = workspaces(snap["events"], convs, itemsize)
+            per_case.append((spec["id"], len(found), len(convs)))
+            for (c, kind), size in found.items():
+                key = key_of(convs[c], kind, itemsize)
+                if key in table and table[key][0] != size:
+                    print(f"  {spec['id']}: {convs[c]['name']} {kind} {size} where another run "
+                          f"had {table[key][0]}; keeping the larger", file=sys.stderr)
+                    size = max(size, table[key][0])
+                table[key] = (size, rule(convs[c], kind, itemsize), convs[c]["name"], spec["id"])
+    return table, per_case
+
+
+def write(table, path):
+    lines = ["// Generated by validation/cudnn_workspaces.py from the H100 allocator recordings",
+             "// (validation/gpu_results/NVIDIA_H100_80GB_HBM3/snapshots.tar.xz): the workspace",
+             "// each measured cuDNN convolution call asked for. Do not edit by hand.",
+             "// kind (0 forward, 1 backward-data, 2 backward-filter), itemsize, N, C, K, groups,",
+             "// H, W, kernel h, w, stride h, w, padding h, w, dilation h, w, bytes"]
+    for key in sorted(table):
+        lines.append("{" + ", ".join(str(v) for v in key) + f", {table[key][0]}}},")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--snapshots", default=SNAPSHOTS)
+    ap.add_argument("--check", action="store_true", help="report; write nothing")
+    args = ap.parse_args()
+    table, per_case = collect(args.snapshots)
+    for case, found, convs in per_case:
+        print(f"  {case:40s} {found:4d} workspaces of {convs} convolutions")
+    block = lambda n: (n + 511) // 512 * 512  # noqa: E731  the allocator's rounding
+    exact = sum(1 for v in table.values() if block(v[0]) == block(v[1]))
+    over = sum(1 for v in table.values() if block(v[1]) > block(v[0]))
+    under = [v for v in table.values() if block(v[1]) < block(v[0])]
+    print(f"{len(table)} measured problems: the rule gives {exact} to within rounding, {over} "
+          f"higher, {len(under)} lower (by {max((v[0] - v[1] for v in under), default=0):,} "
+          f"bytes at most)")
+    if not args.check:
+        write(table, TABLE)
+        print(f"wrote {TABLE}")
+
+
+if __name__ == "__main__":
+    main()
