@@ -28,6 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SNAPSHOTS = os.path.join(HERE, "gpu_results", "NVIDIA_H100_80GB_HBM3", "snapshots.tar.xz")
 TABLE = os.path.join(ROOT, "src", "graph", "cudnn_measured.inc")
+BENCHMARK_TABLE = os.path.join(ROOT, "src", "graph", "cudnn_benchmark_measured.inc")
 KINDS = ("forward", "backward_data", "backward_filter")
 # Runs whose workspaces the walk cannot pair with their calls: ACT with three cameras under fp16
 # autocast calls one backbone at two image sizes, its weight casts in between, and pairs seven
@@ -123,6 +124,70 @@ def workspaces(events, convs, itemsize):
             nxt = next((t for t in range(g + 1, j) if ev[t][0] == "alloc"), None)
             found[(c, "backward_data")] = ev[nxt][2] if nxt in transient else 0
         pos = j + 1
+        if itemsize == 2:
+            # Under autocast the weight's fp16 gradient is cast into its fp32 .grad next: step
+            # past it, lest the next convolution take it for its own.
+            cast = next((t for t in range(j + 1, min(j + 12, end)) if ev[t][0] == "alloc"
+                         and ev[t][2] == 2 * w and t not in transient), None)
+            if cast is not None:
+                pos = cast + 1
+    return found
+
+
+def benchmark_searches(events, convs, itemsize):
+    """{(conv index, kind): (trial, chosen)} of a benchmark-mode run's first iteration: each
+    problem's first call allocates the largest candidate's workspace (the trial), frees it, and
+    empties the cache (segment_free events) before running the fastest plan's (the chosen)."""
+    ev = [e for e in events if e[0] in ("alloc", "free_completed", "segment_free")]
+    transient = {i for i in range(len(ev) - 1)
+                 if ev[i][0] == "alloc" and ev[i + 1][0] == "free_completed" and ev[i + 1][1] == ev[i][1]}
+    first_backward = next(i for i, e in enumerate(ev) if e[0] == "alloc" and e[3] == "")
+    second = next(i for i, e in enumerate(ev) if i > first_backward and e[0] == "alloc" and e[3]
+                  and e[3].split(" < ")[0].startswith("step_loss"))
+
+    def search_after(i, end):
+        """(trial, chosen) of the call whose result was allocated at i, or None if cached."""
+        allocs = [t for t in range(i + 1, end) if ev[t][0] == "alloc"]
+        if not allocs or allocs[0] not in transient:
+            return None
+        t = allocs[0]
+        freed = t + 2 < end and ev[t + 2][0] == "segment_free"
+        if not freed:
+            return None
+        chosen = allocs[1] if len(allocs) > 1 and allocs[1] in transient else None
+        return ev[t][2], ev[chosen][2] if chosen is not None else 0
+
+    found = {}
+    k = -1
+    for i in range(first_backward):
+        e = ev[i]
+        if e[0] != "alloc" or i in transient or not any(f.startswith("_conv_forward@") for f in e[3].split(" < ")):
+            continue
+        if k + 1 < len(convs) and e[2] == nbytes(convs[k + 1]["y"], itemsize):
+            k += 1
+            nxt = next((t for t in range(i + 1, first_backward) if ev[t][0] == "alloc"), first_backward)
+            result = search_after(i, next((t for t in range(nxt + 1, first_backward)
+                                           if ev[t][0] == "alloc" and t not in transient), first_backward))
+            if result:
+                found[(k, "forward")] = result
+    pos = first_backward
+    for c in reversed(range(len(convs))):
+        conv = convs[c]
+        w = nbytes(conv["w"], itemsize)
+        j = pos
+        while j < second and not (ev[j][0] == "alloc" and ev[j][2] == w and j not in transient):
+            j += 1
+        if j >= second:
+            break
+        stop = next((t for t in range(j + 1, second) if ev[t][0] == "alloc" and t not in transient), second)
+        if (r := search_after(j, stop)):
+            found[(c, "backward_filter")] = r
+        x = nbytes(conv["x"], itemsize)
+        g = max((t for t in range(pos, j) if ev[t][0] == "alloc" and ev[t][2] == x and t not in transient),
+                default=None)
+        if g is not None and (r := search_after(g, j)):
+            found[(c, "backward_data")] = r
+        pos = j + 1
     return found
 
 
@@ -158,6 +223,7 @@ def rule(conv, kind, itemsize):
 
 def collect(path):
     table = {}
+    benchmark = {}
     per_case = []
     with tarfile.open(path) as tar:
         for member in sorted(tar.getmembers(), key=lambda m: m.name):
@@ -165,7 +231,14 @@ def collect(path):
                 continue
             snap = json.load(tar.extractfile(member))
             spec = snap["spec"]
-            if spec.get("cudnn_benchmark") or spec.get("channels_last") or spec["id"] in UNPAIRED:
+            if spec.get("cudnn_benchmark") and not spec.get("channels_last"):
+                convs = conv_problems(spec)
+                itemsize = 2 if spec.get("precision", "fp32") in ("amp-fp16", "amp-bf16") else 4
+                for (c, kind), pair in benchmark_searches(snap["events"], convs, itemsize).items():
+                    benchmark[key_of(convs[c], kind, itemsize)] = pair
+                per_case.append((spec["id"], len(benchmark), len(convs)))
+                continue
+            if spec.get("channels_last") or spec["id"] in UNPAIRED:
                 continue
             convs = conv_problems(spec)
             if not convs:
@@ -180,17 +253,19 @@ def collect(path):
                           f"had {table[key][0]}; keeping the larger", file=sys.stderr)
                     size = max(size, table[key][0])
                 table[key] = (size, rule(convs[c], kind, itemsize), convs[c]["name"], spec["id"])
-    return table, per_case
+    return table, benchmark, per_case
 
 
-def write(table, path):
-    lines = ["// Generated by validation/cudnn_workspaces.py from the H100 allocator recordings",
-             "// (validation/gpu_results/NVIDIA_H100_80GB_HBM3/snapshots.tar.xz): the workspace",
-             "// each measured cuDNN convolution call asked for. Do not edit by hand.",
-             "// kind (0 forward, 1 backward-data, 2 backward-filter), itemsize, N, C, K, groups,",
-             "// H, W, kernel h, w, stride h, w, padding h, w, dilation h, w, bytes"]
+HEADER = ["// Generated by validation/cudnn_workspaces.py from the H100 allocator recordings",
+          "// (validation/gpu_results/NVIDIA_H100_80GB_HBM3/snapshots.tar.xz). Do not edit by hand.",
+          "// kind (0 forward, 1 backward-data, 2 backward-filter), itemsize, N, C, K, groups,",
+          "// H, W, kernel h, w, stride h, w, padding h, w, dilation h, w, then"]
+
+
+def write(table, path, what, values):
+    lines = HEADER + [f"// {what}"]
     for key in sorted(table):
-        lines.append("{" + ", ".join(str(v) for v in key) + f", {table[key][0]}}},")
+        lines.append("{" + ", ".join(str(v) for v in key) + ", " + ", ".join(str(v) for v in values(table[key])) + "},")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -200,7 +275,7 @@ def main():
     ap.add_argument("--snapshots", default=SNAPSHOTS)
     ap.add_argument("--check", action="store_true", help="report; write nothing")
     args = ap.parse_args()
-    table, per_case = collect(args.snapshots)
+    table, benchmark, per_case = collect(args.snapshots)
     for case, found, convs in per_case:
         print(f"  {case:40s} {found:4d} workspaces of {convs} convolutions")
     block = lambda n: (n + 511) // 512 * 512  # noqa: E731  the allocator's rounding
@@ -210,9 +285,13 @@ def main():
     print(f"{len(table)} measured problems: the rule gives {exact} to within rounding, {over} "
           f"higher, {len(under)} lower (by {max((v[0] - v[1] for v in under), default=0):,} "
           f"bytes at most)")
+    print(f"{len(benchmark)} problems searched in benchmark mode")
     if not args.check:
-        write(table, TABLE)
-        print(f"wrote {TABLE}")
+        write(table, TABLE, "the workspace the call asked for", lambda v: [v[0]])
+        write(benchmark, BENCHMARK_TABLE,
+              "in benchmark mode the largest candidate's workspace (the trial) and the chosen plan's",
+              lambda v: list(v))
+        print(f"wrote {TABLE} and {BENCHMARK_TABLE}")
 
 
 if __name__ == "__main__":

@@ -72,6 +72,15 @@ Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfi
   if (timeline) r.timeline.reserve(list.events.size());
   for (size_t i = 0; i < list.events.size(); ++i) {
     const Event& e = list.events[i];
+    if (e.empty_cache) {
+      if (caching) allocator.empty_cache();
+      reserved = caching ? allocator.stats().reserved_bytes : reserved;
+      if (timeline) {
+        r.timeline.push_back({e.phase, e.iteration, e.node, false, true, Category::kWorkspace, 0,
+                              allocated, reserved});
+      }
+      continue;
+    }
     const Buffer& b = list.buffers[e.buffer];
     if (b.host && skip_host) continue;
     int64_t size = b.bytes;
@@ -109,13 +118,13 @@ Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfi
     r.peak_reserved = std::max(r.peak_reserved, reserved);
     if (timeline) {
       r.timeline.push_back(
-          {e.phase, e.iteration, e.node, e.alloc, b.category, b.bytes, allocated, reserved});
+          {e.phase, e.iteration, e.node, e.alloc, false, b.category, b.bytes, allocated, reserved});
     }
     if (stop_after && i == *stop_after) {
       r.live_sizes.assign(list.buffers.size(), 0);
       for (size_t j = 0; j <= i; ++j) {
         const Event& ev = list.events[j];
-        if (list.buffers[ev.buffer].host && skip_host) continue;
+        if (ev.empty_cache || (list.buffers[ev.buffer].host && skip_host)) continue;
         r.live_sizes[ev.buffer] = ev.alloc ? 1 : 0;
       }
       for (size_t k = 0; k < r.live_sizes.size(); ++k) {
@@ -288,6 +297,8 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
   Estimate e = std::move(facts);
   e.events = list.events.size();
   e.ddp = list.ddp;
+  e.plan_searches = list.plan_searches;
+  e.unmeasured_searches = list.unmeasured_searches;
   e.fsdp = list.fsdp;
   e.total_bytes = device.total_bytes;
   e.margin_bytes = device.total_bytes >= 0 ? options.margin_bytes : 0;
@@ -345,7 +356,7 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
         replay(list, device, config, false, slot_of_buffer, slot_modules.size(), peak_event);
     IdVector<int> first_phase(list.buffers.size(), 0);
     for (const Event& ev : list.events) {
-      if (ev.alloc) first_phase[ev.buffer] = static_cast<int>(ev.phase);
+      if (ev.alloc && !ev.empty_cache) first_phase[ev.buffer] = static_cast<int>(ev.phase);
     }
     for (size_t b = 0; b < at_peak.live_sizes.size(); ++b) {
       if (at_peak.live_sizes[b] == 0) continue;

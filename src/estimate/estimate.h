@@ -53,7 +53,8 @@ struct TimelinePoint {
   Phase phase = Phase::kSetup;
   uint8_t iteration = 0;
   NodeId node = kNone;
-  bool alloc = true;  // the event: an allocation, or a free
+  bool alloc = true;         // the event: an allocation, or a free
+  bool empty_cache = false;  // or torch.cuda.empty_cache()
   Category category = Category::kTemporary;
   int64_t bytes = 0;  // what the event asked for or gave back, before the allocator rounds
   int64_t allocated = 0;
@@ -97,6 +98,9 @@ struct Estimate {
   OutOfMemory oom_numbers;
   size_t events = 0;
   std::vector<TimelinePoint> timeline;
+  // cuDNN's benchmark mode: problems searched, and those whose trial was never measured.
+  int plan_searches = 0;
+  int unmeasured_searches = 0;
   std::vector<LiveTensor> live_at_peak;  // with EstimateOptions::explain, largest first
   // One optimizer step on the GPU: with a GPU's timing constants and a model graph (a trace
   // has no shapes to cost).

@@ -59,8 +59,17 @@ constexpr MeasuredWorkspace kMeasured[] = {
 #include "graph/cudnn_measured.inc"
 };
 
-// The recorded workspace of `kind` (0 forward, 1 backward-data, 2 backward-filter), if any.
-std::optional<int64_t> measured_workspace(const ConvProblem& conv, int kind) {
+struct MeasuredSearch {
+  MeasuredKey key;
+  int64_t trial;
+  int64_t chosen;
+};
+constexpr MeasuredSearch kMeasuredSearches[] = {
+#include "graph/cudnn_benchmark_measured.inc"
+};
+
+// The table key of a problem and direction; nullopt where no table can hold it (3-D, NHWC).
+std::optional<MeasuredKey> measured_key(const ConvProblem& conv, int kind) {
   const size_t spatial = conv.in_spatial.size();
   if (spatial < 1 || spatial > 2 || conv.memory_format != MemoryFormat::kChannelsFirst) {
     return std::nullopt;
@@ -74,28 +83,33 @@ std::optional<int64_t> measured_workspace(const ConvProblem& conv, int kind) {
   const auto s = two(conv.stride, 1);
   const auto p = two(conv.padding, 0);
   const auto d = two(conv.dilation, 1);
-  const MeasuredKey key{kind,
-                        conv.itemsize,
-                        conv.batch,
-                        conv.in_channels,
-                        conv.out_channels,
-                        conv.groups,
-                        hw[0],
-                        hw[1],
-                        k[0],
-                        k[1],
-                        s[0],
-                        s[1],
-                        p[0],
-                        p[1],
-                        d[0],
-                        d[1]};
-  const auto* end = std::end(kMeasured);
-  const auto* it = std::lower_bound(
-      std::begin(kMeasured), end, key,
-      [](const MeasuredWorkspace& m, const MeasuredKey& k2) { return m.key < k2; });
-  if (it == end || it->key != key) return std::nullopt;
-  return it->bytes;
+  return MeasuredKey{kind,
+                     conv.itemsize,
+                     conv.batch,
+                     conv.in_channels,
+                     conv.out_channels,
+                     conv.groups,
+                     hw[0],
+                     hw[1],
+                     k[0],
+                     k[1],
+                     s[0],
+                     s[1],
+                     p[0],
+                     p[1],
+                     d[0],
+                     d[1]};
+}
+
+// The entry of `table` (sorted by key) for the problem, if any.
+template <typename Entry, size_t N>
+const Entry* find_measured(const Entry (&table)[N], const ConvProblem& conv, int kind) {
+  const std::optional<MeasuredKey> key = measured_key(conv, kind);
+  if (!key) return nullptr;
+  const Entry* end = std::end(table);
+  const Entry* it = std::lower_bound(
+      std::begin(table), end, *key, [](const Entry& m, const MeasuredKey& k) { return m.key < k; });
+  return it != end && it->key == *key ? it : nullptr;
 }
 
 }  // namespace
@@ -105,12 +119,46 @@ ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm) {
   if (sm != 90) return ws;
   int64_t* const directions[] = {&ws.forward, &ws.backward_data, &ws.backward_filter};
   for (int kind = 0; kind < 3; ++kind) {
-    if (const std::optional<int64_t> bytes = measured_workspace(conv, kind)) {
-      *directions[kind] = *bytes;
+    if (const MeasuredWorkspace* m = find_measured(kMeasured, conv, kind)) {
+      *directions[kind] = m->bytes;
       ++ws.measured;
     }
   }
   return ws;
+}
+
+ConvPlanSearch cudnn_benchmark_search(const ConvProblem& conv, int direction, int sm) {
+  if (sm == 90) {
+    if (const MeasuredSearch* m = find_measured(kMeasuredSearches, conv, direction)) {
+      return {m->trial, m->chosen, true};
+    }
+  }
+  const ConvWorkspaces ws = cudnn_conv_workspaces(conv, sm);
+  const int64_t heuristic = direction == 0   ? ws.forward
+                            : direction == 1 ? ws.backward_data
+                                             : ws.backward_filter;
+  return {heuristic, heuristic, false};
+}
+
+uint64_t cudnn_problem_key(const ConvProblem& conv, int direction) {
+  // FNV-1a over every field that tells problems apart.
+  uint64_t h = 14695981039346656037ULL;
+  const auto mix = [&h](int64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<uint64_t>(v >> (8 * i)) & 0xFF;
+      h *= 1099511628211ULL;
+    }
+  };
+  for (int64_t v : {int64_t{direction}, conv.batch, conv.in_channels, conv.out_channels,
+                    conv.groups, conv.itemsize, static_cast<int64_t>(conv.memory_format)}) {
+    mix(v);
+  }
+  for (const Dims* d : {&conv.in_spatial, &conv.out_spatial, &conv.kernel, &conv.stride,
+                        &conv.padding, &conv.dilation}) {
+    mix(static_cast<int64_t>(d->size()));
+    for (int64_t v : *d) mix(v);
+  }
+  return h;
 }
 
 ConvWorkspaces cudnn_conv_rule(const ConvProblem& conv) {
@@ -121,25 +169,45 @@ ConvWorkspaces cudnn_conv_rule(const ConvProblem& conv) {
   const auto all_equal = [](const Dims& d, int64_t v) {
     return std::all_of(d.begin(), d.end(), [v](int64_t x) { return x == v; });
   };
-  const int64_t in_plane = checked_numel(conv.in_spatial).value_or(0);
-  const int64_t out_plane = checked_numel(conv.out_spatial).value_or(0);
-  const int64_t taps = checked_numel(conv.kernel).value_or(0);
-  const int64_t weight_elements = conv.out_channels * (conv.in_channels / conv.groups) * taps;
-  const int64_t x = conv.batch * conv.in_channels * in_plane * conv.itemsize;
-  const int64_t y = conv.batch * conv.out_channels * out_plane * conv.itemsize;
-  const int64_t w = weight_elements * conv.itemsize;
-  const int64_t fp32_weight = weight_elements * 4;
+  // Every size in checked arithmetic: a problem too big to count takes no workspace (the
+  // tensors' own sizes are refused elsewhere).
+  const auto product = [](std::initializer_list<int64_t> factors) -> std::optional<int64_t> {
+    int64_t p = 1;
+    for (int64_t f : factors) {
+      const std::optional<int64_t> next = checked_mul(p, f);
+      if (!next || *next > (int64_t{1} << 60)) return std::nullopt;
+      p = *next;
+    }
+    return p;
+  };
+  const std::optional<int64_t> in_plane = checked_numel(conv.in_spatial);
+  const std::optional<int64_t> out_plane = checked_numel(conv.out_spatial);
+  const std::optional<int64_t> taps = checked_numel(conv.kernel);
+  if (!in_plane || !out_plane || !taps || conv.groups < 1) return {};
+  const std::optional<int64_t> weight_elements =
+      product({conv.out_channels, conv.in_channels / conv.groups, *taps});
+  const std::optional<int64_t> x_bytes =
+      product({conv.batch, conv.in_channels, *in_plane, conv.itemsize});
+  const std::optional<int64_t> y_bytes =
+      product({conv.batch, conv.out_channels, *out_plane, conv.itemsize});
+  if (!weight_elements || !x_bytes || !y_bytes) return {};
+  const std::optional<int64_t> per_image = product({conv.batch, *weight_elements, 4});
+  if (!per_image) return {};
+  const int64_t x = *x_bytes;
+  const int64_t y = *y_bytes;
+  const int64_t w = *weight_elements * conv.itemsize;
+  const int64_t fp32_weight = *weight_elements * 4;
   const bool one_by_one = all_equal(conv.kernel, 1);
   const bool pointwise = one_by_one && all_equal(conv.stride, 1) && all_equal(conv.padding, 0) &&
                          all_equal(conv.dilation, 1) && conv.groups == 1;
-  const int64_t split_k = std::min(kSplitKSlices * fp32_weight, kSplitKCap);
+  const int64_t split_k = std::min(kSplitKSlices * std::min(fp32_weight, kSplitKCap), kSplitKCap);
   ConvWorkspaces ws;
   if (conv.memory_format == MemoryFormat::kChannelsLast) {
-    ws.backward_filter = pointwise ? conv.batch * fp32_weight : split_k;
+    ws.backward_filter = pointwise ? *per_image : split_k;
     return ws;
   }
-  if (pointwise && (out_plane * conv.itemsize) % kPlaneAlign == 0) {
-    ws.backward_filter = conv.batch * fp32_weight;
+  if (pointwise && (*out_plane * conv.itemsize) % kPlaneAlign == 0) {
+    ws.backward_filter = *per_image;
     return ws;
   }
   const int64_t converted = one_by_one ? x + y + kAlignment : x + y + w + kAlignment;
@@ -185,7 +253,11 @@ ReduceScratch cuda_reduce_scratch(const ReduceProblem& r) {
   constexpr int64_t kVectorWidth = 4;  // vt0, and the widest output vector
   constexpr int64_t kMinValuesPerThread = 16;
   constexpr int64_t kMaxValuesPerThread = 256;
-  if (r.outputs < 1 || r.inputs_per_output < 1 || r.sm_count < 1) return {};
+  constexpr int64_t kMaxCount = int64_t{1} << 40;
+  if (r.outputs < 1 || r.inputs_per_output < 1 || r.sm_count < 1 || r.outputs > kMaxCount ||
+      r.inputs_per_output > kMaxCount) {
+    return {};
+  }
   const bool inner = r.contiguous_inputs;
   int64_t dim0 = inner ? r.inputs_per_output : r.outputs;
   const int64_t dim1 = inner ? r.outputs : r.inputs_per_output;
@@ -218,7 +290,13 @@ ReduceScratch cuda_reduce_scratch(const ReduceProblem& r) {
       div_up(values_per_thread(), kMaxValuesPerThread));
   if (ctas <= 1) return {};
   ReduceScratch s;
-  s.buffer = r.acc_itemsize * r.outputs * ctas * (inner ? 1 : width * output_vec);
+  const std::optional<int64_t> per_output = checked_mul(r.acc_itemsize, ctas);
+  const std::optional<int64_t> staged =
+      per_output ? checked_mul(*per_output, r.outputs) : std::nullopt;
+  const std::optional<int64_t> buffer =
+      staged ? checked_mul(*staged, inner ? 1 : width * output_vec) : std::nullopt;
+  if (!buffer) return {};
+  s.buffer = *buffer;
   s.semaphores = 4 * grid_x;
   return s;
 }

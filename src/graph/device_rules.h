@@ -109,6 +109,27 @@ struct ConvWorkspaces {
   int64_t backward_filter = 0;
   int measured = 0;  // how many of the three an H100 recording gave (the rest: the rule)
 };
+// Note [cuDNN benchmark mode]
+//  With torch.backends.cudnn.benchmark = True the first call of each problem (its plan-cache
+//  key: direction, shapes, dtype, layout) times every candidate plan: PyTorch allocates one
+//  workspace of the largest candidate's size that fits the free memory (the trial), runs them
+//  all in it, frees it, empties the allocator's cache (cudnn benchmark_empty_cache), then runs
+//  the fastest plan with its own workspace; later calls run the cached plan (Conv_v8.cpp
+//  get_plans_from_find, run_single_conv). cuDNN's candidates and their workspaces (up to
+//  5.3 GB for resnet50 at batch 64) follow no rule trainfit knows: the trials and the chosen
+//  plans are the H100 recording's where it measured the problem (cudnn_benchmark_measured.inc);
+//  elsewhere the trial is unknown and taken as the heuristic plan's workspace, which the
+//  report says.
+struct ConvPlanSearch {
+  int64_t trial_bytes = 0;   // the largest candidate's workspace, allocated once
+  int64_t chosen_bytes = 0;  // the fastest plan's, at every call
+  bool measured = false;     // from a recording (else both are the heuristic's workspace)
+};
+// `direction`: 0 forward, 1 backward-data, 2 backward-filter.
+ConvPlanSearch cudnn_benchmark_search(const ConvProblem& conv, int direction, int sm);
+// A plan-cache key of the problem and direction, equal for equal problems.
+uint64_t cudnn_problem_key(const ConvProblem& conv, int direction);
+
 // The rule alone, wherever no recording measured the problem.
 ConvWorkspaces cudnn_conv_rule(const ConvProblem& conv);
 // Note [cuDNN convolution workspaces]. On Hopper (sm 90) the problems the H100 recordings

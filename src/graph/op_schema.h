@@ -95,6 +95,15 @@ struct ParamSpec {
 };
 
 using InferFn = std::function<Status(const OpCall&, std::vector<OutputSpec>&)>;
+// cuDNN's benchmark mode (device_rules.h, Note [cuDNN benchmark mode]): the problem a kernel
+// searches plans for, the workspace of its first call's trial and of the plan it picks.
+struct PlanSearch {
+  uint64_t problem = 0;
+  int64_t trial_bytes = 0;
+  int64_t chosen_bytes = 0;
+  bool measured = false;
+};
+
 // The gradient a backward node produces for one input: a new tensor of the input's shape and
 // dtype, or a view of the gradient arriving for output `alias_output` (views, add, cat, ...).
 struct GradRule {
@@ -111,6 +120,9 @@ struct GradRule {
   // backward-filter workspaces, a reduction's staging buffer and semaphores): allocated in
   // order right after the gradient, freed last first when it is done.
   std::vector<int64_t> workspace;
+  // Under cuDNN's benchmark mode, the kernel's plan search; its chosen plan's workspace then
+  // replaces `workspace`.
+  std::optional<PlanSearch> plan_search;
 };
 struct BackwardSpec {
   std::vector<GradRule> grads;
@@ -142,6 +154,7 @@ using ForwardStepsFn = std::function<std::vector<ForwardStep>(const OpCall&)>;
 using ParamsFn = std::function<Result<std::vector<ParamSpec>>(const OpCall&)>;
 using SavedFn = std::function<SavedList(const OpCall&)>;
 using WorkspaceFn = std::function<int64_t(const OpCall&)>;
+using PlanSearchFn = std::function<std::optional<PlanSearch>(const OpCall&)>;
 // A product as GEMM kernels run it: `count` x `batch` products of an M x K by a K x N matrix
 // (convolutions as implicit GEMMs: M = output positions, N = output channels, K = input
 // channels x kernel taps, batch = groups). The gradient of each input in `operands` (a bitmask
@@ -183,6 +196,8 @@ struct OpSchema {
   InferFn infer;          // primitive ops
   SavedFn saved;          // primitive ops
   WorkspaceFn workspace;  // primitive ops
+  // Optional: the forward kernel's plan search under cuDNN's benchmark mode (convolutions).
+  PlanSearchFn plan_search;
   DecomposeFn decompose;  // composite ops (instead of infer/saved/workspace)
   // Optional: without it, every input that needs a gradient gets a new tensor.
   BackwardFn backward;

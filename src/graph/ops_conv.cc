@@ -166,11 +166,27 @@ OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial
     const ConvWorkspaces ws = cudnn_conv_workspaces(*p, call.target.sm);
     return transposed ? ws.backward_data : ws.forward;
   };
-  s.backward = [spatial, transposed](const OpCall& call) {
+  // In benchmark mode each direction searches its own plans; a transposed convolution's forward
+  // is backward-data.
+  const auto search = [](const ConvProblem& p, int direction, const OpCall& call) {
+    const ConvPlanSearch s = cudnn_benchmark_search(p, direction, call.target.sm);
+    return PlanSearch{cudnn_problem_key(p, direction), s.trial_bytes, s.chosen_bytes, s.measured};
+  };
+  s.plan_search = [spatial, transposed, search](const OpCall& call) -> std::optional<PlanSearch> {
+    if (!call.on_cuda()) return std::nullopt;
+    const std::optional<ConvProblem> p = cudnn_problem(call, spatial, transposed);
+    if (!p) return std::nullopt;
+    return search(*p, transposed ? 1 : 0, call);
+  };
+  s.backward = [spatial, transposed, search](const OpCall& call) {
     BackwardSpec spec = backward_of(OpSchema{}, call);
     const std::optional<ConvProblem> p =
         call.on_cuda() ? cudnn_problem(call, spatial, transposed) : std::nullopt;
     if (!p) return spec;
+    for (GradRule& rule : spec.grads) {
+      if (rule.input == 0) rule.plan_search = search(*p, transposed ? 0 : 1, call);
+      if (rule.input == 1) rule.plan_search = search(*p, 2, call);
+    }
     const ConvWorkspaces ws = cudnn_conv_workspaces(*p, call.target.sm);
     for (GradRule& rule : spec.grads) {
       const int64_t bytes = rule.input == 0   ? (transposed ? ws.forward : ws.backward_data)

@@ -78,6 +78,8 @@ struct Event {
   Phase phase = Phase::kSetup;
   uint8_t iteration = 0;
   NodeId node = kNone;  // the op during which it happens
+  // torch.cuda.empty_cache() here (cuDNN's benchmark mode calls it): no buffer, `alloc` false.
+  bool empty_cache = false;
 };
 
 // One FullyShardedDataParallel unit as rank 0 holds it.
@@ -94,6 +96,10 @@ struct EventList {
   std::vector<Event> events;
   std::optional<DdpLayout> ddp;    // with --strategy ddp: the buckets behind the events
   std::vector<FsdpUnitSize> fsdp;  // with --strategy fsdp: its units, the root first
+  // cuDNN's benchmark mode: the problems whose plans the first iteration searched, and of
+  // them those whose trial workspace no recording measured (device_rules.h).
+  int plan_searches = 0;
+  int unmeasured_searches = 0;
 
   // Appends a buffer and the event that allocates it; returns the buffer's index.
   BufferId add_alloc(const Buffer& buffer, Phase phase, uint8_t iteration, NodeId node) {

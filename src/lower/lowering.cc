@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <set>
 #include <span>
 #include <unordered_map>
 
@@ -56,6 +57,9 @@ class Lowerer : public EventSink {
   // The cuBLAS (and, forward, cuBLASLt) workspaces a node's first library call on a thread
   // takes and keeps (device_rules.h).
   void library_workspaces(const Node& node, bool autograd_thread);
+  // cuDNN's benchmark mode: the first call of a problem allocates the largest candidate's
+  // workspace, frees it and empties the allocator's cache.
+  void search_plans(const PlanSearch& search, NodeId node);
   void forward();
   void make_output(NodeId n, ValueId o);
   void backward();
@@ -155,6 +159,7 @@ class Lowerer : public EventSink {
   IdVector<int> received_grads_;   // per param, this backward
   bool scaler_created_ = false;    // GradScaler's _scale and _growth_tracker exist
   bool stepped_ = false;           // the optimizer has stepped (its state exists)
+  std::set<uint64_t> searched_;    // cuDNN problems whose plans are cached
   BufferId scaled_loss_ = kNoBuffer;
   CublasHandles cublas_;
   int micro_step_ = 0;
@@ -364,6 +369,22 @@ OpCall Lowerer::call_of(const Node& node, std::vector<const Value*>& inputs) con
   return OpCall{node.attrs, inputs, g_.target, g_.precision, g_.memory_format};
 }
 
+void Lowerer::search_plans(const PlanSearch& search, NodeId node) {
+  if (!searched_.insert(search.problem).second) return;
+  ++out_.plan_searches;
+  if (!search.measured) ++out_.unmeasured_searches;
+  if (search.trial_bytes > 0) {
+    free_buffer(alloc_new(search.trial_bytes, Category::kWorkspace, node), node);
+  }
+  Event e;
+  e.alloc = false;
+  e.empty_cache = true;
+  e.phase = phase_;
+  e.iteration = iteration_;
+  e.node = node;
+  out_.events.push_back(e);
+}
+
 void Lowerer::library_workspaces(const Node& node, bool autograd_thread) {
   const auto n = static_cast<NodeId>(&node - &g_.nodes[0]);
   if (node.op->uses_cublas && options_.cublas_workspace_bytes > 0 &&
@@ -450,8 +471,16 @@ void Lowerer::forward() {
     // The kernel runs once its outputs exist: a library handle's first use takes its
     // workspace, then the call its own scratch (device_rules.h).
     library_workspaces(node, /*autograd_thread=*/false);
-    if (options_.op_workspaces && node.workspace_bytes > 0) {
-      free_buffer(alloc_new(node.workspace_bytes, Category::kWorkspace, n), n);
+    if (options_.op_workspaces) {
+      int64_t workspace = node.workspace_bytes;
+      if (config_.cudnn_benchmark && node.op->plan_search) {
+        std::vector<const Value*> in_values;
+        if (const std::optional<PlanSearch> s = node.op->plan_search(call_of(node, in_values))) {
+          search_plans(*s, n);
+          workspace = s->chosen_bytes;
+        }
+      }
+      if (workspace > 0) free_buffer(alloc_new(workspace, Category::kWorkspace, n), n);
     }
     for (const BufferId b : own) free_buffer(b, n);
     for (StorageId s : frees_after_[i]) {
@@ -674,7 +703,12 @@ void Lowerer::backward() {
         b = new_grad(v);
         // The kernel that fills it: the handle's workspace at its first use, then its scratch.
         library_workspaces(node, /*autograd_thread=*/true);
-        if (options_.op_workspaces) {
+        if (options_.op_workspaces && config_.cudnn_benchmark && rule.plan_search) {
+          search_plans(*rule.plan_search, n);
+          if (rule.plan_search->chosen_bytes > 0) {
+            free_buffer(alloc_new(rule.plan_search->chosen_bytes, Category::kWorkspace, n), n);
+          }
+        } else if (options_.op_workspaces) {
           std::vector<BufferId> scratch_of_kernel;
           for (const int64_t bytes : rule.workspace) {
             scratch_of_kernel.push_back(alloc_new(bytes, Category::kWorkspace, n));

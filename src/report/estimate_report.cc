@@ -144,8 +144,8 @@ Result<EstimateReport> make_estimate_report(const TrainingRequest& request,
     const EventNames names = names_of(run);
     report.timeline.reserve(run.estimate.timeline.size());
     for (const TimelinePoint& p : run.estimate.timeline) {
-      TimelineRow row{p.iteration + 1, p.phase, "",          "",        p.alloc,
-                      p.category,      p.bytes, p.allocated, p.reserved};
+      TimelineRow row{p.iteration + 1, p.phase,    "",      "",          p.alloc,
+                      p.empty_cache,   p.category, p.bytes, p.allocated, p.reserved};
       if (p.node != kNone) {
         row.op = names.op(p.node);
         const ModuleId m = names.node_module(p.node);

@@ -53,6 +53,7 @@ struct TimelineRow {
   std::string module;
   std::string op;
   bool alloc = true;
+  bool empty_cache = false;  // torch.cuda.empty_cache() (cuDNN benchmark mode)
   Category category = Category::kTemporary;
   int64_t bytes = 0;  // requested (alloc) or given back (free), before rounding
   int64_t allocated_bytes = 0;
