@@ -60,7 +60,10 @@ def conv_problems(spec):
         x = inputs[0]
         spatial = x.dim() - 2
         found.append({
-            "name": module.path, "x": [batch] + list(x.shape[1:]), "y": [batch] + list(output.shape[1:]),
+            # Built at batch 1: a policy that folds time or cameras into the batch runs its
+            # backbone on batch x that many images.
+            "name": module.path, "x": [batch * x.shape[0]] + list(x.shape[1:]),
+            "y": [batch * output.shape[0]] + list(output.shape[1:]),
             "w": list(module.weight.shape), "groups": module.groups,
             "stride": list(module.stride)[:spatial], "padding": list(module.padding)[:spatial],
             "dilation": list(module.dilation)[:spatial],
@@ -85,8 +88,6 @@ def workspaces(events, convs, itemsize):
     transient = {i for i in range(len(ev) - 1)
                  if ev[i][0] == "alloc" and ev[i + 1][0] == "free_completed" and ev[i + 1][1] == ev[i][1]}
     frame = lambda e: e[3].split(" < ")  # noqa: E731
-    starts = [i for i, e in enumerate(ev) if e[0] == "alloc" and e[3]
-              and frame(e)[-1].startswith("<module>") and i > 0]
     first_backward = next(i for i, e in enumerate(ev) if e[0] == "alloc" and e[3] == "")
     found = {}
     # Forward: after each output (its bytes, in conv's frames), the transients there are its.
@@ -214,7 +215,7 @@ def rule(conv, kind, itemsize):
         and all(d == 1 for d in conv["dilation"]) and conv["groups"] == 1
     plane = math.prod(conv["y"][2:])
     if pointwise and (plane * itemsize) % 16 == 0:
-        return conv["x"][0] * welem * 4 if kind == "backward_filter" else 0
+        return min(conv["x"][0], 64) * welem * 4 if kind == "backward_filter" else 0
     converted = x + y + 16 if one else x + y + w + 16
     if kind == "backward_filter" and not one:
         converted += min(14 * welem * 4, 9 << 20)

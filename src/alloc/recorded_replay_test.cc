@@ -65,8 +65,8 @@ TEST(RecordedReplay, ReadsEachLine) {
 // A recording the model does not follow says where: here PyTorch placed the block at the
 // segment's start, which the model cannot (its parameters are there).
 TEST(RecordedReplay, SaysWhereTheModelDiffers) {
-  const Result<RecordedStream> s =
-      parse_recorded_stream("case X:moved\npeak 0 0\npre 0 2097152 1 512 2097152\na 1000 0\nend 1\n");
+  const Result<RecordedStream> s = parse_recorded_stream(
+      "case X:moved\npeak 0 0\npre 0 2097152 1 512 2097152\na 1000 0\nend 1\n");
   ASSERT_TRUE(s.ok());
   const RecordedReplay r = replay_recorded_stream(*s, {});
   EXPECT_EQ(r.misplaced_blocks, 1);
@@ -80,7 +80,8 @@ std::string whole_head(const std::string& text, int events) {
   int kept = 0;
   for (std::string line; kept < events && std::getline(in, line);) {
     out += line + "\n";
-    kept += line.size() > 1 && line[1] == ' ' && std::string("asfS").find(line[0]) != std::string::npos;
+    kept +=
+        line.size() > 1 && line[1] == ' ' && std::string("asfS").find(line[0]) != std::string::npos;
   }
   return out + "end " + std::to_string(kept) + "\n";
 }
@@ -93,9 +94,9 @@ TEST(RecordedReplay, RefusesTruncatedAndGarbledFiles) {
     (void)replay_recorded_stream(s, {});  // whatever it reads, the replay must not crash
   });
   EXPECT_GT(refused, 500);
-  for (const char* bad : {"", "case\n", "case A\npeak 1\nend 0\n", "case A\nf 0\nend 1\n",
-                          "case A\na -5 0\nend 1\n", "case A\nend 0\nend 0\n",
-                          "case A\na 1 99999999999999999999\nend 1\n"}) {
+  for (const char* bad :
+       {"", "case\n", "case A\npeak 1\nend 0\n", "case A\nf 0\nend 1\n", "case A\na -5 0\nend 1\n",
+        "case A\nend 0\nend 0\n", "case A\na 1 99999999999999999999\nend 1\n"}) {
     EXPECT_FALSE(parse_recorded_stream(bad).ok()) << bad;
   }
 }

@@ -191,7 +191,11 @@ ConvWorkspaces cudnn_conv_rule(const ConvProblem& conv) {
   const std::optional<int64_t> y_bytes =
       product({conv.batch, conv.out_channels, *out_plane, conv.itemsize});
   if (!weight_elements || !x_bytes || !y_bytes) return {};
-  const std::optional<int64_t> per_image = product({conv.batch, *weight_elements, 4});
+  // A GEMM's weight gradient sums per-image fp32 partials: one slice per image, 64 the most
+  // seen (resnet50 at batch 64).
+  constexpr int64_t kMaxImageSlices = 64;
+  const std::optional<int64_t> per_image =
+      product({std::min(conv.batch, kMaxImageSlices), *weight_elements, 4});
   if (!per_image) return {};
   const int64_t x = *x_bytes;
   const int64_t y = *y_bytes;
