@@ -56,5 +56,104 @@ TEST(DeviceRules, HostScalarsWorkspacesAndScaler) {
   EXPECT_FALSE(uses_grad_scaler(kCpu, Precision::kAmpFp16));
 }
 
+// resnet18's convolutions at batch 32 in fp32, as the H100 recordings measured them and as the
+// rule alone gives them (Note [cuDNN convolution workspaces]).
+ConvProblem resnet_conv(int64_t in_channels, int64_t out_channels, int64_t side, int64_t kernel,
+                        int64_t stride) {
+  ConvProblem p;
+  p.batch = 32;
+  p.in_channels = in_channels;
+  p.out_channels = out_channels;
+  p.in_spatial = {side, side};
+  const int64_t pad = kernel / 2;
+  const int64_t out = (side + 2 * pad - kernel) / stride + 1;
+  p.out_spatial = {out, out};
+  p.kernel = {kernel, kernel};
+  p.stride = {stride, stride};
+  p.padding = {pad, pad};
+  p.dilation = {1, 1};
+  return p;
+}
+
+TEST(DeviceRules, ConvolutionsConvertNchwTensorsInTheirWorkspace) {
+  // layer2's 3x3, 128 channels at 28x28: X = Y = 12,845,056, W = 589,824 bytes.
+  const ConvProblem c = resnet_conv(128, 128, 28, 3, 1);
+  const ConvWorkspaces rule = cudnn_conv_rule(c);
+  EXPECT_EQ(rule.forward, 12845056 + 12845056 + 589824 + 16);
+  EXPECT_EQ(rule.backward_data, rule.forward);
+  EXPECT_EQ(rule.backward_filter, rule.forward + 14 * 589824);  // split-K partials
+  // The H100 recorded exactly that forward, and a backward-filter 14 x W + 679 above it.
+  const ConvWorkspaces h100 = cudnn_conv_workspaces(c, 90);
+  EXPECT_EQ(h100.measured, 3);
+  EXPECT_EQ(h100.forward, 26279952);
+  EXPECT_EQ(h100.backward_filter, 34538151);
+  // Other architectures take the rule.
+  EXPECT_EQ(cudnn_conv_workspaces(c, 80).measured, 0);
+  EXPECT_EQ(cudnn_conv_workspaces(c, 80).backward_filter, rule.backward_filter);
+  // A pointwise convolution is a GEMM on NCHW planes: its weight gradient sums fp32 partials
+  // per image, 64 at most.
+  const ConvProblem pointwise = resnet_conv(64, 256, 56, 1, 1);
+  EXPECT_EQ(cudnn_conv_rule(pointwise).forward, 0);
+  EXPECT_EQ(cudnn_conv_rule(pointwise).backward_filter, 32 * 64 * 256 * 4);
+  ConvProblem wide = pointwise;
+  wide.batch = 256;
+  EXPECT_EQ(cudnn_conv_rule(wide).backward_filter, 64 * 64 * 256 * 4);
+  // A strided 1x1 converts input and output only (a 1x1 weight reads the same in NHWC).
+  const ConvProblem strided = resnet_conv(256, 512, 14, 1, 2);
+  EXPECT_EQ(cudnn_conv_rule(strided).forward, 6422528 + 3211264 + 16);
+  // channels_last tensors need no conversion.
+  ConvProblem nhwc = c;
+  nhwc.memory_format = MemoryFormat::kChannelsLast;
+  EXPECT_EQ(cudnn_conv_rule(nhwc).forward, 0);
+  EXPECT_EQ(cudnn_conv_rule(nhwc).backward_filter, 14 * 589824);
+  // Sizes too big to count take none rather than overflowing.
+  ConvProblem huge = c;
+  huge.batch = int64_t{1} << 50;
+  EXPECT_EQ(cudnn_conv_rule(huge).forward, 0);
+}
+
+TEST(DeviceRules, BenchmarkModeTrialsAreMeasuredOrUnknown) {
+  // resnet50's first convolution at batch 64 on the H100: a 257 MB trial, a 244 MB plan.
+  ConvProblem conv1 = resnet_conv(3, 64, 224, 7, 2);
+  conv1.batch = 64;
+  const ConvPlanSearch s = cudnn_benchmark_search(conv1, 0, 90);
+  EXPECT_TRUE(s.measured);
+  EXPECT_EQ(s.trial_bytes, 256951312);
+  EXPECT_EQ(s.chosen_bytes, 244093712);
+  // Unmeasured: the heuristic plan's workspace stands for both.
+  const ConvPlanSearch other = cudnn_benchmark_search(conv1, 0, 80);
+  EXPECT_FALSE(other.measured);
+  EXPECT_EQ(other.trial_bytes, cudnn_conv_rule(conv1).forward);
+  EXPECT_EQ(other.chosen_bytes, other.trial_bytes);
+  EXPECT_EQ(cudnn_problem_key(conv1, 0), cudnn_problem_key(conv1, 0));
+  EXPECT_NE(cudnn_problem_key(conv1, 0), cudnn_problem_key(conv1, 2));
+  ConvProblem b32 = conv1;
+  b32.batch = 32;
+  EXPECT_NE(cudnn_problem_key(conv1, 0), cudnn_problem_key(b32, 0));
+}
+
+TEST(DeviceRules, ColumnSumsStageTheirPartialsOnTheH100) {
+  // A linear layer's bias gradient: ViT-B/16's 768 and 3072 features over 1,576 rows (batch 8)
+  // and 6,304 (batch 32), as the recordings allocated them.
+  const auto bias = [](int64_t features, int64_t rows) {
+    ReduceProblem r;
+    r.outputs = features;
+    r.inputs_per_output = rows;
+    r.contiguous_inputs = false;
+    r.sm_count = 132;
+    r.sm = 90;
+    return cuda_reduce_scratch(r);
+  };
+  EXPECT_EQ(bias(768, 1576).buffer, 9830400);
+  EXPECT_EQ(bias(768, 1576).semaphores, 24);
+  EXPECT_EQ(bias(3072, 1576).buffer, 39321600);
+  EXPECT_EQ(bias(3072, 1576).semaphores, 96);
+  EXPECT_EQ(bias(768, 6304).buffer, 38928384);
+  EXPECT_EQ(bias(3072, 6304).buffer, 138412032);
+  EXPECT_EQ(bias(128, 4096).buffer, 4194304);  // Qwen2.5-0.5B's k_proj bias, 4 x 1024 tokens
+  EXPECT_EQ(bias(1000, 32).buffer, 0);         // few rows: one block per output, no staging
+  EXPECT_EQ(cublaslt_workspace_bytes(), 1 << 20);
+}
+
 }  // namespace
 }  // namespace trainfit

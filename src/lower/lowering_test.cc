@@ -271,6 +271,190 @@ TEST(Lowering, CublasWorkspacesAppearOncePerDirection) {
   EXPECT_EQ(workspaces, 2);
 }
 
+// The forward thread's first addmm with a bias also takes cuBLASLt's workspace, once, after
+// the output and the cuBLAS workspace; backward's products take none.
+TEST(Lowering, CublasLtWorkspaceOnceOnTheForwardThread) {
+  const Graph g = mlp(kCuda);
+  LoweringOptions o;
+  o.cublas_workspace_bytes = 8519680;
+  o.cublaslt_workspace_bytes = 1 << 20;
+  const EventList events = *lower_training_step(g, with(OptimizerKind::kSgd), o);
+  std::vector<int64_t> order;
+  for (const Event& e : events.events) {
+    const Buffer& b = events.buffers[e.buffer];
+    if (e.alloc && e.phase == Phase::kForward && e.iteration == 0 && order.size() < 4) {
+      order.push_back(b.bytes);
+    }
+  }
+  // input, target, fc1's output, then the two workspaces
+  ASSERT_EQ(order.size(), 4U);
+  int lt = 0;
+  for (const Event& e : events.events) {
+    if (e.alloc && events.buffers[e.buffer].bytes == (1 << 20)) ++lt;
+  }
+  EXPECT_EQ(lt, 1);
+  int64_t fc1_output_at = -1;
+  int64_t cublas_at = -1;
+  for (size_t i = 0; i < events.events.size(); ++i) {
+    const Event& e = events.events[i];
+    const Buffer& b = events.buffers[e.buffer];
+    if (!e.alloc || e.iteration != 0 || e.phase != Phase::kForward) continue;
+    if (b.bytes == 4 * 1024 * 4 && fc1_output_at < 0 && b.category != Category::kInput) {
+      fc1_output_at = static_cast<int64_t>(i);
+    }
+    if (b.bytes == o.cublas_workspace_bytes && cublas_at < 0) cublas_at = static_cast<int64_t>(i);
+  }
+  EXPECT_LT(fc1_output_at, cublas_at);  // the kernel's output first, then its handle
+}
+
+// A convolution's workspaces: forward after its output; backward-data after grad_input and
+// backward-filter after grad_weight, each freed before the next is made.
+TEST(Lowering, ConvolutionWorkspacesFollowTheirResults) {
+  BuildOptions bo;
+  bo.target = {Device::kCuda, TorchVersion::k2, 90, 132};
+  GraphBuilder b("conv", bo);
+  ValueId x = b.input("x", {8, 64, 56, 56}, DType::kFloat32);
+  const ValueId y = b.input("y", {8}, DType::kInt64);
+  {
+    auto root = b.module("", "Net");
+    {
+      auto c1 = b.module("c1", "Conv2d");
+      x = b.call1("conv2d", {x},
+                  {{"out_channels", int64_t{64}},
+                   {"kernel_size", int64_t{3}},
+                   {"padding", int64_t{1}},
+                   {"bias", false}});
+    }
+    {
+      auto c2 = b.module("c2", "Conv2d");
+      x = b.call1("conv2d", {x},
+                  {{"out_channels", int64_t{64}},
+                   {"kernel_size", int64_t{3}},
+                   {"padding", int64_t{1}},
+                   {"bias", false}});
+    }
+    x = b.call1("mean", {x}, {{"dims", Dims{2, 3}}});
+  }
+  b.set_loss(b.call1("cross_entropy", {x, y}));
+  const Graph g = *std::move(b).finish();
+  LoweringOptions o;
+  o.op_workspaces = true;
+  const EventList list = *lower_training_step(g, with(OptimizerKind::kSgd), o);
+  // The H100's recorded workspaces of this problem (resnet's layer1 convolution at batch 8).
+  const int64_t act = int64_t{8} * 64 * 56 * 56 * 4;
+  std::vector<std::pair<bool, int64_t>> backward;
+  for (const Event& e : list.events) {
+    if (e.phase != Phase::kBackward || e.iteration != 0) continue;
+    const Buffer& buf = list.buffers[e.buffer];
+    if (buf.category == Category::kWorkspace || buf.bytes == act || buf.bytes == 147456) {
+      backward.emplace_back(e.alloc, buf.bytes);
+    }
+  }
+  // c2: grad_input, its backward-data workspace (alloc, free), grad_weight, backward-filter's.
+  const std::vector<std::pair<bool, int64_t>> c2 = {{true, act},       {true, 12992528},
+                                                    {false, 12992528}, {true, 147456},
+                                                    {true, 15057575},  {false, 15057575}};
+  EXPECT_NE(std::search(backward.begin(), backward.end(), c2.begin(), c2.end()), backward.end());
+  // c1's input needs no gradient: backward-filter alone.
+  const std::vector<std::pair<bool, int64_t>> c1 = {
+      {true, 147456}, {true, 15057575}, {false, 15057575}, {false, act}};
+  EXPECT_NE(std::search(backward.begin(), backward.end(), c1.begin(), c1.end()), backward.end());
+}
+
+// Benchmark mode: a problem's first call allocates the trial, frees it and empties the cache;
+// later calls of the same problem and the second iteration run the cached plan.
+TEST(Lowering, BenchmarkModeSearchesEachProblemOnce) {
+  BuildOptions bo;
+  bo.target = {Device::kCuda, TorchVersion::k2, 80, 108};
+  GraphBuilder b("convs", bo);
+  ValueId x = b.input("x", {4, 16, 32, 32}, DType::kFloat32);
+  const ValueId y = b.input("y", {4}, DType::kInt64);
+  {
+    auto root = b.module("", "Net");
+    for (const char* name : {"c1", "c2"}) {
+      auto m = b.module(name, "Conv2d");
+      x = b.call1("conv2d", {x},
+                  {{"out_channels", int64_t{16}},
+                   {"kernel_size", int64_t{3}},
+                   {"padding", int64_t{1}},
+                   {"bias", false}});
+    }
+    x = b.call1("mean", {x}, {{"dims", Dims{2, 3}}});
+  }
+  b.set_loss(b.call1("cross_entropy", {x, y}));
+  const Graph g = *std::move(b).finish();
+  LoweringOptions o;
+  o.op_workspaces = true;
+  TrainingConfig c = with(OptimizerKind::kSgd);
+  c.cudnn_benchmark = true;
+  const EventList list = *lower_training_step(g, c, o);
+  int empties = 0;
+  for (const Event& e : list.events) {
+    if (!e.empty_cache) continue;
+    ++empties;
+    EXPECT_EQ(e.iteration, 0);
+  }
+  // forward, backward-data and backward-filter of the one problem (c1's input needs no grad,
+  // c2's does): three searches, whatever the calls.
+  EXPECT_EQ(empties, 3);
+  EXPECT_EQ(list.plan_searches, 3);
+  EXPECT_EQ(list.unmeasured_searches, 3);
+}
+
+// GradScaler's skipped steps make no optimizer state; the first taken step does.
+TEST(Lowering, SkippedScalerStepsMakeNoState) {
+  BuildOptions bo;
+  bo.target = kCuda;
+  bo.precision = Precision::kAmpFp16;
+  GraphBuilder b("mlp16", bo);
+  ValueId x = b.input("x", {4, 64}, DType::kFloat32);
+  const ValueId y = b.input("y", {4}, DType::kInt64);
+  {
+    auto root = b.module("", "MLP");
+    auto fc = b.module("fc", "Linear");
+    x = b.call1("linear", {x}, {{"out_features", int64_t{10}}});
+  }
+  b.set_loss(b.call1("cross_entropy", {x, y}));
+  const Graph g = *std::move(b).finish();
+  const auto state_by_iteration = [&](int skips) {
+    TrainingConfig c = with(OptimizerKind::kAdam);
+    c.grad_scaler_skips = skips;
+    const EventList list = *lower_training_step(g, c, {});
+    std::vector<int> states(2, 0);
+    for (const Event& e : list.events) {
+      if (e.alloc && list.buffers[e.buffer].category == Category::kOptimizerState &&
+          e.phase == Phase::kOptimizer) {
+        ++states[e.iteration];
+      }
+    }
+    return states;
+  };
+  EXPECT_GT(state_by_iteration(0)[0], 0);
+  EXPECT_EQ(state_by_iteration(1)[0], 0);
+  EXPECT_GT(state_by_iteration(1)[1], 0);  // the first step taken creates it
+  EXPECT_EQ(state_by_iteration(2)[0] + state_by_iteration(2)[1], 0);
+}
+
+// A scoped loop lets the batch go once autograd is done with it and the output after the loss;
+// a held one keeps both to the step's end.
+TEST(Lowering, ScopedLoopFreesTheBatchAndOutputEarly) {
+  const Graph g = mlp(kCuda);
+  const auto input_freed_in = [&](LoopStyle loop) {
+    TrainingConfig c = with(OptimizerKind::kSgd);
+    c.loop = loop;
+    const EventList list = *lower_training_step(g, c, {});
+    for (const Event& e : list.events) {
+      if (!e.alloc && !e.empty_cache && list.buffers[e.buffer].category == Category::kInput &&
+          e.iteration == 0) {
+        return e.phase;
+      }
+    }
+    return Phase::kSetup;
+  };
+  EXPECT_EQ(input_freed_in(LoopStyle::kHeld), Phase::kOptimizer);
+  EXPECT_EQ(input_freed_in(LoopStyle::kScoped), Phase::kBackward);  // fc1 keeps x
+}
+
 }  // namespace
 }  // namespace trainfit
 

@@ -139,6 +139,13 @@ Result<EstimateReport> make_estimate_report(const TrainingRequest& request,
   if (const std::optional<std::string> note = sdpa_fallback_note(run.graph)) {
     report.header.notes.push_back(*note);
   }
+  if (run.estimate.unmeasured_searches > 0) {
+    report.header.notes.push_back(fmt::format(
+        "cuDNN benchmark mode: the first call of {} of {} convolution problems times candidate "
+        "plans whose workspaces no recording measured; trainfit counts the heuristic plan's, so "
+        "the first iteration may peak higher",
+        run.estimate.unmeasured_searches, run.estimate.plan_searches));
+  }
   report.scaling = scaling_plan(run);
   if (detail.timeline) {
     const EventNames names = names_of(run);

@@ -56,6 +56,14 @@ class SameReport(unittest.TestCase):
              ["--model", "resnet50", "--batch", "32", "--precision", "amp-fp16",
               "--memory-format", "channels_last", "--tf32", "--dataset-size", "50000", "--gpu",
               "a100-80gb"]),
+            (dict(model="resnet50", batch=64, optimizer="momentum", cudnn_benchmark=True,
+                  loop="scoped", gpu="h100-80gb"),
+             ["--model", "resnet50", "--batch", "64", "--optimizer", "momentum",
+              "--cudnn-benchmark", "--loop", "scoped", "--gpu", "h100-80gb"]),
+            (dict(model="resnet50", batch=32, precision="amp-fp16", grad_scaler_skips=2,
+                  gpu="h100-80gb"),
+             ["--model", "resnet50", "--batch", "32", "--precision", "amp-fp16",
+              "--grad-scaler-skips", "2", "--gpu", "h100-80gb"]),
             (dict(hf_config=os.path.join(EXAMPLES, "llama-3.2-1b.json"), seq_len=256,
                   precision="bf16", set={"num_hidden_layers": 2},
                   lora={"r": 8, "dropout": 0.05, "target": ["q_proj", "v_proj"]}),
@@ -276,6 +284,9 @@ class Errors(unittest.TestCase):
                                                       fsdp_sharding="hybrid"), "hybrid")
         self.assert_refused(lambda: trainfit.estimate("resnet50", baseline_lr=0.1),
                             "--baseline-lr needs --baseline-batch")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", loop="later"), "later")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", grad_scaler_skips=2),
+                            "amp-fp16 only")
 
     def test_language_models(self):
         config = os.path.join(EXAMPLES, "llama-3.2-1b.json")
