@@ -43,7 +43,7 @@ bool CublasHandles::creates_handle(const KernelTarget& target, bool autograd_thr
 }
 
 int64_t cublaslt_workspace_bytes() {
-  return 1024 * 1024;
+  return int64_t{1024} * 1024;
 }
 
 namespace {

@@ -81,7 +81,7 @@ TEST(DeviceRules, ConvolutionsConvertNchwTensorsInTheirWorkspace) {
   const ConvWorkspaces rule = cudnn_conv_rule(c);
   EXPECT_EQ(rule.forward, 12845056 + 12845056 + 589824 + 16);
   EXPECT_EQ(rule.backward_data, rule.forward);
-  EXPECT_EQ(rule.backward_filter, rule.forward + 14 * 589824);  // split-K partials
+  EXPECT_EQ(rule.backward_filter, rule.forward + int64_t{14} * 589824);  // split-K partials
   // The H100 recorded exactly that forward, and a backward-filter 14 x W + 679 above it.
   const ConvWorkspaces h100 = cudnn_conv_workspaces(c, 90);
   EXPECT_EQ(h100.measured, 3);
@@ -94,10 +94,10 @@ TEST(DeviceRules, ConvolutionsConvertNchwTensorsInTheirWorkspace) {
   // per image, 64 at most.
   const ConvProblem pointwise = resnet_conv(64, 256, 56, 1, 1);
   EXPECT_EQ(cudnn_conv_rule(pointwise).forward, 0);
-  EXPECT_EQ(cudnn_conv_rule(pointwise).backward_filter, 32 * 64 * 256 * 4);
+  EXPECT_EQ(cudnn_conv_rule(pointwise).backward_filter, int64_t{32} * 64 * 256 * 4);
   ConvProblem wide = pointwise;
   wide.batch = 256;
-  EXPECT_EQ(cudnn_conv_rule(wide).backward_filter, 64 * 64 * 256 * 4);
+  EXPECT_EQ(cudnn_conv_rule(wide).backward_filter, int64_t{64} * 64 * 256 * 4);
   // A strided 1x1 converts input and output only (a 1x1 weight reads the same in NHWC).
   const ConvProblem strided = resnet_conv(256, 512, 14, 1, 2);
   EXPECT_EQ(cudnn_conv_rule(strided).forward, 6422528 + 3211264 + 16);
@@ -105,7 +105,7 @@ TEST(DeviceRules, ConvolutionsConvertNchwTensorsInTheirWorkspace) {
   ConvProblem nhwc = c;
   nhwc.memory_format = MemoryFormat::kChannelsLast;
   EXPECT_EQ(cudnn_conv_rule(nhwc).forward, 0);
-  EXPECT_EQ(cudnn_conv_rule(nhwc).backward_filter, 14 * 589824);
+  EXPECT_EQ(cudnn_conv_rule(nhwc).backward_filter, int64_t{14} * 589824);
   // Sizes too big to count take none rather than overflowing.
   ConvProblem huge = c;
   huge.batch = int64_t{1} << 50;
@@ -152,7 +152,7 @@ TEST(DeviceRules, ColumnSumsStageTheirPartialsOnTheH100) {
   EXPECT_EQ(bias(3072, 6304).buffer, 138412032);
   EXPECT_EQ(bias(128, 4096).buffer, 4194304);  // Qwen2.5-0.5B's k_proj bias, 4 x 1024 tokens
   EXPECT_EQ(bias(1000, 32).buffer, 0);         // few rows: one block per output, no staging
-  EXPECT_EQ(cublaslt_workspace_bytes(), 1 << 20);
+  EXPECT_EQ(cublaslt_workspace_bytes(), int64_t{1} << 20);
 }
 
 }  // namespace

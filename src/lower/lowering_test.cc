@@ -299,7 +299,7 @@ TEST(Lowering, CublasLtWorkspaceOnceOnTheForwardThread) {
     const Event& e = events.events[i];
     const Buffer& b = events.buffers[e.buffer];
     if (!e.alloc || e.iteration != 0 || e.phase != Phase::kForward) continue;
-    if (b.bytes == 4 * 1024 * 4 && fc1_output_at < 0 && b.category != Category::kInput) {
+    if (b.bytes == int64_t{4} * 1024 * 4 && fc1_output_at < 0 && b.category != Category::kInput) {
       fc1_output_at = static_cast<int64_t>(i);
     }
     if (b.bytes == o.cublas_workspace_bytes && cublas_at < 0) cublas_at = static_cast<int64_t>(i);
