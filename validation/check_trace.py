@@ -63,18 +63,25 @@ def not_in_zoo(report, binary, directory, models):
                 def make_batch():
                     (x,), y = image_batch(batch)
                     return [x], [y]
-                measured, where = training_peak(Case(model, [], [], F.cross_entropy), optimizer,
-                                                make_batch)
-                ours = run_trainfit(binary, ["estimate", "--trace", path, "--batch", str(batch),
-                                             "--device-profile", "cpu", "--json"])
-                predicted = ours["peak_allocated_bytes"]
-                error = (predicted - measured) / measured
-                report.check(abs(error) <= TOLERANCE,
-                             f"{name:16s} {optimizer:5s} b{batch:<3d} torch {measured:>13,} "
-                             f"({where[0]}) trace@1,2 {predicted:>13,} ({ours['peak_phase']}) "
-                             f"{error:+.3%}  traced in {seconds:.1f} s")
+                against_torch(report, binary, f"{name:16s} {optimizer:5s} b{batch:<3d}", path,
+                              batch, Case(model, [], [], F.cross_entropy), optimizer, make_batch,
+                              f"trace@1,2, traced in {seconds:.1f} s")
             del model
             gc.collect()
+
+
+def against_torch(report, binary, label, path, batch, case, optimizer, make_batch, how,
+                  flags=()):
+    """The trace's cpu-profile peak at `batch` against the peak of live tensor bytes PyTorch
+    reaches training `case` there (harness.training_peak), within TOLERANCE."""
+    measured, where = training_peak(case, optimizer, make_batch)
+    ours = run_trainfit(binary, ["estimate", "--trace", path, "--batch", str(batch),
+                                 "--device-profile", "cpu", "--json", *flags])
+    predicted = ours["peak_allocated_bytes"]
+    error = (predicted - measured) / measured
+    report.check(abs(error) <= TOLERANCE,
+                 f"{label} torch {measured:>13,} ({where[0]}) trace {predicted:>13,} "
+                 f"({ours['peak_phase']}) {error:+.3%}  ({how})")
 
 
 ALLOCATED = ("peak_allocated_bytes",)

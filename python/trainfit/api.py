@@ -140,8 +140,9 @@ def estimate(model: Union[str, Any, None] = None, example_batch: Any = None, *,
     peft's LoRA on the model's Linear modules, as a dict of LoraConfig's fields ({"r": 16,
     "alpha": 32, "dropout": 0.05, "target": ["q_proj", "v_proj"]}) or --lora's text
     ("r=16,target=all-linear"); {"quant": "nf4"} is QLoRA's 4-bit base. input: CxHxW of image
-    models; seq_len: tokens of sequence models. precision: fp32, amp-fp16, amp-bf16 or bf16.
-    device_profile: cuda (PyTorch 2.x) or cpu (PyTorch 1.13 CPU kernels). optimizer: sgd,
+    models; seq_len: tokens of sequence models. precision: fp32, amp-fp16, amp-bf16 or bf16 (a
+    live model under amp-* is traced under the profile's autocast; a trace takes the precision
+    it was traced in). device_profile: cuda (PyTorch 2.x) or cpu (PyTorch 1.13 CPU kernels). optimizer: sgd,
     momentum, adam, adamw, adam8bit, adamw8bit, paged_adamw or paged_adamw8bit (default: the
     model's preset, else adamw);
     optimizer_impl: default, foreach, fused or loop. checkpoint: module patterns under
@@ -302,8 +303,11 @@ def _live(command: str, given: Mapping[str, Any]) -> Report:
                     f"trainfit.{command}(model, torch.randn(2, 3, 224, 224), ...))")
     if given.get("trace") is not None:
         raise Error("give a model or trace=, not both (hint: drop trace=)")
+    # Under AMP the model is traced under the autocast of the device the estimate is for.
+    amp = given.get("precision") in ("amp-bf16", "amp-fp16")
     traced = trace_module(given["model"], given["example_batch"], loss_fn=given.get("loss_fn"),
-                          optimizer=given.get("optimizer") or "adamw")
+                          optimizer=given.get("optimizer") or "adamw",
+                          autocast=(given.get("device_profile") or "cuda") if amp else None)
     options = {k: v for k, v in given.items()
                if k not in ("model", "example_batch", "loss_fn", "optimizer")}
     options["trace"] = traced

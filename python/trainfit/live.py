@@ -136,9 +136,11 @@ def _optimizer(spec: OptimizerSpec) -> Callable[[Any], torch.optim.Optimizer]:
 
 def trace_module(model: torch.nn.Module, example_batch: Any, *, loss_fn: Optional[LossFn] = None,
                  optimizer: OptimizerSpec = "adamw",
-                 batch_sizes: Tuple[int, ...] = TRACE_BATCHES) -> Dict[str, Any]:
+                 batch_sizes: Tuple[int, ...] = TRACE_BATCHES,
+                 autocast: Optional[str] = None) -> Dict[str, Any]:
     """The trace of `model` training on batches like `example_batch`, as a dict (nothing is
-    written): pass it as trace= to trainfit.estimate or trainfit.fit."""
+    written): pass it as trace= to trainfit.estimate or trainfit.fit. autocast: None (fp32),
+    "cuda" or "cpu", as trainfit.trace takes it."""
     from .tracer import trace
 
     if not isinstance(model, torch.nn.Module):
@@ -185,7 +187,8 @@ def trace_module(model: torch.nn.Module, example_batch: Any, *, loss_fn: Optiona
     try:
         traced: Dict[str, Any] = trace(
             model, make_batch, given_loss if loss_fn is not None else default_loss,
-            make_optimizer, batch_sizes=batch_sizes, name=type(model).__name__)
+            make_optimizer, batch_sizes=batch_sizes, name=type(model).__name__,
+            autocast=autocast)
         return traced
     finally:
         with torch.no_grad():

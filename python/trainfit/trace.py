@@ -148,6 +148,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--batch-sizes", default="2,3", metavar="B1,B2[,B3]",
                     help="batch sizes to trace (default 2,3; a third checks that sizes grow "
                          "linearly with the batch)")
+    ap.add_argument("--autocast", choices=("cuda", "cpu"),
+                    help="run forward and the loss under torch.autocast in bfloat16, casting as "
+                         "this device's autocast does (cuda: as a GPU's, emulated on the CPU), "
+                         "for `trainfit estimate --precision amp-bf16` or amp-fp16; default: fp32")
     ap.add_argument("--name", help="the model's name in reports (default: FACTORY)")
     ap.add_argument("--out", required=True, metavar="FILE", help="where to write the trace (JSON)")
     args = ap.parse_args(argv)
@@ -166,7 +170,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         start = time.monotonic()
         result = trace(model, make_batch, loss_fn, OPTIMIZERS[args.optimizer], batch_sizes,
-                       out=args.out, name=name, progress=progress)
+                       out=args.out, name=name, progress=progress, autocast=args.autocast)
     except (UsageError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

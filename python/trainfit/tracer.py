@@ -15,6 +15,7 @@ keeps in its state are optimizer state. The format is documented in docs/trace-f
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -176,8 +177,9 @@ class _Recorder(TorchDispatchMode):
             out = args[0]
         self.polled = False  # the op may have freed storages; note() polls before a new one
         op = _op_name(func)
-        for t in tree_flatten(out)[0]:
-            self.note(t, op)
+        made = [self.note(t, op) for t in tree_flatten(out)[0]]
+        if op in _CONV_ROLES:
+            _note_convolution(op, args, out, made)
         # Tensors first seen as arguments were made outside the dispatcher (torch.tensor(...)).
         for t in tree_flatten((args, kwargs))[0]:
             self.note(t, op)
@@ -195,6 +197,39 @@ class _Recorder(TorchDispatchMode):
             if i is not None:
                 self.allocs[i]["cpu"] = DROPOUT_NOISE
         return out
+
+
+# What each output of a convolution op is, in order: the cuda profile adds the cuDNN workspace
+# of the kernel that fills it (docs/trace-format.md, "conv").
+_CONV_ROLES = {
+    "aten::convolution": ("output",),
+    "aten::convolution_backward": ("grad_input", "grad_weight", "grad_bias"),
+}
+
+
+def _note_convolution(op: str, args: Sequence[Any], out: Any,
+                      made: List[Optional[Dict[str, Any]]]) -> None:
+    """Marks the allocations a convolution made with the problem cuDNN would solve: the input,
+    weight and output shapes, its geometry, and whether the input is channels_last.
+
+    convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+    groups); convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,
+    dilation, transposed, output_padding, groups, output_mask)."""
+    backward = op == "aten::convolution_backward"
+    x, w = (args[1], args[2]) if backward else (args[0], args[1])
+    y = args[0] if backward else out
+    rest = args[4:10] if backward else args[3:9]
+    stride, padding, dilation, transposed, _, groups = rest
+    channels_last = x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) and \
+        not x.is_contiguous()
+    problem = {"input": list(x.shape), "weight": list(w.shape), "output": list(y.shape),
+               "stride": list(stride), "padding": list(padding), "dilation": list(dilation),
+               "groups": int(groups), "transposed": bool(transposed),
+               "channels_last": bool(channels_last)}
+    # `made` has an entry per output (None where no new storage: an output not asked for).
+    for role, event in zip(_CONV_ROLES[op], made):
+        if event is not None:
+            event["conv"] = dict(problem, role=role)
 
 
 def _module_hooks(model: torch.nn.Module, recorder: _Recorder) -> List[Any]:
@@ -281,11 +316,26 @@ MakeOptimizer = Callable[[Any], torch.optim.Optimizer]
 Params = List[Tuple[str, torch.Tensor]]
 
 
+def _autocast(lists: Optional[str]) -> Callable[[], Any]:
+    """What forward and the loss run under: nothing, CUDA's autocast lists (trainfit.autocast),
+    or the CPU's own torch.autocast, in bfloat16."""
+    if lists is None:
+        return contextlib.nullcontext
+    if lists == "cuda":
+        from .autocast import cuda_autocast
+        return lambda: cuda_autocast(torch.bfloat16)
+    if lists == "cpu":
+        from .autocast import cpu_autocast
+        return cpu_autocast
+    raise ValueError(f"autocast is 'cuda' or 'cpu' (whose op lists cast), not {lists!r}")
+
+
 def _run(model: torch.nn.Module, make_batch: MakeBatch, loss_fn: LossFn,
-         make_optimizer: MakeOptimizer, batch: int, iterations: int,
-         params: Params) -> Tuple[List[Dict[str, Any]], Dict[str, List[int]], Dict[str, Any]]:
+         make_optimizer: MakeOptimizer, batch: int, iterations: int, params: Params,
+         autocast: Callable[[], Any] = contextlib.nullcontext,
+         ) -> Tuple[List[Dict[str, Any]], Dict[str, List[int]], Dict[str, Any]]:
     """One run at `batch`: its events, its modules' output shapes and the optimizer's
-    description."""
+    description. Forward and the loss run under `autocast()`."""
     static = {_storage(t).data_ptr() for _, t in params}
     recorder = _Recorder(static)
     handles = _module_hooks(model, recorder)
@@ -326,12 +376,13 @@ def _run(model: torch.nn.Module, make_batch: MakeBatch, loss_fn: LossFn,
                 recorder.mark("forward", it)
                 inputs, target = make_batch(batch)
                 batch_ids = {recorder.id_of(t) for t in tree_flatten((inputs, target))[0]}
-                out = call_model(model, inputs)
-                if it == 1:
-                    recorder.note_output("", out)
-                recorder.modules.append(loss_path)
-                loss = loss_fn(out, target)
-                recorder.modules.pop()
+                with autocast():
+                    out = call_model(model, inputs)
+                    if it == 1:
+                        recorder.note_output("", out)
+                    recorder.modules.append(loss_path)
+                    loss = loss_fn(out, target)
+                    recorder.modules.pop()
                 if it == 1:
                     recorder.note_output(loss_path, loss)
                 for i in batch_ids:
@@ -368,9 +419,14 @@ def _run(model: torch.nn.Module, make_batch: MakeBatch, loss_fn: LossFn,
 def trace(model: torch.nn.Module, make_batch: MakeBatch, loss_fn: LossFn,
           make_optimizer: MakeOptimizer, batch_sizes: Sequence[int] = (2, 3),
           out: Optional[str] = None, iterations: int = 2, name: Optional[str] = None,
-          progress: Optional[Callable[[int, float], None]] = None) -> Dict[str, Any]:
+          progress: Optional[Callable[[int, float], None]] = None,
+          autocast: Optional[str] = None) -> Dict[str, Any]:
     """Traces `iterations` training steps at each batch size; returns the trace as a dict and
     writes it to `out` (a path) when given.
+
+    autocast "cuda" runs forward and the loss under torch.autocast as a GPU does (CUDA's op
+    lists, trainfit.autocast) in bfloat16, for `trainfit estimate --precision amp-bf16` or
+    `amp-fp16`; "cpu" under the CPU's own torch.autocast, for `--device-profile cpu`.
 
     make_batch(n) -> (inputs, target): inputs is a tensor, a tuple of tensors (model(*inputs))
     or a dict (model(**inputs)); loss_fn(output, target) -> a scalar tensor;
@@ -381,6 +437,7 @@ def trace(model: torch.nn.Module, make_batch: MakeBatch, loss_fn: LossFn,
         raise ValueError("batch_sizes needs at least two different sizes, e.g. (2, 3)")
     if any(int(b) < 1 for b in batch_sizes):
         raise ValueError("batch sizes must be at least 1")
+    under = _autocast(autocast)
     model.train()
     params: Params = list(model.named_parameters()) + list(model.named_buffers())
     parameters = []
@@ -399,7 +456,7 @@ def trace(model: torch.nn.Module, make_batch: MakeBatch, loss_fn: LossFn,
         for b in batch_sizes:
             begun = time.monotonic()
             events, outputs, optimizer = _run(model, make_batch, loss_fn, make_optimizer, int(b),
-                                              iterations, params)
+                                              iterations, params, under)
             runs.append({"batch": int(b), "iterations": iterations, "outputs": outputs,
                          "events": events})
             if progress is not None:
@@ -414,6 +471,7 @@ def trace(model: torch.nn.Module, make_batch: MakeBatch, loss_fn: LossFn,
         "device": "cpu",
         "seconds": round(time.monotonic() - start, 3),
         "optimizer": optimizer,
+        **({"autocast": {"dtype": "bfloat16", "lists": autocast}} if autocast else {}),
         "parameters": parameters,
         "modules": [{"path": path, "type": type(m).__name__} for path, m in model.named_modules()],
         "runs": runs,

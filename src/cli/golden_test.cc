@@ -25,6 +25,7 @@ std::ostream& operator<<(std::ostream& os, const GoldenCase& c) {
 
 const std::string kData = TRAINFIT_TEST_DATA_DIR;
 const std::string kTiny = kData + "/traces/tiny_cnn.trace.json";
+const std::string kTinyAmp = kData + "/traces/tiny_block_amp.trace.json";
 const std::vector<std::string> kAct3 = {"--model", "act", "--set",
                                         "cameras=640x360,640x480,640x480"};
 
@@ -126,7 +127,13 @@ INSTANTIATE_TEST_SUITE_P(
                     "--optimizer-impl", "fused", "--json"}},
         GoldenCase{
             "estimate_trace_cpu.json",
-            {"estimate", "--trace", kTiny, "--batch", "16", "--device-profile", "cpu", "--json"}}));
+            {"estimate", "--trace", kTiny, "--batch", "16", "--device-profile", "cpu", "--json"}},
+        GoldenCase{"estimate_trace_amp_fp16.txt",
+                   {"estimate", "--trace", kTinyAmp, "--batch", "64", "--gpu", "h100-80gb",
+                    "--precision", "amp-fp16", "--grad-scaler-skips", "1"}},
+        GoldenCase{"estimate_trace_amp_bf16.json",
+                   {"estimate", "--trace", kTinyAmp, "--batch", "64", "--gpu", "h100-80gb",
+                    "--precision", "amp-bf16", "--json"}}));
 
 INSTANTIATE_TEST_SUITE_P(
     SummaryAndCompare, CliGolden,
@@ -219,6 +226,13 @@ INSTANTIATE_TEST_SUITE_P(
                                   "--optimizer-impl", "fused"}},
                       GoldenCase{"error_trace_optimizer.txt",
                                  {"estimate", "--trace", kTiny, "--optimizer", "sgd"}},
+                      GoldenCase{"error_trace_fp32_precision.txt",
+                                 {"estimate", "--trace", kTiny, "--precision", "amp-bf16"}},
+                      GoldenCase{"error_trace_amp_without_precision.txt",
+                                 {"estimate", "--trace", kTinyAmp, "--batch", "8"}},
+                      GoldenCase{"error_trace_amp_cpu_profile.txt",
+                                 {"estimate", "--trace", kTinyAmp, "--device-profile", "cpu",
+                                  "--precision", "amp-bf16"}},
                       GoldenCase{"error_overflow.txt",
                                  {"estimate", "--model", "resnet50", "--batch", "9999999999999"}},
                       GoldenCase{"error_compare_model.txt",

@@ -19,7 +19,9 @@ void add_source_flags(CLI::App& app, RequestFlags& f) {
   app.add_option("--batch", f.batch, "batch size")->capture_default_str();
   app.add_option("--input", f.input, "image size CxHxW (image models), e.g. 3x224x224");
   app.add_option("--seq-len", f.seq_len, "tokens per sequence (sequence models)");
-  app.add_option("--precision", f.precision, "fp32 | amp-fp16 | amp-bf16 | bf16")
+  app.add_option("--precision", f.precision,
+                 "fp32 | amp-fp16 | amp-bf16 | bf16 (a trace: the one it was traced in; "
+                 "amp-fp16 or amp-bf16 for one traced with --autocast)")
       ->capture_default_str();
   app.add_option("--device-profile", f.device_profile,
                  "cuda (PyTorch 2.x CUDA kernels) | cpu (PyTorch 1.13 CPU kernels, for checking "

@@ -465,6 +465,9 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
     return Status();
   };
   lt.gemm = rows_gemm;
+  // addmm with its 1-D bias runs through cuBLASLt's bias epilogue, as Linear's does (Note
+  // [cuBLASLt's workspace]); the input is contiguous, or infer refuses it.
+  lt.uses_cublaslt = [](const OpCall&) { return true; };
   lt.saved = [](const OpCall& c) {
     SavedList saved;
     if (c.requires_grad(1)) saved.push_back(saved_input(0));

@@ -209,7 +209,11 @@ void add_loss_ops(std::vector<OpSchema>& ops) {
       b.fail(unsupported("cross_entropy with label_smoothing is not modelled"));
       return std::vector<ValueId>{kNone};
     }
-    const ValueId logp = b.call1("log_softmax", {in[0]}, {{"dim", int64_t{1}}});
+    // LossNLL.cpp's cross_entropy_loss asks log_softmax for the input's own dtype, so under
+    // CUDA autocast the log-probs stay fp16/bf16 and nll_loss (fp32 list) keeps an fp32 copy
+    // of them: both are saved (the H100's allocator recordings show the two).
+    const std::string dtype(dtype_name(b.value(in[0]).dtype));
+    const ValueId logp = b.call1("log_softmax", {in[0]}, {{"dim", int64_t{1}}, {"dtype", dtype}});
     return std::vector<ValueId>{b.call1("nll_loss", {logp, in[1]},
                                         {{"reduction", attrs.get_string("reduction")},
                                          {"ignore_index", attrs.get_int("ignore_index")}})};

@@ -152,6 +152,9 @@ struct TrainingConfig {
   // optimizer (and its state) untouched. How many depends on the model and data: 0, what a
   // run reaches once the scale has calibrated, unless a measurement says otherwise.
   int grad_scaler_skips = 0;
+  // A trace's replay under --precision amp-fp16 on CUDA: torch.amp.GradScaler scales the loss
+  // and unscales before the step. (A zoo graph says so by its precision.)
+  bool trace_grad_scaler = false;
   // torch.backends.cudnn.benchmark = True: the first iteration times every candidate cuDNN
   // plan of each convolution (device_rules.h, Note [cuDNN benchmark mode]).
   bool cudnn_benchmark = false;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "graph/device_rules.h"
 #include "lower/optimizer_step.h"
 #include "sources/calibration/gpu_profile.h"
 
@@ -30,6 +31,38 @@ Status check_source(const TrainingRequest& r) {
   return {};
 }
 
+// A trace ran in the precision it was traced in: fp32, or autocast under one device's op lists.
+// An autocast trace replays as amp-bf16 or as amp-fp16 (the same two bytes an element, and the
+// same lists), the latter with GradScaler's tensors.
+Status check_trace_precision(const TrainingRequest& r, const Trace& trace) {
+  const Device device = r.device.target.device;
+  const std::string_view profile = kDeviceNames.name(device);
+  if (!trace.autocast) {
+    if (r.precision == Precision::kFp32) return {};
+    return unsupported(
+        fmt::format("the trace ran in fp32, so --precision {} cannot change it",
+                    precision_name(r.precision)),
+        fmt::format("trace it under autocast: python3 -m trainfit.trace ... --autocast {}, or "
+                    "trainfit.trace(..., autocast=\"{}\")",
+                    profile, profile));
+  }
+  const TraceAutocast& a = *trace.autocast;
+  const std::string_view lists = kDeviceNames.name(a.lists);
+  if (r.precision != Precision::kAmpBf16 && r.precision != Precision::kAmpFp16) {
+    return invalid_argument(
+        fmt::format("the trace ran under {} autocast ({}), not --precision {}", lists, a.dtype,
+                    precision_name(r.precision)),
+        "add --precision amp-bf16 or amp-fp16, or trace again without --autocast");
+  }
+  if (a.lists != device) {
+    return unsupported(
+        fmt::format("the trace ran under {}'s autocast lists, which are not the {} profile's",
+                    lists, profile),
+        fmt::format("trace again with --autocast {}", profile));
+  }
+  return {};
+}
+
 // A trace fixes the model, its inputs and its training recipe; only the batch, the device and
 // the optimizer implementation can change.
 Status check_trace_request(const TrainingRequest& r, const TraceModel& model) {
@@ -42,7 +75,7 @@ Status check_trace_request(const TrainingRequest& r, const TraceModel& model) {
   if (r.seq_len) return fixed("--seq-len");
   if (!r.freeze.empty()) return fixed("--freeze");
   if (r.lora) return fixed("--lora");
-  if (r.precision != Precision::kFp32) return fixed("--precision");
+  TF_RETURN_IF_ERROR(check_trace_precision(r, model.trace));
   if (!r.checkpoint.empty() || r.checkpoint_reentrant) return fixed("--checkpoint");
   if (r.grad_accum != 1) return fixed("--grad-accum");
   if (r.loop != LoopStyle::kHeld) return fixed("--loop");
@@ -506,6 +539,7 @@ Result<ResolvedRequest> resolve(const TrainingRequest& r) {
     TF_ASSIGN_OR_RETURN(training, training_config(r, std::nullopt, nullptr));
     const TraceOptimizer& o = r.trace->trace.optimizer;
     training.optimizer.kind = o.kind.value_or(OptimizerKind::kAdamW);
+    training.trace_grad_scaler = uses_grad_scaler(r.device.target, r.precision);
     if (!o.groups.empty()) training.optimizer.weight_decay = o.groups[0].weight_decay;
     training.optimizer.preset =
         o.kind ? fmt::format("traced {}", o.type)

@@ -65,6 +65,29 @@ class Live(unittest.TestCase):
         self.assertTrue(model.training)
         self.assertTrue(all(unchanged))
 
+    def test_amp_traces_under_the_estimates_autocast(self):
+        """precision="amp-bf16" on a live model traces it under the autocast of the profile
+        the estimate is for: the same figures as a trace made so by hand."""
+        model = tiny_classifier()
+
+        def make_batch(n):
+            return torch.randn(n, 3, 16, 16), torch.randint(0, 10, (n,))
+        for profile in ("cuda", "cpu"):
+            live = trainfit.estimate(model, torch.randn(2, 3, 16, 16), batch=32, optimizer="sgd",
+                                     device_profile=profile, precision="amp-bf16")
+            traced = trainfit.trace(model, make_batch, F.cross_entropy,
+                                    lambda p: torch.optim.SGD(p, lr=0.01), batch_sizes=(2, 3),
+                                    autocast=profile)
+            self.assertEqual(traced["autocast"], {"dtype": "bfloat16", "lists": profile})
+            from_trace = trainfit.estimate(trace=traced, batch=32, device_profile=profile,
+                                           precision="amp-bf16")
+            self.assertEqual(live["peak_allocated_bytes"], from_trace["peak_allocated_bytes"],
+                             profile)
+        fp32 = trainfit.trace(model, make_batch, F.cross_entropy,
+                              lambda p: torch.optim.SGD(p, lr=0.01), batch_sizes=(2, 3))
+        with self.assertRaisesRegex(trainfit.Error, "trace it under autocast"):
+            trainfit.estimate(trace=fp32, batch=32, precision="amp-bf16")
+
     def test_segmenter_gets_a_per_pixel_target(self):
         model = torch.nn.Sequential(torch.nn.Conv2d(3, 5, 3, padding=1))
         r = trainfit.estimate(model, torch.randn(2, 3, 8, 8), batch=4, device_profile="cpu")

@@ -71,6 +71,22 @@ Result<TraceOptimizer> parse_optimizer(const json& j, size_t params) {
   return o;
 }
 
+// A list of sizes ([2, 3, 224, 224]); `what` names it in errors.
+Result<Dims> parse_sizes(const JsonFields& f, const json& j, const std::string& what) {
+  if (!j.is_array()) return f.error(fmt::format("{} must be a list of sizes", what));
+  Dims dims;
+  for (const json& d : j) {
+    const bool size =
+        d.is_number_integer() &&
+        (d.is_number_unsigned() ? d.get<uint64_t>() <= INT64_MAX : d.get<int64_t>() >= 0);
+    if (!size) {
+      return f.error(fmt::format("{} has {}, not a size", what, d.dump()));
+    }
+    dims.push_back(d.get<int64_t>());
+  }
+  return dims;
+}
+
 // A run's "outputs": {"module path": [dims...]}.
 Result<std::vector<TraceOutput>> parse_outputs(const JsonFields& f) {
   std::vector<TraceOutput> outputs;
@@ -78,19 +94,43 @@ Result<std::vector<TraceOutput>> parse_outputs(const JsonFields& f) {
   const json& j = f.json().at("outputs");
   if (!j.is_object()) return f.error("'outputs' must be an object of module paths and shapes");
   for (const auto& [path, shape] : j.items()) {
-    TraceOutput out{.path = path, .shape = {}};
-    if (!shape.is_array()) {
-      return f.error(fmt::format("outputs '{}' must be a list of sizes", path));
-    }
-    for (const json& d : shape) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) {
-        return f.error(fmt::format("outputs '{}' has {}, not a size", path, d.dump()));
-      }
-      out.shape.push_back(d.get<int64_t>());
-    }
-    outputs.push_back(std::move(out));
+    TF_ASSIGN_OR_RETURN(Dims dims, parse_sizes(f, shape, fmt::format("outputs '{}'", path)));
+    outputs.push_back({.path = path, .shape = std::move(dims)});
   }
   return outputs;
+}
+
+// An allocation's "conv": the convolution that made it (docs/trace-format.md).
+Result<std::pair<ConvRole, TraceConv>> parse_conv(const JsonFields& e) {
+  const json& j = e.json().at("conv");
+  if (!j.is_object()) return e.error("'conv' must be an object");
+  const JsonFields f(j, e.where() + ".conv", kHint);
+  TF_ASSIGN_OR_RETURN(const std::string role_name, f.string("role"));
+  const std::optional<ConvRole> role = kConvRoleNames.parse(role_name);
+  if (!role) return f.error(fmt::format("unknown role '{}'", role_name));
+  TraceConv c;
+  const auto sizes = [&](const char* key) -> Result<Dims> {
+    if (!f.has(key)) return f.error(fmt::format("'{}' is missing", key));
+    return parse_sizes(f, j.at(key), fmt::format("'{}'", key));
+  };
+  TF_ASSIGN_OR_RETURN(c.input, sizes("input"));
+  TF_ASSIGN_OR_RETURN(c.weight, sizes("weight"));
+  TF_ASSIGN_OR_RETURN(c.output, sizes("output"));
+  TF_ASSIGN_OR_RETURN(c.stride, sizes("stride"));
+  TF_ASSIGN_OR_RETURN(c.padding, sizes("padding"));
+  TF_ASSIGN_OR_RETURN(c.dilation, sizes("dilation"));
+  TF_ASSIGN_OR_RETURN(c.groups, f.integer("groups", 1));
+  TF_ASSIGN_OR_RETURN(c.transposed, f.boolean_or("transposed", false));
+  TF_ASSIGN_OR_RETURN(c.channels_last, f.boolean_or("channels_last", false));
+  const size_t rank = c.input.size();
+  const size_t spatial = rank - 2;
+  if (rank < 3 || c.weight.size() != rank || c.output.size() != rank ||
+      c.stride.size() != spatial || c.padding.size() != spatial || c.dilation.size() != spatial) {
+    return f.error(
+        "the shapes and geometry do not agree (input, weight and output of one rank, 3 or "
+        "more; stride, padding and dilation one per spatial dimension)");
+  }
+  return std::pair{*role, std::move(c)};
 }
 
 Result<TraceRun> parse_run(const JsonFields& f, Trace& trace, Tables& tables) {
@@ -165,6 +205,12 @@ Result<TraceRun> parse_run(const JsonFields& f, Trace& trace, Tables& tables) {
       }
       ev.param = static_cast<int32_t>(p);
     }
+    if (e.has("conv")) {
+      TF_ASSIGN_OR_RETURN(auto conv, parse_conv(e));
+      ev.conv_role = conv.first;
+      ev.conv = static_cast<int32_t>(run.convs.size());
+      run.convs.push_back(std::move(conv.second));
+    }
     if (e.has("cpu")) {
       TF_ASSIGN_OR_RETURN(const std::string mark, e.string("cpu"));
       if (mark == "dropout-noise") {
@@ -181,6 +227,21 @@ Result<TraceRun> parse_run(const JsonFields& f, Trace& trace, Tables& tables) {
     run.events.push_back(ev);
   }
   return run;
+}
+
+Result<TraceAutocast> parse_autocast(const json& j) {
+  if (!j.is_object()) return parse_error("trace: 'autocast' must be an object", std::string(kHint));
+  JsonFields f(j, "autocast", kHint);
+  TraceAutocast autocast;
+  TF_ASSIGN_OR_RETURN(autocast.dtype, f.string("dtype"));
+  if (autocast.dtype != "bfloat16" && autocast.dtype != "float16") {
+    return f.error(fmt::format("dtype '{}' is not bfloat16 or float16", autocast.dtype));
+  }
+  TF_ASSIGN_OR_RETURN(const std::string lists, f.string("lists"));
+  const std::optional<Device> device = kDeviceNames.parse(lists);
+  if (!device) return f.error(fmt::format("lists '{}' is not cuda or cpu", lists));
+  autocast.lists = *device;
+  return autocast;
 }
 
 Result<Trace> parse_document(const json& doc) {
@@ -201,6 +262,9 @@ Result<Trace> parse_document(const json& doc) {
   Trace trace;
   trace.model = f.string_or("model", "traced model");
   trace.torch = f.string_or("torch", "");
+  if (f.has("autocast")) {
+    TF_ASSIGN_OR_RETURN(trace.autocast, parse_autocast(doc.at("autocast")));
+  }
   TF_ASSIGN_OR_RETURN(const json* params, f.array("parameters"));
   for (size_t i = 0; i < params->size(); ++i) {
     TF_ASSIGN_OR_RETURN(const JsonFields p, object_at(*params, i, "parameters", kHint));

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "base/id_vector.h"
 #include "base/status.h"
 #include "graph/shape.h"
@@ -45,6 +46,26 @@ struct TraceOptimizer {
   std::vector<TraceGroup> groups;
 };
 
+// Which output of a convolution op an allocation is: the kernel that fills it takes cuDNN's
+// workspace on CUDA (device_rules.h, Note [cuDNN convolution workspaces]).
+enum class ConvRole : uint8_t { kAbsent, kOutput, kGradInput, kGradWeight, kGradBias };
+inline constexpr auto kConvRoleNames = enum_names<ConvRole>({
+    {ConvRole::kOutput, "output"},
+    {ConvRole::kGradInput, "grad_input"},
+    {ConvRole::kGradWeight, "grad_weight"},
+    {ConvRole::kGradBias, "grad_bias"},
+});
+
+// The convolution an allocation came from, as the run saw it (the op's input, weight and
+// output shapes at the run's batch, and its geometry; transposed: conv_transpose's own).
+struct TraceConv {
+  Dims input, weight, output;
+  Dims stride, padding, dilation;
+  int64_t groups = 1;
+  bool transposed = false;
+  bool channels_last = false;  // the input in channels_last memory format
+};
+
 struct TraceEvent {
   bool alloc = true;
   int32_t buffer = 0;  // dense index of the allocation within its run, in order of allocation
@@ -60,6 +81,8 @@ struct TraceEvent {
   // PyTorch 1.x's old + new of two gradients in autograd's input buffer: the buffer of the old
   // one, which 2.x adds into instead when nothing else holds it. -1 otherwise.
   int32_t sums = -1;
+  ConvRole conv_role = ConvRole::kAbsent;
+  int32_t conv = -1;  // into TraceRun::convs, with conv_role
 };
 
 // The shape of the first tensor a module's first call returned in a run's first iteration.
@@ -73,6 +96,7 @@ struct TraceRun {
   int iterations = 0;
   int32_t allocations = 0;
   IdVector<TraceEvent> events;
+  std::vector<TraceConv> convs;
   std::vector<TraceOutput> outputs;  // optional in the file: empty when not recorded
 };
 
@@ -82,9 +106,18 @@ struct TraceModuleInfo {
   std::string type;  // the Python class: "Conv2d"
 };
 
+// The autocast a trace's forward and loss ran under (`python3 -m trainfit.trace --autocast`):
+// the dtype it lowered to, and whose op lists chose the casts, CUDA's (trainfit.autocast's
+// emulation on the CPU) or the CPU's own.
+struct TraceAutocast {
+  std::string dtype;  // "bfloat16" or "float16"
+  Device lists = Device::kCuda;
+};
+
 struct Trace {
   std::string model;
   std::string torch;
+  std::optional<TraceAutocast> autocast;  // nullopt: the step ran in fp32
   TraceOptimizer optimizer;
   IdVector<TraceParam> params;
   IdVector<std::string> ops;                 // interned op names

@@ -35,7 +35,74 @@ bool same_event(const TraceEvent& a, const TraceEvent& b) {
   return a.alloc == b.alloc && a.buffer == b.buffer && a.category == b.category &&
          a.phase == b.phase && a.iteration == b.iteration && a.op == b.op && a.module == b.module &&
          a.param == b.param && a.dtype == b.dtype && a.dropout_noise == b.dropout_noise &&
-         a.sums == b.sums;
+         a.sums == b.sums && a.conv_role == b.conv_role;
+}
+
+// The convolution that made allocation `i` of the base run, at `batch`: its input and output
+// shapes fitted as affine in the batch from the first two runs, as cuDNN sees it.
+Result<ConvProblem> conv_problem(const Trace& t, size_t i, int64_t batch) {
+  const TraceRun& base = t.runs[0];
+  const TraceEvent& e = base.events[i];
+  const TraceConv& c = base.convs[static_cast<size_t>(e.conv)];
+  const TraceConv* second = nullptr;
+  int64_t second_batch = base.batch;
+  if (t.runs.size() > 1) {
+    second = &t.runs[1].convs[static_cast<size_t>(t.runs[1].events[i].conv)];
+    second_batch = t.runs[1].batch;
+  }
+  const std::optional<Dims> in =
+      affine_dims(c.input, base.batch, second ? &second->input : nullptr, second_batch, batch);
+  const std::optional<Dims> out =
+      affine_dims(c.output, base.batch, second ? &second->output : nullptr, second_batch, batch);
+  if (!in || !out) {
+    return invalid_argument(
+        fmt::format("the convolution that made event {} does not grow with the batch in whole "
+                    "sizes, so its workspace at batch {} is unknown",
+                    i, batch),
+        std::string(kMismatchHint));
+  }
+  // A transposed convolution is cuDNN's backward-data of the convolution whose input is its
+  // output.
+  const Dims& x = c.transposed ? *out : *in;
+  const Dims& y = c.transposed ? *in : *out;
+  ConvProblem p;
+  p.batch = (*in)[0];
+  p.in_channels = x[1];
+  p.out_channels = y[1];
+  p.groups = c.groups;
+  p.in_spatial = Dims(x.begin() + 2, x.end());
+  p.out_spatial = Dims(y.begin() + 2, y.end());
+  p.kernel = Dims(c.weight.begin() + 2, c.weight.end());
+  p.stride = c.stride;
+  p.padding = c.padding;
+  p.dilation = c.dilation;
+  const int64_t itemsize = e.dtype >= 0 ? dtype_itemsize(t.dtypes[e.dtype]) : 0;
+  p.itemsize = itemsize > 0 ? itemsize : 4;
+  p.memory_format = c.channels_last ? MemoryFormat::kChannelsLast : MemoryFormat::kChannelsFirst;
+  return p;
+}
+
+// The cuDNN workspace of the kernel that fills a convolution's allocation (Note [cuDNN
+// convolution workspaces]): forward for the output, backward-data for the input's gradient,
+// backward-filter for the weight's, the first two exchanged for a transposed convolution.
+Result<int64_t> conv_workspace(const Trace& t, size_t i, int64_t batch,
+                               const KernelTarget& target) {
+  const TraceEvent& e = t.runs[0].events[i];
+  TF_ASSIGN_OR_RETURN(const ConvProblem p, conv_problem(t, i, batch));
+  const ConvWorkspaces ws = cudnn_conv_workspaces(p, target.sm);
+  const bool transposed = t.runs[0].convs[static_cast<size_t>(e.conv)].transposed;
+  switch (e.conv_role) {
+    case ConvRole::kOutput:
+      return transposed ? ws.backward_data : ws.forward;
+    case ConvRole::kGradInput:
+      return transposed ? ws.forward : ws.backward_data;
+    case ConvRole::kGradWeight:
+      return ws.backward_filter;
+    case ConvRole::kGradBias:
+    case ConvRole::kAbsent:
+      break;
+  }
+  return 0;
 }
 
 // Appends the optimizer step's buffers and events to an event list.
@@ -104,6 +171,25 @@ Status line_up(const Trace& trace) {
 }
 
 }  // namespace
+
+std::optional<Dims> affine_dims(const Dims& first, int64_t first_batch, const Dims* second,
+                                int64_t second_batch, int64_t batch) {
+  if (second == nullptr || second_batch == first_batch) {
+    return batch == first_batch ? std::optional<Dims>(first) : std::nullopt;
+  }
+  if (second->size() != first.size()) return std::nullopt;
+  const int64_t apart = second_batch - first_batch;
+  Dims shape;
+  for (size_t i = 0; i < first.size(); ++i) {
+    const int64_t rise = (*second)[i] - first[i];
+    if (rise % apart != 0) return std::nullopt;
+    const std::optional<int64_t> grown = checked_mul(rise / apart, batch - first_batch);
+    const std::optional<int64_t> size = grown ? checked_add(first[i], *grown) : grown;
+    if (!size || *size < 0) return std::nullopt;
+    shape.push_back(*size);
+  }
+  return shape;
+}
 
 int64_t elements(const TraceParam& p) {
   return p.itemsize > 0 ? p.bytes / p.itemsize : p.bytes;
@@ -231,6 +317,7 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
   }
   const KernelTarget target = options.device.target;
   const bool cuda = target.device == Device::kCuda;
+  const bool workspaces = kernels_take_workspaces(target);
   OptimizerImpl impl = options.training.optimizer.impl;
   if (impl == OptimizerImpl::kDefault && t.optimizer.impl != OptimizerImpl::kLoop) {
     impl = t.optimizer.impl;  // the user's script asked for it
@@ -244,8 +331,17 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
                        "leave out --optimizer-impl to replay the traced step");
   }
 
+  const bool scaler = options.training.trace_grad_scaler;
+  if (scaler && !restep) {
+    return unsupported(fmt::format("GradScaler's step is modelled for trainfit's optimizers, and "
+                                   "the traced {} is not one",
+                                   t.optimizer.type),
+                       "estimate under --precision amp-bf16, or trace with SGD, Adam or AdamW");
+  }
+
   // The optimizer step, generated for the requested implementation.
   OptimizerStep step;
+  step.grad_scaler = scaler;
   if (restep) {
     step.optimizer.kind = *t.optimizer.kind;
     step.optimizer.impl = impl;
@@ -274,11 +370,35 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
   IdVector<BufferId> buffer_of(static_cast<size_t>(base.allocations), -1);
   IdVector<bool> added_into(static_cast<size_t>(base.allocations), false);
   CublasHandles cublas;
+  // GradScaler (grad_scaler.py): scale(loss) makes _scale and _growth_tracker on first use and a
+  // scaled loss (one fp32 element) that backward starts from and that goes when backward is done.
+  BufferId scaled_loss = kNone;
+  int scaled = 0;  // iterations whose loss has been scaled
+  const auto scale_loss = [&](uint8_t iteration) {
+    const auto scalar = [&](Category category) {
+      return list.add_alloc({.bytes = 4, .category = category}, Phase::kForward, iteration, kNone);
+    };
+    if (scaled++ == 0) {
+      scalar(Category::kOptimizerState);  // _scale
+      scalar(Category::kOptimizerState);  // _growth_tracker
+    }
+    scaled_loss = scalar(Category::kTemporary);
+  };
+  const auto unscaled = [&](Phase phase, uint8_t iteration) {
+    if (scaled_loss == kNone) return;
+    list.events.push_back({scaled_loss, false, phase, iteration, kNone});
+    scaled_loss = kNone;
+  };
   int stepped = 0;  // iterations whose step has been generated
+  bool stepped_once = false;
   const auto emit_step = [&](int up_to) {
     for (; stepped < up_to; ++stepped) {
-      step.first_step = stepped == 0;
-      ListSink sink(list, static_cast<uint8_t>(stepped));
+      const auto iteration = static_cast<uint8_t>(stepped);
+      unscaled(Phase::kOptimizer, iteration);
+      step.skipped = scaler && stepped < options.training.grad_scaler_skips;
+      step.first_step = !step.skipped && !stepped_once;
+      stepped_once = stepped_once || !step.skipped;
+      ListSink sink(list, iteration);
       lower_optimizer_step(step, sink);
     }
   };
@@ -290,6 +410,7 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
       if (e.phase == Phase::kOptimizer) emit_step(e.iteration + 1);
       if (e.phase == Phase::kForward) emit_step(e.iteration);
     }
+    if (scaler && e.phase == Phase::kBackward && scaled == e.iteration) scale_loss(e.iteration);
     const auto node = static_cast<NodeId>(i);
     if (!e.alloc) {
       const BufferId b = buffer_of[e.buffer];
@@ -326,22 +447,39 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
     if (e.dropout_noise && e.dtype >= 0) {
       *bytes = dropout_kept_bytes(target, *bytes, dtype_itemsize(t.dtypes[e.dtype]));
     }
-    if (e.op >= 0 && e.phase != Phase::kOptimizer && options.device.cublas_workspace_bytes > 0 &&
-        aten_op_uses_cublas(t.ops[e.op]) &&
-        cublas.creates_handle(target, /*autograd_thread=*/e.phase == Phase::kBackward)) {
-      list.add_alloc({.bytes = options.device.cublas_workspace_bytes,
-                      .category = Category::kWorkspace,
-                      .node = node,
-                      .module = tree_module(m, e)},
-                     e.phase, e.iteration, node);
+    if (*bytes > 0) {
+      buffer_of[e.buffer] = list.add_alloc({.bytes = *bytes,
+                                            .category = e.category,
+                                            .node = node,
+                                            .module = tree_module(m, e),
+                                            .param = e.param},
+                                           e.phase, e.iteration, node);
     }
-    if (*bytes == 0) continue;
-    buffer_of[e.buffer] = list.add_alloc({.bytes = *bytes,
-                                          .category = e.category,
-                                          .node = node,
-                                          .module = tree_module(m, e),
-                                          .param = e.param},
-                                         e.phase, e.iteration, node);
+    // The kernel runs once its output exists: a library handle's first use takes its
+    // workspace, then the call its own (device_rules.h).
+    const auto workspace = [&](int64_t size) {
+      return list.add_alloc({.bytes = size,
+                             .category = Category::kWorkspace,
+                             .node = node,
+                             .module = tree_module(m, e)},
+                            e.phase, e.iteration, node);
+    };
+    const bool backward = e.phase == Phase::kBackward;
+    if (e.op >= 0 && e.phase != Phase::kOptimizer && workspaces &&
+        aten_op_uses_cublas(t.ops[e.op])) {
+      if (options.device.cublas_workspace_bytes > 0 &&
+          cublas.creates_handle(target, /*autograd_thread=*/backward)) {
+        workspace(options.device.cublas_workspace_bytes);
+      }
+      // Note [cuBLASLt's workspace]: addmm's bias epilogue, on the forward thread.
+      if (!backward && t.ops[e.op] == "aten::addmm" && cublas.creates_lt_handle(target)) {
+        workspace(cublaslt_workspace_bytes());
+      }
+    }
+    if (workspaces && e.conv_role != ConvRole::kAbsent) {
+      TF_ASSIGN_OR_RETURN(const int64_t size, conv_workspace(t, i, batch, target));
+      if (size > 0) list.events.push_back({workspace(size), false, e.phase, e.iteration, node});
+    }
   }
   if (restep) emit_step(base.iterations);
   return list;
@@ -405,6 +543,17 @@ std::vector<std::string> trace_notes(const TraceModel& m, const KernelTarget& ta
         "replays as {0} ran it, op by op, where 2.x on CUDA calls fused attention and keeps "
         "less; trace under PyTorch 2.x for that",
         t.torch));
+  }
+  // Traces from before convolutions recorded their problems replay without cuDNN's workspaces.
+  const auto unrecorded_conv = [&](const TraceEvent& e) {
+    return e.alloc && e.op >= 0 && e.conv_role == ConvRole::kAbsent &&
+           t.ops[e.op].starts_with("aten::convolution");
+  };
+  if (kernels_take_workspaces(target) &&
+      std::any_of(t.runs[0].events.begin(), t.runs[0].events.end(), unrecorded_conv)) {
+    notes.emplace_back(
+        "the trace does not record its convolutions' shapes (an earlier trainfit made it), so "
+        "cuDNN's workspaces are left out and the figures are low; trace it again");
   }
   return notes;
 }

@@ -7,8 +7,10 @@
 //
 // Under the cuda profile the replay maps what is specific to CPU kernels to what CUDA PyTorch
 // does: CPU dropout's noise tensor (input dtype) becomes a bool mask, the first GEMM of
-// forward and of backward allocates a cuBLAS workspace, and the optimizer step is the one the
-// requested implementation makes (foreach by default), from the traced parameter groups.
+// forward and of backward allocates a cuBLAS workspace (and the first addmm cuBLASLt's), each
+// convolution's kernels take cuDNN's workspaces for the problems the trace recorded, GradScaler
+// scales and unscales under amp-fp16, and the optimizer step is the one the requested
+// implementation makes (foreach by default), from the traced parameter groups.
 #pragma once
 
 #include <memory>
@@ -60,6 +62,11 @@ Result<Estimate> estimate_trace(const TraceModel& model, int64_t batch,
 // Parameters per block, and the bytes one more sample keeps for backward per block (`trainfit
 // compare`). Needs a trace at two batch sizes.
 Result<BlockFigures> per_sample_blocks(const TraceModel& model, const EstimateOptions& options);
+
+// A shape at `batch`, each dimension fitted as affine in the batch from its sizes at two
+// batches (`second` null: known at `first_batch` only); nullopt when it is not.
+std::optional<Dims> affine_dims(const Dims& first, int64_t first_batch, const Dims* second,
+                                int64_t second_batch, int64_t batch);
 
 // Elements of a traced parameter (bytes when its dtype is unknown).
 int64_t elements(const TraceParam& p);

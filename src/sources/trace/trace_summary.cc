@@ -55,21 +55,10 @@ std::optional<Dims> fitted_output(
   };
   const Dims* first = at(0);
   if (first == nullptr) return std::nullopt;
-  if (t.runs.size() < 2)
-    return t.runs[0].batch == batch ? std::optional<Dims>(*first) : std::nullopt;
+  if (t.runs.size() < 2) return affine_dims(*first, t.runs[0].batch, nullptr, 0, batch);
   const Dims* second = at(1);
-  if (second == nullptr || second->size() != first->size()) return std::nullopt;
-  const int64_t apart = t.runs[1].batch - t.runs[0].batch;
-  Dims shape;
-  for (size_t i = 0; i < first->size(); ++i) {
-    const int64_t rise = (*second)[i] - (*first)[i];
-    if (rise % apart != 0) return std::nullopt;
-    const std::optional<int64_t> grown = checked_mul(rise / apart, batch - t.runs[0].batch);
-    const std::optional<int64_t> size = grown ? checked_add((*first)[i], *grown) : grown;
-    if (!size || *size < 0) return std::nullopt;
-    shape.push_back(*size);
-  }
-  return shape;
+  if (second == nullptr) return std::nullopt;
+  return affine_dims(*first, t.runs[0].batch, second, t.runs[1].batch, batch);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "estimate/gpu_catalog.h"
+#include "graph/device_rules.h"
 #include "sources/trace/trace_model.h"
 #include "sources/trace/trace_summary.h"
 
@@ -45,6 +47,44 @@ std::string with_modules(const std::string& modules) {
   std::string text = trace_json(run_json(2) + "," + run_json(3));
   text.insert(text.rfind("\"runs\""), "\"modules\":[" + modules + "],");
   return text;
+}
+
+// The trace with an "autocast" field of `value`.
+std::string with_autocast(const std::string& value, const std::string& runs = "") {
+  std::string text = trace_json(runs.empty() ? run_json(1) + "," + run_json(2) : runs);
+  text.insert(text.rfind("\"runs\""), "\"autocast\":" + value + ",");
+  return text;
+}
+
+// A run whose forward is one 3x3 convolution of `channels` to 16 channels, 32x32, fp32: its
+// output and, in backward, the weight's gradient, each with the "conv" record `fields` (by
+// default the true one at this batch).
+std::string conv_run(int batch, const std::string& fields = "") {
+  const std::string b = std::to_string(batch);
+  const std::string problem =
+      fields.empty() ? R"("input":[)" + b + R"(,3,32,32],"weight":[16,3,3,3],"output":[)" + b +
+                           R"(,16,32,32],"stride":[1,1],"padding":[1,1],"dilation":[1,1],)"
+                           R"("groups":1)"
+                     : fields;
+  const std::string output = std::to_string(batch * 16 * 32 * 32 * 4);
+  return "{\"batch\":" + b + R"(,"iterations":1,"events":[
+      {"phase":"setup","iteration":0},
+      {"alloc":0,"bytes":4096,"category":"parameter","dtype":"float32","param":0},
+      {"phase":"forward","iteration":1},
+      {"alloc":1,"bytes":)" +
+         output + R"(,"category":"activation","op":"aten::convolution","dtype":"float32",)" +
+         R"("conv":{"role":"output",)" + problem + R"(}},
+      {"phase":"backward","iteration":1},
+      {"free":1},
+      {"alloc":2,"bytes":1728,"category":"gradient","op":"aten::convolution_backward",)" +
+         R"("dtype":"float32","param":0,"conv":{)" +
+         (fields.empty() ? R"("role":"grad_weight",)" + problem : fields) + R"(}},
+      {"phase":"optimizer","iteration":1},
+      {"free":2}]})";
+}
+
+std::string conv_trace(const std::string& fields) {
+  return trace_json(conv_run(1, fields));
 }
 
 EstimateOptions cpu_options() {
@@ -152,6 +192,20 @@ TEST(TraceParse, MalformedInputsAreOneClearError) {
       trace_json(R"({"batch":1,"iterations":1,"outputs":{"a":[2,-1]},"events":[]})"),
       trace_json(R"({"batch":1,"iterations":1,"outputs":{"a":[2.5]},"events":[]})"),
       with_modules(R"({"path":"a"})"),
+      with_autocast("5"),
+      with_autocast(R"({"dtype":"float32","lists":"cuda"})"),
+      with_autocast(R"({"dtype":"bfloat16","lists":"tpu"})"),
+      with_autocast(R"({"lists":"cuda"})"),
+      conv_trace(R"("role":"kernel","input":[1,3,8,8],"weight":[8,3,3,3],"output":[1,8,8,8],)"
+                 R"("stride":[1,1],"padding":[1,1],"dilation":[1,1],"groups":1)"),
+      conv_trace(R"("role":"output","input":[1,3,8],"weight":[8,3,3,3],"output":[1,8,8,8],)"
+                 R"("stride":[1,1],"padding":[1,1],"dilation":[1,1],"groups":1)"),
+      conv_trace(R"("role":"output","input":[1,3,8,8],"weight":[8,3,3,3],"output":[1,8,8,8],)"
+                 R"("stride":[1],"padding":[1,1],"dilation":[1,1],"groups":1)"),
+      conv_trace(R"("role":"output","input":[1,3,8,-8],"weight":[8,3,3,3],"output":[1,8,8,8],)"
+                 R"("stride":[1,1],"padding":[1,1],"dilation":[1,1],"groups":1)"),
+      conv_trace(R"("role":"output","input":[1,3,8,8],"weight":[8,3,3,3],"output":[1,8,8,8],)"
+                 R"("stride":[1,1],"padding":[1,1],"dilation":[1,1],"groups":0)"),
       with_modules(R"({"path":3,"type":"Linear"})"),
       with_modules("7"),
   };
@@ -303,6 +357,126 @@ TEST(TraceModelTest, NotesAttentionTracedUnderTorch1OnCuda) {
   Result<TraceModel> cnn = fit_trace(*parse_trace(trace_json(run_json(1)), "t.json"));
   ASSERT_TRUE(cnn.ok());
   EXPECT_TRUE(trace_notes(*cnn, cuda_profile(std::nullopt).target).empty());
+}
+
+TEST(TraceParse, ReadsAutocastAndConvolutions) {
+  Result<Trace> plain = parse_trace(trace_json(run_json(1)), "t.json");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->autocast.has_value());
+  Result<Trace> amp = parse_trace(with_autocast(R"({"dtype":"bfloat16","lists":"cuda"})"), "t");
+  ASSERT_TRUE(amp.ok()) << amp.status().to_string();
+  ASSERT_TRUE(amp->autocast.has_value());
+  EXPECT_EQ(amp->autocast->dtype, "bfloat16");
+  EXPECT_EQ(amp->autocast->lists, Device::kCuda);
+
+  Result<Trace> conv = parse_trace(trace_json(conv_run(2)), "t.json");
+  ASSERT_TRUE(conv.ok()) << conv.status().to_string();
+  const TraceRun& run = conv->runs[0];
+  ASSERT_EQ(run.convs.size(), 2u);
+  EXPECT_EQ(run.events[1].conv_role, ConvRole::kOutput);
+  EXPECT_EQ(run.events[3].conv_role, ConvRole::kGradWeight);
+  EXPECT_EQ(run.convs[0].input, (Dims{2, 3, 32, 32}));
+  EXPECT_EQ(run.convs[0].padding, (Dims{1, 1}));
+  EXPECT_FALSE(run.convs[0].transposed);
+}
+
+// The events the cuda profile (an H100) makes of a trace at `batch`, under `training`.
+EventList h100_events(const std::string& text, int64_t batch, TrainingConfig training = {}) {
+  Result<Trace> t = parse_trace(text, "t.json");
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  Result<TraceModel> m = fit_trace(std::move(t).value());
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  EstimateOptions o;
+  o.device = cuda_profile(*find_gpu("h100-80gb"));
+  o.training = std::move(training);
+  Result<EventList> list = trace_events(*m, batch, o);
+  EXPECT_TRUE(list.ok()) << list.status().to_string();
+  return list.ok() ? std::move(list).value() : EventList{};
+}
+
+TEST(TraceModelTest, ConvolutionsTakeCudnnWorkspacesOnCuda) {
+  // At batch 8: the problem the trace recorded at 1 and 2, grown with the batch.
+  ConvProblem p;
+  p.batch = 8;
+  p.in_channels = 3;
+  p.out_channels = 16;
+  p.in_spatial = p.out_spatial = {32, 32};
+  p.kernel = {3, 3};
+  p.stride = p.dilation = {1, 1};
+  p.padding = {1, 1};
+  const ConvWorkspaces want = cudnn_conv_workspaces(p, 90);
+  ASSERT_GT(want.forward, 0);
+  ASSERT_GT(want.backward_filter, 0);
+  const EventList list = h100_events(trace_json(conv_run(1) + "," + conv_run(2)), 8);
+  // Each kernel's workspace comes right after the tensor it fills, and goes at once.
+  std::vector<int64_t> workspaces;
+  for (size_t i = 0; i + 1 < list.events.size(); ++i) {
+    const Event& e = list.events[i];
+    const Buffer& b = list.buffers[e.buffer];
+    if (!e.alloc || b.category != Category::kWorkspace) continue;
+    const Event& before = list.events[i - 1];
+    EXPECT_TRUE(before.alloc);
+    EXPECT_EQ(list.buffers[before.buffer].node, b.node);
+    EXPECT_FALSE(list.events[i + 1].alloc);
+    EXPECT_EQ(list.events[i + 1].buffer, e.buffer);
+    workspaces.push_back(b.bytes);
+  }
+  EXPECT_EQ(workspaces, (std::vector<int64_t>{want.forward, want.backward_filter}));
+  // The cpu profile has none.
+  Result<std::shared_ptr<const TraceModel>> m =
+      load_trace(trace_json(conv_run(1) + "," + conv_run(2)), "t.json");
+  ASSERT_TRUE(m.ok());
+  Result<EventList> cpu = trace_events(**m, 8, cpu_options());
+  ASSERT_TRUE(cpu.ok());
+  for (const Buffer& b : cpu->buffers) EXPECT_NE(b.category, Category::kWorkspace);
+}
+
+TEST(TraceModelTest, TracesWithoutConvolutionShapesSaySo) {
+  std::string run = run_json(1);
+  run.replace(run.find("aten::relu"), 10, "aten::convolution");
+  Result<TraceModel> old = fit_trace(*parse_trace(trace_json(run), "t.json"));
+  ASSERT_TRUE(old.ok());
+  const std::vector<std::string> notes =
+      trace_notes(*old, cuda_profile(*find_gpu("h100-80gb")).target);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("cuDNN's workspaces are left out"), std::string::npos);
+  EXPECT_TRUE(trace_notes(*old, cpu_profile().target).empty());
+  Result<TraceModel> recorded = fit_trace(*parse_trace(trace_json(conv_run(1)), "t.json"));
+  ASSERT_TRUE(recorded.ok());
+  EXPECT_TRUE(trace_notes(*recorded, cuda_profile(*find_gpu("h100-80gb")).target).empty());
+}
+
+TEST(TraceModelTest, GradScalerUnderFp16) {
+  const std::string text = with_autocast(R"({"dtype":"bfloat16","lists":"cuda"})");
+  const auto count = [](const EventList& list, int64_t bytes, Category category) {
+    return std::count_if(list.buffers.begin(), list.buffers.end(), [&](const Buffer& b) {
+      return b.bytes == bytes && b.category == category;
+    });
+  };
+  const EventList bf16 = h100_events(text, 4);
+  EXPECT_EQ(count(bf16, 4, Category::kOptimizerState), 0);
+  TrainingConfig fp16;
+  fp16.trace_grad_scaler = true;
+  const EventList scaled = h100_events(text, 4, fp16);
+  // _scale and _growth_tracker once; per iteration the scaled loss, then unscale_'s scale as
+  // a double, its reciprocal, inv_scale and found_inf.
+  EXPECT_EQ(count(scaled, 4, Category::kOptimizerState), 2);
+  EXPECT_EQ(count(scaled, 4, Category::kTemporary), 3);
+  EXPECT_EQ(count(scaled, 8, Category::kTemporary), 2);
+  EXPECT_EQ(scaled.buffers.size(), bf16.buffers.size() + 2 + 1 + 4);
+  // The scaled loss lives from the end of forward to the end of backward.
+  const auto scaled_loss =
+      std::find_if(scaled.events.begin(), scaled.events.end(), [&](const Event& e) {
+        const Buffer& b = scaled.buffers[e.buffer];
+        return e.alloc && b.bytes == 4 && b.category == Category::kTemporary;
+      });
+  ASSERT_NE(scaled_loss, scaled.events.end());
+  EXPECT_EQ(scaled_loss->phase, Phase::kForward);
+  const auto freed = std::find_if(scaled_loss, scaled.events.end(), [&](const Event& e) {
+    return !e.alloc && e.buffer == scaled_loss->buffer;
+  });
+  ASSERT_NE(freed, scaled.events.end());
+  EXPECT_EQ(freed->phase, Phase::kOptimizer);
 }
 
 }  // namespace
