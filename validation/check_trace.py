@@ -5,9 +5,9 @@
    8 and 16 must match the peak of live tensor bytes that PyTorch reaches over two training
    iterations at that batch (harness.training_peak) within 3%, with SGD and with AdamW.
 2. Zoo models traced (at 1, 2 and 3) must give the zoo's answer within 1%: peak allocated on the
-   cpu profile; on the cuda profile peak allocated and reserved for the CNNs, and allocated for
-   GPT-2 with eager attention (see zoo_models); and in `trainfit compare` the parameters and
-   bytes kept per sample of every block.
+   cpu profile; on the cuda profile peak allocated, and reserved for the CNNs and GPT-2 with
+   eager attention (see zoo_models); and in `trainfit compare` the parameters and bytes kept
+   per sample of every block.
 3. A trace written by `python3 -m trainfit.trace` estimates like one from Python, and bad
    arguments are one line and exit 2.
 
@@ -86,17 +86,24 @@ def against_torch(report, binary, label, path, batch, case, optimizer, make_batc
 
 ALLOCATED = ("peak_allocated_bytes",)
 BOTH = ("peak_allocated_bytes", "peak_reserved_bytes")
+BLOCKS = ("blocks",)
 
 
 def zoo_models():
     """(name, zoo flags, model factory, make_batch, loss_fn, {profile: (zoo flags, keys)})
 
     On the cuda profile the zoo models PyTorch 2.x, whose Python code takes other paths than
-    the 1.13 that traces here: torchvision's nn.MultiheadAttention calls fused attention (SDPA),
-    which a 1.13 trace cannot show, so ViT is compared on the cpu profile only. GPT-2 is
-    compared with the zoo's eager attention (`--set attention=eager`), the path 1.13 takes; its
-    2.x code still differs in small temporaries (the causal mask's `where`, contiguous copies),
-    which move allocations between segments: peak allocated is checked, reserved is shown."""
+    the 1.13 that traces here. torchvision's nn.MultiheadAttention calls fused attention (SDPA),
+    which the replay puts in place of the core 1.13 ran op by op (docs/trace-format.md,
+    "attention"); 2.x's in-projection still makes one packed copy of q, k and v where 1.13 makes
+    three, and its linear layers one buffer where 1.13's matmul and bias add make two, which
+    moves allocations between segments: ViT's peak allocated is checked and reserved shown.
+    At batch 1 2.x skips the copy of attention's transposed input, which the zoo's bytes per
+    sample (batch 2 less batch 1) take in and a trace's (fitted on 2 and 3) do not: ViT's cuda
+    blocks are shown. GPT-2 is compared with the zoo's eager attention (`--set
+    attention=eager`), the path 1.13 takes; its 2.x code still differs in small temporaries (the
+    causal mask's `where`, contiguous copies), which leave its peaks where they were.
+    "blocks" in a profile's keys checks `compare`'s per-sample blocks too."""
     def vision(name, profiles, **kwargs):
         return (name, ["--input", "x".join(map(str, IMAGE))],
                 lambda: getattr(torchvision.models, name)(**kwargs), image_batch, F.cross_entropy,
@@ -116,13 +123,15 @@ def zoo_models():
 
     gpt2_flags = ["--seq-len", str(seq_len)] + [f for k, v in gpt2_sets.items()
                                                  for f in ("--set", f"{k}={v}")]
-    cnn = {"cpu": ([], ALLOCATED), "cuda": ([], BOTH)}
+    cnn = {"cpu": ([], ALLOCATED + BLOCKS), "cuda": ([], BOTH + BLOCKS)}
     return [
         vision("resnet50", cnn),
         vision("vgg11_bn", cnn),
-        vision("vit_b_16", {"cpu": ([], ALLOCATED)}, image_size=IMAGE[1]),
+        vision("vit_b_16", {"cpu": ([], ALLOCATED + BLOCKS), "cuda": ([], ALLOCATED)},
+               image_size=IMAGE[1]),
         ("gpt2", gpt2_flags, gpt2_model, gpt2_batch, gpt2_loss,
-         {"cpu": ([], ALLOCATED), "cuda": (["--set", "attention=eager"], ALLOCATED)}),
+         {"cpu": ([], ALLOCATED + BLOCKS),
+          "cuda": (["--set", "attention=eager"], BOTH + BLOCKS)}),
     ]
 
 
@@ -152,18 +161,21 @@ def zoo_agreement(report, binary, directory, quick):
                     else:
                         report.show(line + " (shown, not checked)")
                 if batch == BATCHES[0]:
-                    compare_blocks(report, name, profile, traced, zoo)
+                    compare_blocks(report, name, profile, traced, zoo, "blocks" in keys)
         del model
         gc.collect()
 
 
-def compare_blocks(report, name, profile, traced, zoo):
-    """`compare`'s per-block figures: parameters and bytes one more sample keeps, per block."""
+def compare_blocks(report, name, profile, traced, zoo, checked):
+    """`compare`'s per-block figures: parameters and bytes one more sample keeps, per block;
+    shown only when not `checked`."""
     blocks = {b["block"]: b for b in zoo["blocks"]}
     ours = {b["block"]: b for b in traced["blocks"]}
-    report.check(list(ours) == list(blocks),
-                 f"{name:10s} {profile:4s} compare blocks: zoo {list(blocks)[:4]}... trace "
-                 f"{list(ours)[:4]}...")
+    judge = report.check if checked else (
+        lambda ok, line: report.show(line + " (shown, not checked)"))
+    judge(list(ours) == list(blocks),
+          f"{name:10s} {profile:4s} compare blocks: zoo {list(blocks)[:4]}... trace "
+          f"{list(ours)[:4]}...")
     worst = 0.0
     for block, want in blocks.items():
         got = ours.get(block, {"parameters": 0, "kept_bytes_per_sample": 0})
@@ -174,10 +186,10 @@ def compare_blocks(report, name, profile, traced, zoo):
                 worst = float("inf")
     want = zoo["activation_bytes_per_sample"]
     error = (traced["activation_bytes_per_sample"] - want) / want
-    report.check(worst <= ZOO_TOLERANCE and abs(error) <= ZOO_TOLERANCE,
-                 f"{name:10s} {profile:4s} compare per sample: zoo {want:>11,} trace "
-                 f"{traced['activation_bytes_per_sample']:>11,} {error:+.3%}, "
-                 f"{len(blocks)} blocks within {worst:.3%}")
+    judge(worst <= ZOO_TOLERANCE and abs(error) <= ZOO_TOLERANCE,
+          f"{name:10s} {profile:4s} compare per sample: zoo {want:>11,} trace "
+          f"{traced['activation_bytes_per_sample']:>11,} {error:+.3%}, "
+          f"{len(blocks)} blocks within {worst:.3%}")
 
 
 def command_line(report, binary, directory):

@@ -16,6 +16,7 @@ keeps in its state are optimizer state. The format is documented in docs/trace-f
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import time
@@ -94,6 +95,10 @@ class _Recorder(TorchDispatchMode):
         self.backward_module = ""
         self.outputs: Dict[str, List[int]] = {}  # module path -> its first output's shape, first call of iteration 1
         self.polled = False  # True until the next op or mark: no storage died since the poll
+        # The nn.MultiheadAttention call whose attention core is running (_attention_hooks), and
+        # the gradients of scaled queries whose division makes the gradient of the queries.
+        self.attention: Optional[Dict[str, Any]] = None
+        self.query_grads: Dict[int, int] = {}  # event id of q_scaled's gradient -> core's output
 
     def mark(self, phase: str, iteration: int) -> None:
         """Starts a phase of an iteration: a phase mark in the events, after the frees of the
@@ -180,6 +185,15 @@ class _Recorder(TorchDispatchMode):
         made = [self.note(t, op) for t in tree_flatten(out)[0]]
         if op in _CONV_ROLES:
             _note_convolution(op, args, out, made)
+        if op == "aten::sum" and len(args) >= 2 and made and made[0] is not None:
+            _note_reduction(args, made[0])
+        if op == "aten::div" and args:
+            if self.attention is not None and "scores" not in self.attention:
+                self.attention["q"] = self.id_of(args[0])  # q_scaled = q / sqrt(head_dim)
+            elif self.phase == "backward" and self.query_grads and made and made[0] is not None:
+                of = self.query_grads.pop(self.id_of(args[0]) or -1, None)
+                if of is not None:
+                    made[0]["attention"] = {"role": "grad_q", "of": of}
         # Tensors first seen as arguments were made outside the dispatcher (torch.tensor(...)).
         for t in tree_flatten((args, kwargs))[0]:
             self.note(t, op)
@@ -197,6 +211,109 @@ class _Recorder(TorchDispatchMode):
             if i is not None:
                 self.allocs[i]["cpu"] = DROPOUT_NOISE
         return out
+
+    def mark_attention(self, core: Dict[str, Any]) -> None:
+        """Marks a finished attention core: its output's allocation says where the core began
+        (q_scaled's allocation), which storages it read, and their shapes; hooks mark the
+        start of its backward and the gradients of q, k and v (docs/trace-format.md)."""
+        if not {"q", "scores", "out"} <= core.keys():
+            return
+        q_scaled, k_t, v, out = core["q_scaled"], core["k_t"], core["v"], core["out"]
+        out_id, first, k, v_id = (self.id_of(t) for t in (out, q_scaled, k_t, v))
+        if (out_id is None or first is None or k is None or v_id is None or core["q"] is None
+                or not out.requires_grad):
+            return  # not the core 1.13's multi_head_attention_forward runs: replayed as traced
+        output: int = out_id  # the core's name in the marks of its backward
+        self.allocs[output]["attention"] = {
+            "role": "output", "first": first, "q": core["q"], "k": k, "v": v_id,
+            "q_shape": list(q_scaled.shape), "k_shape": list(k_t.transpose(-2, -1).shape),
+            "v_shape": list(v.shape), "mask": core["mask"]}
+
+        def backward_starts(grad: torch.Tensor) -> None:
+            """The output's gradient has arrived: the core's backward runs next."""
+            self.events.append({"attention_backward": output})
+
+        def gradient(role: str) -> Callable[[torch.Tensor], None]:
+            """Marks the allocation of k's or v's gradient."""
+            def hook(grad: torch.Tensor) -> None:
+                """The gradient has been made."""
+                i = self.id_of(grad)
+                if i is not None:
+                    self.allocs[i]["attention"] = {"role": role, "of": output}
+            return hook
+
+        def scaled_query(grad: torch.Tensor) -> None:
+            """q_scaled's gradient: the division that follows makes q's."""
+            i = self.id_of(grad)
+            if i is not None:
+                self.query_grads[i] = output
+
+        out.register_hook(backward_starts)
+        q_scaled.register_hook(scaled_query)
+        k_t.register_hook(gradient("grad_k"))
+        v.register_hook(gradient("grad_v"))
+
+
+def _attention_hooks(model: torch.nn.Module, recorder: _Recorder) -> Callable[[], None]:
+    """Marks the attention core of each nn.MultiheadAttention call that asks for no weights
+    (need_weights=False): PyTorch 2.x runs it on CUDA as one fused kernel that keeps no score
+    matrix, where 1.13's multi_head_attention_forward runs it op by op (q_scaled = q /
+    sqrt(head_dim); bmm or baddbmm with the mask; softmax; dropout; bmm with v). A cuda-profile
+    replay puts the fused kernel's allocations in its place. 2.x calls scaled_dot_product_attention
+    itself, which its trace shows as it ran. Returns what undoes the hooks."""
+    modules = [m for m in model.modules() if isinstance(m, torch.nn.MultiheadAttention)]
+    if not modules or not _TORCH1:
+        return lambda: None
+
+    def product(original: Callable[..., Any], with_input: bool) -> Callable[..., Any]:
+        """torch.bmm (with_input False) or torch.baddbmm, noting the core's two products."""
+        def run(*args: Any, **kwargs: Any) -> Any:
+            """The product, then what it was in the core."""
+            out = original(*args, **kwargs)
+            core = recorder.attention
+            if core is not None and len(args) >= 2 + with_input:
+                a, b = args[with_input], args[1 + with_input]
+                if "scores" not in core:
+                    core.update(scores=True, q_scaled=a, k_t=b, mask=with_input)
+                elif "out" not in core:
+                    core.update(v=b, out=out)
+            return out
+        return run
+
+    def marked(module: torch.nn.MultiheadAttention) -> Callable[..., Any]:
+        """The module's forward, with its core noted when it asks for no weights."""
+        forward = module.forward
+        signature = inspect.signature(type(module).forward)
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            """forward(query, key, value, key_padding_mask, need_weights, ...)."""
+            try:
+                need_weights = signature.bind(module, *args, **kwargs).arguments.get(
+                    "need_weights", True)
+            except TypeError:
+                need_weights = True
+            if need_weights or recorder.phase != "forward" or not torch.is_grad_enabled():
+                return forward(*args, **kwargs)
+            recorder.attention = {}
+            try:
+                return forward(*args, **kwargs)
+            finally:
+                core, recorder.attention = recorder.attention, None
+                recorder.mark_attention(core)
+        return run
+
+    originals = (torch.bmm, torch.baddbmm)
+    torch.bmm = product(originals[0], False)
+    torch.baddbmm = product(originals[1], True)
+    for m in modules:
+        setattr(m, "forward", marked(m))  # the instance's own, which __call__ finds first
+
+    def undo() -> None:
+        """Restores torch.bmm, torch.baddbmm and each module's own forward."""
+        torch.bmm, torch.baddbmm = originals
+        for m in modules:
+            del m.forward
+    return undo
 
 
 # What each output of a convolution op is, in order: the cuda profile adds the cuDNN workspace
@@ -230,6 +347,19 @@ def _note_convolution(op: str, args: Sequence[Any], out: Any,
     for role, event in zip(_CONV_ROLES[op], made):
         if event is not None:
             event["conv"] = dict(problem, role=role)
+
+
+def _note_reduction(args: Sequence[Any], event: Dict[str, Any]) -> None:
+    """Marks a sum over some dimensions (sum.dim_IntList(self, dim, keepdim)) with its input
+    and the dimensions it reduces: on CUDA a reduction of many values into few results stages
+    partial sums in a buffer of its own (docs/trace-format.md, "reduce")."""
+    x, dims = args[0], args[1]
+    if not isinstance(x, torch.Tensor) or x.dim() == 0:
+        return
+    rank = x.dim()
+    reduced = sorted({int(d) % rank for d in dims} if dims else range(rank))
+    event["reduce"] = {"input": list(x.shape), "dims": reduced,
+                       "contiguous": bool(x.is_contiguous())}
 
 
 def _module_hooks(model: torch.nn.Module, recorder: _Recorder) -> List[Any]:
@@ -339,6 +469,7 @@ def _run(model: torch.nn.Module, make_batch: MakeBatch, loss_fn: LossFn,
     static = {_storage(t).data_ptr() for _, t in params}
     recorder = _Recorder(static)
     handles = _module_hooks(model, recorder)
+    unmark_attention = _attention_hooks(model, recorder)
     opt = make_optimizer([p for _, p in params if isinstance(p, torch.nn.Parameter)
                           and p.requires_grad])
     index_of = {id(t): i for i, (_, t) in enumerate(params)}
@@ -413,6 +544,7 @@ def _run(model: torch.nn.Module, make_batch: MakeBatch, loss_fn: LossFn,
     finally:
         for h in handles:
             h.remove()
+        unmark_attention()
     return recorder.events, recorder.outputs, _describe_optimizer(opt, index_of)
 
 

@@ -322,6 +322,29 @@ bool host_tensors_use_device_memory(const KernelTarget& target) {
   return !cuda(target);
 }
 
+SdpaBackend cuda_sdpa_backend(DType dtype, bool mask, int64_t head_dim, bool grouped_heads) {
+  const bool low = dtype == DType::kFloat16 || dtype == DType::kBFloat16;
+  if (low && !mask && head_dim <= 256 && head_dim % 8 == 0) return SdpaBackend::kFlash;
+  if (head_dim % 4 == 0 && !grouped_heads) return SdpaBackend::kEfficient;
+  return SdpaBackend::kMath;
+}
+
+FusedAttentionBytes fused_attention_bytes(SdpaBackend backend, int64_t rows, int64_t queries,
+                                          int64_t head_dim, int64_t value_dim, DType dtype) {
+  FusedAttentionBytes b;
+  if (backend == SdpaBackend::kFlash) {
+    const int64_t padded = ceil_div(queries, 128) * 128;
+    b.logsumexp = 4 * rows * queries;
+    b.backward_workspace = 4 * rows * padded + 4 * rows * padded * head_dim;
+  } else if (backend == SdpaBackend::kEfficient) {
+    b.logsumexp = 4 * rows * ceil_div(queries, 32) * 32;
+    b.backward_workspace = 4 * rows * queries;
+    if (dtype != DType::kFloat32 && value_dim > 64)
+      b.forward_workspace = 4 * rows * queries * value_dim;
+  }
+  return b;
+}
+
 bool kernels_take_workspaces(const KernelTarget& target) {
   return cuda(target);
 }

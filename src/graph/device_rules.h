@@ -47,6 +47,17 @@
 //  in-place variant and p == 1 multiply by a noise tensor in the input's dtype and keep that
 //  (Dropout.cpp is_fused_kernel_acceptable, _dropout_impl).
 //
+// Note [Fused attention]
+//  scaled_dot_product_attention on CUDA picks flash, then memory-efficient, then the math path
+//  (sdp_utils.cpp): flash takes fp16/bf16 without an arbitrary mask and a head dim of at most
+//  256 in multiples of 8; memory-efficient takes fp32 and masks with a head dim in multiples of
+//  4, and no grouped-query heads. Both keep q, k, v, the output and an fp32 (B, H, L)
+//  logsumexp, which memory-efficient pads to a multiple of 32 queries. Their backward takes fp32
+//  scratch besides the gradients (flash_api.cpp mha_bwd: softmax_d (B, H, L rounded to 128) and
+//  dq_accum (B, L rounded to 128, H, E); memory-efficient: delta (B, H, L)), and memory-efficient
+//  accumulates fp16/bf16 outputs wider than 64 in an fp32 buffer during forward
+//  (kernel_forward.h kNeedsOutputAccumulatorBuffer).
+//
 // Note [Summing gradients]
 //  Two gradients for one tensor meet in the autograd engine's InputBuffer. PyTorch 2.x adds
 //  the new one into the old in place when the buffer holds the only reference to it
@@ -159,6 +170,21 @@ struct ReduceScratch {
   int64_t semaphores = 0;  // bytes of int semaphores
 };
 ReduceScratch cuda_reduce_scratch(const ReduceProblem& reduce);
+
+// Note [Fused attention]: the kernel scaled_dot_product_attention runs on CUDA.
+enum class SdpaBackend : uint8_t { kFlash, kEfficient, kMath };
+SdpaBackend cuda_sdpa_backend(DType dtype, bool mask, int64_t head_dim, bool grouped_heads);
+
+// Note [Fused attention]: what a fused kernel allocates over batch x heads rows of `queries`
+// queries (head dim `head_dim`, values `value_dim` wide, in `dtype`), beside its output and the
+// gradients of q, k and v.
+struct FusedAttentionBytes {
+  int64_t logsumexp = 0;           // kept from forward to backward
+  int64_t forward_workspace = 0;   // while forward runs
+  int64_t backward_workspace = 0;  // while backward runs (without grouped-query expansion)
+};
+FusedAttentionBytes fused_attention_bytes(SdpaBackend backend, int64_t rows, int64_t queries,
+                                          int64_t head_dim, int64_t value_dim, DType dtype);
 
 // Note [Summing gradients]: true when the sum reuses the old gradient's memory.
 bool adds_gradient_in_place(const KernelTarget& target, bool only_reference);

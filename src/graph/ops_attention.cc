@@ -17,14 +17,13 @@
 
 #include "base/size_math.h"
 #include "graph/builder.h"
+#include "graph/device_rules.h"
 #include "graph/op_registry.h"
 
 namespace trainfit {
 namespace {
 
 // ---- scaled_dot_product_attention ----------------------------------------------------------
-
-enum class SdpaBackend : uint8_t { kFlash, kEfficient, kMath };
 
 // Grouped-query attention: enable_gqa with fewer key/value heads than query heads (dim -3).
 bool grouped(const GraphBuilder& b, std::span<const ValueId> in, const Attrs& attrs) {
@@ -50,14 +49,9 @@ Result<SdpaBackend> choose_backend(const GraphBuilder& b, std::span<const ValueI
     // PyTorch 2.x on CPU: the flash kernel when there is no mask, else the math path.
     return has_mask ? SdpaBackend::kMath : SdpaBackend::kFlash;
   }
-  // CUDA priority order flash -> efficient -> math (sdp_utils.cpp): flash needs fp16/bf16,
-  // no arbitrary mask and a head dim of at most 256; efficient takes fp32 and masks, but not
-  // grouped-query attention (check_batch_size_and_num_heads_dense<false>), which then falls
-  // to the math path: fp32 and masked GQA materialize the scores.
-  const bool low = dtype == DType::kFloat16 || dtype == DType::kBFloat16;
-  if (low && !has_mask && head_dim <= 256 && head_dim % 8 == 0) return SdpaBackend::kFlash;
-  if (head_dim % 4 == 0 && !grouped(b, in, attrs)) return SdpaBackend::kEfficient;
-  return SdpaBackend::kMath;
+  // Note [Fused attention]: fp32 and masked grouped-query attention take the math path and
+  // materialize the scores.
+  return cuda_sdpa_backend(dtype, has_mask, head_dim, grouped(b, in, attrs));
 }
 
 // x.repeat_interleave(n, dim=-3) to q's heads, as an index_select would: one copy of the
@@ -250,31 +244,26 @@ OpSchema fused_schema(std::string_view name, std::string_view doc, bool flash) {
     saved.push_back(saved_output(1));
     return saved;
   };
-  // Backward: new gradients for q, k and v, plus fp32 scratch. Flash (flash_api.cpp mha_bwd):
-  // softmax_d (B, H, L rounded to 128) and dq_accum (B, L rounded to 128, H, E), and with fewer
-  // key/value heads dk and dv expanded to every query head (B, S, H, E) before they are summed.
-  // Memory-efficient: delta (B, H, L). Not yet measured on a GPU.
-  s.backward = [flash](const OpCall& call) {
+  // Backward: new gradients for q, k and v, plus fp32 scratch (Note [Fused attention]); flash
+  // with fewer key/value heads also expands dk and dv to every query head (B, S, H, E) before
+  // they are summed. Not yet measured on a GPU.
+  const auto bytes = [flash](const OpCall& call) {
+    const Dims& q = call.in(0).shape;
+    return fused_attention_bytes(flash ? SdpaBackend::kFlash : SdpaBackend::kEfficient, q[0] * q[1],
+                                 q[2], q[3], call.in(2).shape[3], call.in(2).dtype);
+  };
+  s.backward = [flash, bytes](const OpCall& call) {
     BackwardSpec spec = backward_of(OpSchema{}, call);
     const Dims& q = call.in(0).shape;
     const Dims& k = call.in(1).shape;
-    const int64_t rows = flash ? ceil_div(q[2], 128) * 128 : q[2];
-    spec.workspace_bytes = 4 * q[0] * q[1] * rows;
-    if (flash) spec.workspace_bytes += 4 * q[0] * rows * q[1] * q[3];
+    spec.workspace_bytes = bytes(call).backward_workspace;
     if (flash && k[1] != q[1]) {
       const int64_t expanded = k[0] * q[1] * k[2] * dtype_bytes(call.in(1).dtype);
       spec.workspace_bytes += expanded * (k[3] + call.in(2).shape[3]);
     }
     return spec;
   };
-  // The memory-efficient kernel accumulates fp16/bf16 outputs wider than 64 in an fp32 buffer
-  // (kernel_forward.h kNeedsOutputAccumulatorBuffer).
-  s.workspace = [flash](const OpCall& call) -> int64_t {
-    const Value& v = call.in(2);
-    if (flash || v.dtype == DType::kFloat32 || v.shape.back() <= 64) return 0;
-    const Dims& q = call.in(0).shape;
-    return q[0] * q[1] * q[2] * v.shape.back() * 4;
-  };
+  s.workspace = [bytes](const OpCall& call) -> int64_t { return bytes(call).forward_workspace; };
   return s;
 }
 

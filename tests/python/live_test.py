@@ -45,6 +45,21 @@ class PerSample(torch.nn.Module):
         return torch.stack([self.fc(row) for row in x])
 
 
+class Attention(torch.nn.Module):
+    """One nn.MultiheadAttention over 256 tokens of 32 (4 heads), asking for its weights or
+    not, and a classifier head."""
+
+    def __init__(self, need_weights):
+        super().__init__()
+        self.need_weights = need_weights
+        self.attn = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+        self.head = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        y, _ = self.attn(x, x, x, need_weights=self.need_weights)
+        return self.head(y.mean(1))
+
+
 class Live(unittest.TestCase):
     def test_classifier_estimates_like_its_trace(self):
         model = tiny_classifier()
@@ -87,6 +102,37 @@ class Live(unittest.TestCase):
                               lambda p: torch.optim.SGD(p, lr=0.01), batch_sizes=(2, 3))
         with self.assertRaisesRegex(trainfit.Error, "trace it under autocast"):
             trainfit.estimate(trace=fp32, batch=32, precision="amp-bf16")
+
+    def test_attention_cores_replay_fused_on_cuda(self):
+        """nn.MultiheadAttention without weights is marked (docs/trace-format.md, "attention"),
+        the model and torch are left as they were, and on the cuda profile the core keeps what
+        the fused kernel keeps: not the (B*H, L, L) softmax but the output and an fp32
+        logsumexp (16 x 256 padded to 32)."""
+        original = torch.bmm
+
+        def traced(need_weights):
+            torch.manual_seed(0)
+            model = Attention(need_weights)
+            trace = trainfit.trace(model, lambda n: (torch.randn(n, 256, 32),
+                                                     torch.randint(0, 10, (n,))),
+                                   F.cross_entropy, lambda p: torch.optim.SGD(p, lr=0.1),
+                                   batch_sizes=(2, 3))
+            self.assertNotIn("forward", vars(model.attn))
+            self.assertIs(torch.bmm, original)
+            return trace
+        fused, weights = traced(False), traced(True)
+        events = fused["runs"][0]["events"]
+        roles = sorted(e["attention"]["role"] for e in events if "attention" in e)
+        self.assertEqual(roles, sorted(["output", "grad_q", "grad_k", "grad_v"] * 2))
+        self.assertEqual(sum("attention_backward" in e for e in events), 2)
+        self.assertFalse(any("attention" in e for e in weights["runs"][0]["events"]))
+        kept = {name: trainfit.estimate(trace=trace, batch=8, device_profile="cuda")[
+            "activation_bytes"] for name, trace in (("fused", fused), ("weights", weights))}
+        softmax, output, logsumexp = 8 * 4 * 256 * 256 * 4, 8 * 256 * 32 * 4, 8 * 4 * 256 * 4
+        self.assertEqual(kept["weights"] - kept["fused"], softmax - output - logsumexp)
+        on_cpu = {name: trainfit.estimate(trace=trace, batch=8, device_profile="cpu")[
+            "activation_bytes"] for name, trace in (("fused", fused), ("weights", weights))}
+        self.assertEqual(on_cpu["weights"], on_cpu["fused"])
 
     def test_segmenter_gets_a_per_pixel_target(self):
         model = torch.nn.Sequential(torch.nn.Conv2d(3, 5, 3, padding=1))

@@ -87,6 +87,76 @@ Result<Dims> parse_sizes(const JsonFields& f, const json& j, const std::string& 
   return dims;
 }
 
+// An allocation's "reduce": the input and summed dimensions of the sum that made it.
+Result<TraceReduce> parse_reduce(const JsonFields& e) {
+  const json& j = e.json().at("reduce");
+  if (!j.is_object()) return e.error("'reduce' must be an object");
+  JsonFields r(j, e.where() + ".reduce", kHint);
+  TraceReduce reduce;
+  if (!r.has("input")) return r.error("'input' is missing");
+  if (!r.has("dims")) return r.error("'dims' is missing");
+  TF_ASSIGN_OR_RETURN(reduce.input, parse_sizes(r, j.at("input"), "'input'"));
+  TF_ASSIGN_OR_RETURN(reduce.dims, parse_sizes(r, j.at("dims"), "'dims'"));
+  for (size_t i = 0; i < reduce.dims.size(); ++i) {
+    if (reduce.dims[i] >= static_cast<int64_t>(reduce.input.size()) ||
+        (i > 0 && reduce.dims[i] <= reduce.dims[i - 1])) {
+      return r.error(fmt::format("'dims' must be ascending dimensions of the {}-D input",
+                                 reduce.input.size()));
+    }
+  }
+  TF_ASSIGN_OR_RETURN(reduce.contiguous, r.boolean_or("contiguous", true));
+  return reduce;
+}
+
+// An allocation's "attention": the output of an attention core, with the core's start, the
+// storages it read and their shapes, or the gradient of the q, k or v of the core whose output
+// is "of" (docs/trace-format.md). Returns the role and the core's index in run.attentions.
+Result<std::pair<AttentionRole, int32_t>> parse_attention(const JsonFields& e,
+                                                          const std::map<int64_t, int32_t>& live,
+                                                          const std::map<int64_t, int32_t>& outputs,
+                                                          TraceRun& run) {
+  const json& j = e.json().at("attention");
+  if (!j.is_object()) return e.error("'attention' must be an object");
+  JsonFields a(j, e.where() + ".attention", kHint);
+  TF_ASSIGN_OR_RETURN(const std::string name, a.string("role"));
+  const std::optional<AttentionRole> role = kAttentionRoleNames.parse(name);
+  if (!role) {
+    return a.error(fmt::format("unknown role '{}' (output, grad_q, grad_k or grad_v)", name));
+  }
+  if (*role != AttentionRole::kOutput) {
+    TF_ASSIGN_OR_RETURN(const int64_t of, a.integer("of", 0));
+    const auto it = outputs.find(of);
+    if (it == outputs.end()) {
+      return a.error(fmt::format("is a gradient of attention {}, which is not marked", of));
+    }
+    return std::pair{*role, it->second};
+  }
+  const auto buffer = [&](const char* key) -> Result<int32_t> {
+    TF_ASSIGN_OR_RETURN(const int64_t id, a.integer(key, 0));
+    const auto it = live.find(id);
+    if (it == live.end()) return a.error(fmt::format("'{}' {} is not allocated", key, id));
+    return it->second;
+  };
+  TraceAttention core;
+  TF_ASSIGN_OR_RETURN(core.first, buffer("first"));
+  TF_ASSIGN_OR_RETURN(core.q, buffer("q"));
+  TF_ASSIGN_OR_RETURN(core.k, buffer("k"));
+  TF_ASSIGN_OR_RETURN(core.v, buffer("v"));
+  for (auto [key, dims] : {std::pair{"q_shape", &core.q_shape}, std::pair{"k_shape", &core.k_shape},
+                           std::pair{"v_shape", &core.v_shape}}) {
+    if (!a.has(key)) return a.error(fmt::format("'{}' is missing", key));
+    TF_ASSIGN_OR_RETURN(*dims, parse_sizes(a, j.at(key), fmt::format("'{}'", key)));
+    if (dims->size() < 3) return a.error(fmt::format("'{}' must have 3 or more sizes", key));
+  }
+  if (core.k_shape.back() != core.q_shape.back() ||
+      core.k_shape[core.k_shape.size() - 2] != core.v_shape[core.v_shape.size() - 2]) {
+    return a.error("the shapes of q, k and v do not make an attention");
+  }
+  TF_ASSIGN_OR_RETURN(core.mask, a.boolean_or("mask", false));
+  run.attentions.push_back(std::move(core));
+  return std::pair{*role, static_cast<int32_t>(run.attentions.size() - 1)};
+}
+
 // A run's "outputs": {"module path": [dims...]}.
 Result<std::vector<TraceOutput>> parse_outputs(const JsonFields& f) {
   std::vector<TraceOutput> outputs;
@@ -141,7 +211,8 @@ Result<TraceRun> parse_run(const JsonFields& f, Trace& trace, Tables& tables) {
   if (iterations > 255) return f.error("'iterations' must be at most 255");
   run.iterations = static_cast<int>(iterations);
   TF_ASSIGN_OR_RETURN(const json* events, f.array("events"));
-  std::map<int64_t, int32_t> live;  // trace id -> dense buffer index
+  std::map<int64_t, int32_t> live;       // trace id -> dense buffer index
+  std::map<int64_t, int32_t> attention;  // trace id of a core's output -> its TraceAttention
   Phase phase = Phase::kSetup;
   uint8_t iteration = 0;
   run.events.reserve(events->size());
@@ -158,6 +229,16 @@ Result<TraceRun> parse_run(const JsonFields& f, Trace& trace, Tables& tables) {
         return e.error(fmt::format("iteration {} is past the run's {}", it, run.iterations));
       }
       iteration = static_cast<uint8_t>(it > 0 ? it - 1 : 0);  // events count from 0
+      continue;
+    }
+    if (e.has("attention_backward")) {
+      TF_ASSIGN_OR_RETURN(const int64_t id, e.integer("attention_backward", 0));
+      const auto it = attention.find(id);
+      if (it == attention.end()) {
+        return e.error(fmt::format("starts the backward of attention {}, which is not marked", id));
+      }
+      run.attentions[static_cast<size_t>(it->second)].backward_from =
+          static_cast<int32_t>(run.events.size());
       continue;
     }
     TraceEvent ev;
@@ -210,6 +291,17 @@ Result<TraceRun> parse_run(const JsonFields& f, Trace& trace, Tables& tables) {
       ev.conv_role = conv.first;
       ev.conv = static_cast<int32_t>(run.convs.size());
       run.convs.push_back(std::move(conv.second));
+    }
+    if (e.has("reduce")) {
+      TF_ASSIGN_OR_RETURN(TraceReduce reduce, parse_reduce(e));
+      ev.reduce = static_cast<int32_t>(run.reduces.size());
+      run.reduces.push_back(std::move(reduce));
+    }
+    if (e.has("attention")) {
+      TF_ASSIGN_OR_RETURN(const auto role, parse_attention(e, live, attention, run));
+      ev.attention_role = role.first;
+      ev.attention = role.second;
+      if (role.first == AttentionRole::kOutput) attention[id] = role.second;
     }
     if (e.has("cpu")) {
       TF_ASSIGN_OR_RETURN(const std::string mark, e.string("cpu"));

@@ -66,6 +66,36 @@ struct TraceConv {
   bool channels_last = false;  // the input in channels_last memory format
 };
 
+// What an allocation is in an attention core that PyTorch 1.13 ran op by op and 2.x runs on CUDA
+// as one fused kernel (device_rules.h, Note [Fused attention]): the core's output, or the
+// gradient of its q, k or v.
+enum class AttentionRole : uint8_t { kAbsent, kOutput, kGradQ, kGradK, kGradV };
+inline constexpr auto kAttentionRoleNames = enum_names<AttentionRole>({
+    {AttentionRole::kOutput, "output"},
+    {AttentionRole::kGradQ, "grad_q"},
+    {AttentionRole::kGradK, "grad_k"},
+    {AttentionRole::kGradV, "grad_v"},
+});
+
+// An attention core the tracer marked (nn.MultiheadAttention with need_weights=False): where
+// it began, what it read, the shapes of q, k and v as (batch x heads, length, head dim) at the
+// run's batch, and where its backward began.
+struct TraceAttention {
+  int32_t first = -1;              // the buffer of its first allocation (q scaled)
+  int32_t q = -1, k = -1, v = -1;  // the buffers it read
+  Dims q_shape, k_shape, v_shape;
+  bool mask = false;
+  int32_t backward_from = -1;  // the event its backward starts at; -1 when backward never came
+};
+
+// A sum over some dimensions of its input, as the run saw it: on CUDA it may stage partial
+// sums (device_rules.h, Note [Reductions' staging]).
+struct TraceReduce {
+  Dims input;              // the input's shape at the run's batch
+  Dims dims;               // the dimensions summed, ascending
+  bool contiguous = true;  // the input is contiguous
+};
+
 struct TraceEvent {
   bool alloc = true;
   int32_t buffer = 0;  // dense index of the allocation within its run, in order of allocation
@@ -83,6 +113,9 @@ struct TraceEvent {
   int32_t sums = -1;
   ConvRole conv_role = ConvRole::kAbsent;
   int32_t conv = -1;  // into TraceRun::convs, with conv_role
+  AttentionRole attention_role = AttentionRole::kAbsent;
+  int32_t attention = -1;  // into TraceRun::attentions, with attention_role
+  int32_t reduce = -1;     // into TraceRun::reduces: the sum that made it
 };
 
 // The shape of the first tensor a module's first call returned in a run's first iteration.
@@ -97,6 +130,8 @@ struct TraceRun {
   int32_t allocations = 0;
   IdVector<TraceEvent> events;
   std::vector<TraceConv> convs;
+  std::vector<TraceAttention> attentions;
+  std::vector<TraceReduce> reduces;
   std::vector<TraceOutput> outputs;  // optional in the file: empty when not recorded
 };
 

@@ -8,6 +8,7 @@
 
 #include "base/size_math.h"
 #include "graph/device_rules.h"
+#include "graph/dtype.h"
 #include "lower/optimizer_step.h"
 
 namespace trainfit {
@@ -35,7 +36,53 @@ bool same_event(const TraceEvent& a, const TraceEvent& b) {
   return a.alloc == b.alloc && a.buffer == b.buffer && a.category == b.category &&
          a.phase == b.phase && a.iteration == b.iteration && a.op == b.op && a.module == b.module &&
          a.param == b.param && a.dtype == b.dtype && a.dropout_noise == b.dropout_noise &&
-         a.sums == b.sums && a.conv_role == b.conv_role;
+         a.sums == b.sums && a.conv_role == b.conv_role && a.attention_role == b.attention_role &&
+         (a.reduce >= 0) == (b.reduce >= 0);
+}
+
+// A shape held by the record (a convolution, a sum, an attention core) of the base run's event
+// `i`, at `batch`: fitted as affine in the batch from the same record in the first two runs.
+template <typename Record>
+std::optional<Dims> record_shape(const Trace& t, size_t i, int64_t batch,
+                                 std::vector<Record> TraceRun::*records, int32_t TraceEvent::*index,
+                                 Dims Record::*shape) {
+  const TraceRun& base = t.runs[0];
+  const Record& first = (base.*records)[static_cast<size_t>(base.events[i].*index)];
+  if (t.runs.size() < 2) return affine_dims(first.*shape, base.batch, nullptr, base.batch, batch);
+  const TraceRun& run = t.runs[1];
+  const Record& second = (run.*records)[static_cast<size_t>(run.events[i].*index)];
+  return affine_dims(first.*shape, base.batch, &(second.*shape), run.batch, batch);
+}
+
+// Note [Reductions' staging] for the sum that made allocation `i` of the base run, at `batch`:
+// its input fitted as affine in the batch from the first two runs.
+Result<ReduceScratch> reduce_scratch(const Trace& t, size_t i, int64_t batch,
+                                     const KernelTarget& target) {
+  const TraceRun& base = t.runs[0];
+  const TraceEvent& e = base.events[i];
+  const TraceReduce& r = base.reduces[static_cast<size_t>(e.reduce)];
+  const std::optional<Dims> in =
+      record_shape(t, i, batch, &TraceRun::reduces, &TraceEvent::reduce, &TraceReduce::input);
+  if (!in) {
+    return invalid_argument(
+        fmt::format("the sum that made event {} does not grow with the batch in whole sizes, so "
+                    "its staging at batch {} is unknown",
+                    i, batch),
+        std::string(kMismatchHint));
+  }
+  ReduceProblem p;
+  bool trailing = true;  // the summed dims are the innermost ones
+  for (size_t d = 0; d < in->size(); ++d) {
+    const bool summed = std::find(r.dims.begin(), r.dims.end(), d) != r.dims.end();
+    (summed ? p.inputs_per_output : p.outputs) *= (*in)[d];
+    if (!summed && d >= in->size() - r.dims.size()) trailing = false;
+  }
+  p.contiguous_inputs = r.contiguous && trailing;
+  const int64_t itemsize = e.dtype >= 0 ? dtype_itemsize(t.dtypes[e.dtype]) : 0;
+  p.itemsize = itemsize > 0 ? itemsize : 4;
+  p.sm_count = target.sm_count;
+  p.sm = target.sm;
+  return cuda_reduce_scratch(p);
 }
 
 // The convolution that made allocation `i` of the base run, at `batch`: its input and output
@@ -44,16 +91,10 @@ Result<ConvProblem> conv_problem(const Trace& t, size_t i, int64_t batch) {
   const TraceRun& base = t.runs[0];
   const TraceEvent& e = base.events[i];
   const TraceConv& c = base.convs[static_cast<size_t>(e.conv)];
-  const TraceConv* second = nullptr;
-  int64_t second_batch = base.batch;
-  if (t.runs.size() > 1) {
-    second = &t.runs[1].convs[static_cast<size_t>(t.runs[1].events[i].conv)];
-    second_batch = t.runs[1].batch;
-  }
   const std::optional<Dims> in =
-      affine_dims(c.input, base.batch, second ? &second->input : nullptr, second_batch, batch);
+      record_shape(t, i, batch, &TraceRun::convs, &TraceEvent::conv, &TraceConv::input);
   const std::optional<Dims> out =
-      affine_dims(c.output, base.batch, second ? &second->output : nullptr, second_batch, batch);
+      record_shape(t, i, batch, &TraceRun::convs, &TraceEvent::conv, &TraceConv::output);
   if (!in || !out) {
     return invalid_argument(
         fmt::format("the convolution that made event {} does not grow with the batch in whole "
@@ -103,6 +144,108 @@ Result<int64_t> conv_workspace(const Trace& t, size_t i, int64_t batch,
       break;
   }
   return 0;
+}
+
+// Note [Fused attention in a 1.13 trace]
+//  PyTorch 1.13 runs the core of nn.MultiheadAttention op by op even when no weights are asked
+//  for: q_scaled = q / sqrt(E), the (B*H, L, S) scores, softmax, dropout, @ v, each kept for
+//  backward. 2.x calls scaled_dot_product_attention there, which on CUDA is one fused kernel
+//  (device_rules.h, Note [Fused attention]). The tracer marks each such core (its first
+//  allocation, its output, the q, k and v it read, where its backward starts and the gradients
+//  of q, k and v), and a CUDA replay puts the fused kernel's memory in its place: of the core's
+//  forward allocations only the output is made, with the fp32 logsumexp beside it; of its
+//  backward's only the three gradients, then the kernel's scratch; q, k, v and the output stay
+//  until the core's backward is done, as the kernel keeps them, and go with the logsumexp then.
+struct FusedCore {
+  size_t output = 0;        // the event of the output's allocation (base run)
+  size_t backward_end = 0;  // the event of its last gradient's allocation
+  FusedAttentionBytes bytes;
+  std::vector<int32_t> held;  // trace buffers whose frees wait for backward_end
+  BufferId logsumexp = kNone;
+};
+
+struct FusedReplay {
+  IdVector<bool> dropped;   // trace buffers the fused kernels never allocate
+  IdVector<bool> deferred;  // trace buffers freed at their core's backward_end instead
+  std::vector<FusedCore> cores;
+  std::map<size_t, size_t> at_output, at_end;  // event -> core
+};
+
+// The marked attention cores of the base run that a CUDA replay fuses at `batch`.
+Result<FusedReplay> plan_fused_attention(const Trace& t, int64_t batch,
+                                         const KernelTarget& target) {
+  const TraceRun& base = t.runs[0];
+  FusedReplay plan;
+  plan.dropped.assign(static_cast<size_t>(base.allocations), false);
+  plan.deferred.assign(static_cast<size_t>(base.allocations), false);
+  if (base.attentions.empty() || target.device != Device::kCuda ||
+      target.torch != TorchVersion::k2) {
+    return plan;
+  }
+  const size_t n = base.events.size();
+  IdVector<size_t> freed_at(static_cast<size_t>(base.allocations), n);
+  IdVector<size_t> alloc_at(static_cast<size_t>(base.allocations), n);
+  for (size_t i = 0; i < n; ++i) {
+    (base.events[i].alloc ? alloc_at : freed_at)[base.events[i].buffer] = i;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const TraceEvent& e = base.events[i];
+    if (!e.alloc || e.attention_role != AttentionRole::kOutput) continue;
+    const TraceAttention& core = base.attentions[static_cast<size_t>(e.attention)];
+    if (core.backward_from < 0) continue;  // no backward: replayed as traced
+    // Its gradients: one of each after the backward starts.
+    std::vector<size_t> grads;
+    for (size_t j = static_cast<size_t>(core.backward_from); j < n; ++j) {
+      const TraceEvent& g = base.events[j];
+      if (g.alloc && g.attention == e.attention && g.attention_role != AttentionRole::kOutput) {
+        grads.push_back(j);
+      }
+    }
+    if (grads.size() != 3) continue;
+    // q and v at `batch`, fitted from the first two runs as a convolution's shapes are.
+    const auto at_batch = [&](Dims TraceAttention::*shape) {
+      return record_shape(t, i, batch, &TraceRun::attentions, &TraceEvent::attention, shape);
+    };
+    const std::optional<Dims> q = at_batch(&TraceAttention::q_shape);
+    const std::optional<Dims> v = at_batch(&TraceAttention::v_shape);
+    if (!q || !v) {
+      return invalid_argument(
+          fmt::format("the attention whose output is event {} does not grow with the batch in "
+                      "whole sizes, so its fused kernel at batch {} is unknown",
+                      i, batch),
+          std::string(kMismatchHint));
+    }
+    int64_t rows = 1;
+    for (size_t d = 0; d + 2 < q->size(); ++d) rows *= (*q)[d];
+    const int64_t queries = (*q)[q->size() - 2];
+    const int64_t head_dim = q->back();
+    const DType dtype =
+        e.dtype >= 0 ? parse_dtype(t.dtypes[e.dtype]).value_or(DType::kFloat32) : DType::kFloat32;
+    const SdpaBackend backend = cuda_sdpa_backend(dtype, core.mask, head_dim, false);
+    if (backend == SdpaBackend::kMath) continue;  // 2.x runs it op by op too
+    FusedCore fused;
+    fused.output = i;
+    fused.backward_end = grads.back();
+    fused.bytes = fused_attention_bytes(backend, rows, queries, head_dim, v->back(), dtype);
+    // Forward: only the output; backward: only the gradients.
+    for (int32_t b = core.first; b < e.buffer; ++b) plan.dropped[b] = true;
+    for (size_t j = static_cast<size_t>(core.backward_from); j < fused.backward_end; ++j) {
+      const TraceEvent& x = base.events[j];
+      if (x.alloc && std::find(grads.begin(), grads.end(), j) == grads.end()) {
+        plan.dropped[x.buffer] = true;
+      }
+    }
+    for (const int32_t b : {core.q, core.k, core.v, e.buffer}) {
+      if (freed_at[b] < fused.backward_end && !plan.dropped[b] && !plan.deferred[b]) {
+        plan.deferred[b] = true;
+        fused.held.push_back(b);
+      }
+    }
+    plan.at_output.emplace(i, plan.cores.size());
+    plan.at_end.emplace(fused.backward_end, plan.cores.size());
+    plan.cores.push_back(std::move(fused));
+  }
+  return plan;
 }
 
 // Appends the optimizer step's buffers and events to an event list.
@@ -389,6 +532,7 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
     list.events.push_back({scaled_loss, false, phase, iteration, kNone});
     scaled_loss = kNone;
   };
+  TF_ASSIGN_OR_RETURN(FusedReplay fused, plan_fused_attention(t, batch, target));
   int stepped = 0;  // iterations whose step has been generated
   bool stepped_once = false;
   const auto emit_step = [&](int up_to) {
@@ -412,6 +556,7 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
     }
     if (scaler && e.phase == Phase::kBackward && scaled == e.iteration) scale_loss(e.iteration);
     const auto node = static_cast<NodeId>(i);
+    if (e.alloc ? fused.dropped[e.buffer] : fused.deferred[e.buffer]) continue;
     if (!e.alloc) {
       const BufferId b = buffer_of[e.buffer];
       if (b >= 0 && !added_into[e.buffer]) {
@@ -448,8 +593,11 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
       *bytes = dropout_kept_bytes(target, *bytes, dtype_itemsize(t.dtypes[e.dtype]));
     }
     if (*bytes > 0) {
+      // What a fused attention kernel keeps for its backward is an activation, whatever 1.13
+      // did with it (Note [Fused attention in a 1.13 trace]).
+      const Category category = fused.deferred[e.buffer] ? Category::kActivation : e.category;
       buffer_of[e.buffer] = list.add_alloc({.bytes = *bytes,
-                                            .category = e.category,
+                                            .category = category,
                                             .node = node,
                                             .module = tree_module(m, e),
                                             .param = e.param},
@@ -479,6 +627,33 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
     if (workspaces && e.conv_role != ConvRole::kAbsent) {
       TF_ASSIGN_OR_RETURN(const int64_t size, conv_workspace(t, i, batch, target));
       if (size > 0) list.events.push_back({workspace(size), false, e.phase, e.iteration, node});
+    }
+    const auto release = [&](BufferId b) {
+      if (b >= 0) list.events.push_back({b, false, e.phase, e.iteration, node});
+    };
+    if (workspaces && e.reduce >= 0) {
+      TF_ASSIGN_OR_RETURN(const ReduceScratch scratch, reduce_scratch(t, i, batch, target));
+      if (scratch.buffer > 0) {
+        const BufferId staged = workspace(scratch.buffer);
+        if (scratch.semaphores > 0) release(workspace(scratch.semaphores));
+        release(staged);
+      }
+    }
+    // Note [Fused attention in a 1.13 trace]
+    if (const auto it = fused.at_output.find(i); it != fused.at_output.end()) {
+      FusedCore& core = fused.cores[it->second];
+      core.logsumexp = list.add_alloc({.bytes = core.bytes.logsumexp,
+                                       .category = Category::kActivation,
+                                       .node = node,
+                                       .module = tree_module(m, e)},
+                                      e.phase, e.iteration, node);
+      if (core.bytes.forward_workspace > 0) release(workspace(core.bytes.forward_workspace));
+    }
+    if (const auto it = fused.at_end.find(i); it != fused.at_end.end()) {
+      const FusedCore& core = fused.cores[it->second];
+      if (core.bytes.backward_workspace > 0) release(workspace(core.bytes.backward_workspace));
+      release(core.logsumexp);
+      for (const int32_t b : core.held) release(buffer_of[b]);
     }
   }
   if (restep) emit_step(base.iterations);
@@ -534,14 +709,29 @@ Result<BlockFigures> per_sample_blocks(const TraceModel& m, const EstimateOption
 std::vector<std::string> trace_notes(const TraceModel& m, const KernelTarget& target) {
   std::vector<std::string> notes;
   // A softmax outside the loss (log_softmax) is attention's, which PyTorch 2.x fuses on CUDA
-  // where 1.x runs it op by op; the trace shows the path of the PyTorch that made it.
+  // where 1.x runs it op by op. The cores the tracer marked are replayed fused (Note [Fused
+  // attention in a 1.13 trace]); others show the path of the PyTorch that made the trace.
   const Trace& t = m.trace;
-  const bool softmax = std::find(t.ops.begin(), t.ops.end(), "aten::_softmax") != t.ops.end();
-  if (target.device == Device::kCuda && softmax && t.torch.starts_with("1.")) {
+  const TraceRun& base = t.runs[0];
+  std::vector<std::pair<int32_t, int32_t>> cores;  // [first, output] buffers of marked cores
+  for (const TraceEvent& e : base.events) {
+    if (e.alloc && e.attention_role == AttentionRole::kOutput) {
+      cores.emplace_back(base.attentions[static_cast<size_t>(e.attention)].first, e.buffer);
+    }
+  }
+  const auto unmarked_softmax = [&](const TraceEvent& e) {
+    return e.alloc && e.op >= 0 && t.ops[e.op] == "aten::_softmax" &&
+           std::none_of(cores.begin(), cores.end(),
+                        [&](const auto& c) { return c.first <= e.buffer && e.buffer <= c.second; });
+  };
+  if (target.device == Device::kCuda && t.torch.starts_with("1.") &&
+      std::any_of(base.events.begin(), base.events.end(), unmarked_softmax)) {
     notes.push_back(fmt::format(
-        "traced under PyTorch {0}: attention (nn.MultiheadAttention, Hugging Face's sdpa) "
-        "replays as {0} ran it, op by op, where 2.x on CUDA calls fused attention and keeps "
-        "less; trace under PyTorch 2.x for that",
+        "traced under PyTorch {0}: attention written out op by op (by hand, "
+        "nn.MultiheadAttention asked for its weights, or Hugging Face's sdpa, which falls back "
+        "to eager under {0}) replays as traced, where a model that calls "
+        "scaled_dot_product_attention under 2.x gets a fused kernel on CUDA and keeps less; "
+        "trace under PyTorch 2.x for that",
         t.torch));
   }
   // Traces from before convolutions recorded their problems replay without cuDNN's workspaces.

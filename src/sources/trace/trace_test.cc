@@ -1,7 +1,9 @@
 #include "sources/trace/trace.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "estimate/gpu_catalog.h"
@@ -85,6 +87,62 @@ std::string conv_run(int batch, const std::string& fields = "") {
 
 std::string conv_trace(const std::string& fields) {
   return trace_json(conv_run(1, fields));
+}
+
+// nn.MultiheadAttention's core as PyTorch 1.13 runs it with need_weights=False, marked as the
+// tracer marks it: 2 heads, 16 queries and keys of 4 wide, so q, k, v and the output are 512
+// bytes a sample and the scores 2048. `mark` replaces the output's "attention" record.
+std::string attention_run(int batch, const std::string& mark = "") {
+  const std::string b = std::to_string(batch);
+  const std::string qkv = std::to_string(512 * batch);
+  const std::string scores = std::to_string(2048 * batch);
+  const std::string shape = "[" + std::to_string(2 * batch) + ",16,4]";
+  const std::string record =
+      mark.empty() ? R"({"role":"output","first":5,"q":2,"k":3,"v":4,"q_shape":)" + shape +
+                         R"(,"k_shape":)" + shape + R"(,"v_shape":)" + shape + R"(,"mask":false})"
+                   : mark;
+  const auto alloc = [](int id, const std::string& bytes, const std::string& rest) {
+    return "{\"alloc\":" + std::to_string(id) + ",\"bytes\":" + bytes + "," + rest + "},";
+  };
+  const std::string f = R"("category":"temporary","dtype":"float32","module":"attn","op":)";
+  const std::string a = R"("category":"activation","dtype":"float32","module":"attn","op":)";
+  return "{\"batch\":" + b + R"(,"iterations":1,"events":[{"phase":"setup","iteration":0},
+      {"alloc":0,"bytes":4096,"category":"parameter","dtype":"float32","param":0},
+      {"phase":"forward","iteration":1},)" +
+         alloc(1, qkv, R"("category":"input","op":"aten::randn")") +
+         alloc(2, qkv, f + R"("aten::clone")") + alloc(3, qkv, a + R"("aten::clone")") +
+         alloc(4, qkv, a + R"("aten::clone")") + alloc(5, qkv, a + R"("aten::div")") +
+         alloc(6, scores, f + R"("aten::bmm")") + alloc(7, scores, a + R"("aten::_softmax")") +
+         R"({"free":6},)" + alloc(8, qkv, f + R"("aten::bmm","attention":)" + record) +
+         alloc(9, qkv, a + R"("aten::clone")") + R"({"free":2},{"free":8},
+      {"phase":"backward","iteration":1},{"attention_backward":8},{"free":9},)" +
+         alloc(10, qkv, f + R"("aten::bmm","attention":{"role":"grad_v","of":8})") +
+         alloc(11, scores, f + R"("aten::bmm")") + R"({"free":4},)" +
+         alloc(12, scores, f + R"("aten::_softmax_backward_data")") + R"({"free":7},{"free":11},)" +
+         alloc(13, qkv, f + R"("aten::bmm","attention":{"role":"grad_k","of":8})") +
+         alloc(14, qkv, f + R"("aten::bmm")") + R"({"free":3},{"free":5},{"free":12},)" +
+         alloc(15, qkv, f + R"("aten::div","attention":{"role":"grad_q","of":8})") +
+         R"({"free":14},)" +
+         alloc(16, "4096", R"("category":"gradient","op":"aten::mm","param":0)") +
+         R"({"free":10},{"free":13},{"free":15},{"free":1},
+      {"phase":"optimizer","iteration":1},{"free":16}]})";
+}
+
+// A run whose backward sums a (batch, 197, 768) gradient over its first two dimensions into a
+// bias gradient, as a linear layer's bias gradient is summed; `mark` replaces the "reduce".
+std::string reduce_run(int batch, const std::string& mark = "") {
+  const std::string b = std::to_string(batch);
+  const std::string record =
+      mark.empty() ? R"({"input":[)" + b + R"(,197,768],"dims":[0,1],"contiguous":true})" : mark;
+  return "{\"batch\":" + b + R"(,"iterations":1,"events":[{"phase":"setup","iteration":0},
+      {"alloc":0,"bytes":3072,"category":"parameter","dtype":"float32","param":0},
+      {"phase":"forward","iteration":1},
+      {"alloc":1,"bytes":)" +
+         std::to_string(batch * 197 * 768 * 4) + R"(,"category":"input","op":"aten::randn"},
+      {"phase":"backward","iteration":1},
+      {"alloc":2,"bytes":3072,"category":"gradient","op":"aten::sum","dtype":"float32",)" +
+         R"("param":0,"reduce":)" + record + R"(},
+      {"free":1},{"phase":"optimizer","iteration":1},{"free":2}]})";
 }
 
 EstimateOptions cpu_options() {
@@ -208,6 +266,25 @@ TEST(TraceParse, MalformedInputsAreOneClearError) {
                  R"("stride":[1,1],"padding":[1,1],"dilation":[1,1],"groups":0)"),
       with_modules(R"({"path":3,"type":"Linear"})"),
       with_modules("7"),
+      trace_json(attention_run(1, "5")),
+      trace_json(attention_run(1, R"({"role":"scores"})")),
+      trace_json(attention_run(1, R"({"role":"output","first":5,"q":99,"k":3,"v":4,)"
+                                  R"("q_shape":[2,16,4],"k_shape":[2,16,4],"v_shape":[2,16,4]})")),
+      trace_json(attention_run(1, R"({"role":"output","first":5,"q":2,"k":3,"v":4,)"
+                                  R"("q_shape":[2,16],"k_shape":[2,16,4],"v_shape":[2,16,4]})")),
+      trace_json(attention_run(1, R"({"role":"output","first":5,"q":2,"k":3,"v":4,)"
+                                  R"("q_shape":[2,16,4],"k_shape":[2,16,8],"v_shape":[2,16,4]})")),
+      trace_json(attention_run(1, R"({"role":"output","first":5,"q":2,"k":3,"v":4,)"
+                                  R"("q_shape":[2,16,4],"k_shape":[2,16,4]})")),
+      trace_json(R"({"batch":1,"iterations":1,"events":[{"attention_backward":3}]})"),
+      trace_json(R"({"batch":1,"iterations":1,"events":[{"alloc":1,"bytes":8,)"
+                 R"("attention":{"role":"grad_q","of":7}}]})"),
+      trace_json(reduce_run(1, "[1]")),
+      trace_json(reduce_run(1, R"({"input":[1,197,768],"dims":[1,0]})")),
+      trace_json(reduce_run(1, R"({"input":[1,197,768],"dims":[3]})")),
+      trace_json(reduce_run(1, R"({"input":[1,197,768]})")),
+      trace_json(reduce_run(1, R"({"dims":[0]})")),
+      trace_json(reduce_run(1, R"({"input":[1,-197],"dims":[0]})")),
   };
   for (const std::string& text : bad) {
     Result<Trace> t = parse_trace(text, "bad.json");
@@ -477,6 +554,147 @@ TEST(TraceModelTest, GradScalerUnderFp16) {
   });
   ASSERT_NE(freed, scaled.events.end());
   EXPECT_EQ(freed->phase, Phase::kOptimizer);
+}
+
+}  // namespace
+}  // namespace trainfit
+
+namespace trainfit {
+namespace {
+
+// An event list as "+bytes category" and "-bytes" lines, setup left out.
+std::vector<std::string> lines(const EventList& list) {
+  std::vector<std::string> out;
+  for (const Event& e : list.events) {
+    if (e.phase == Phase::kSetup) continue;
+    const Buffer& b = list.buffers[e.buffer];
+    out.push_back(e.alloc ? fmt::format("+{} {}", b.bytes, category_name(b.category))
+                          : fmt::format("-{}", b.bytes));
+  }
+  return out;
+}
+
+TEST(TraceParse, ReadsAttentionCoresAndReductions) {
+  Result<Trace> t = parse_trace(trace_json(attention_run(1) + "," + attention_run(2)), "t.json");
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  const TraceRun& run = t->runs[0];
+  ASSERT_EQ(run.attentions.size(), 1u);
+  const TraceAttention& core = run.attentions[0];
+  EXPECT_EQ(core.first, 5);  // dense buffer indices: the ids are dense here
+  EXPECT_EQ(core.q, 2);
+  EXPECT_EQ(core.v, 4);
+  EXPECT_EQ(core.q_shape, (Dims{2, 16, 4}));
+  EXPECT_FALSE(core.mask);
+  int grads = 0;
+  for (const TraceEvent& e : run.events) {
+    if (e.attention_role == AttentionRole::kOutput) EXPECT_EQ(e.buffer, 8);
+    if (e.attention_role >= AttentionRole::kGradQ) {
+      EXPECT_EQ(e.attention, 0);
+      ++grads;
+    }
+  }
+  EXPECT_EQ(grads, 3);
+  // The backward mark points at the event after it: the free of the output's copy.
+  ASSERT_GE(core.backward_from, 0);
+  EXPECT_FALSE(run.events[static_cast<size_t>(core.backward_from)].alloc);
+  EXPECT_EQ(run.events[static_cast<size_t>(core.backward_from)].buffer, 9);
+
+  Result<Trace> r = parse_trace(trace_json(reduce_run(1)), "t.json");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->runs[0].reduces.size(), 1u);
+  EXPECT_EQ(r->runs[0].reduces[0].input, (Dims{1, 197, 768}));
+  EXPECT_EQ(r->runs[0].reduces[0].dims, (Dims{0, 1}));
+}
+
+TEST(TraceModelTest, AttentionCoresReplayFusedOnCuda) {
+  const std::string text = trace_json(attention_run(1) + "," + attention_run(2));
+  // Batch 10: q, k, v and the output 5,120 bytes, the scores 20,480; 20 rows of 16 queries run
+  // the memory-efficient kernel (fp32).
+  const FusedAttentionBytes fused =
+      fused_attention_bytes(SdpaBackend::kEfficient, 20, 16, 4, 4, DType::kFloat32);
+  ASSERT_EQ(fused.logsumexp, 4 * 20 * 32);  // 16 queries padded to 32
+  ASSERT_EQ(fused.backward_workspace, 4 * 20 * 16);
+  const std::string ws = fmt::format("+{} workspace", cublas_workspace_bytes(90));
+  // Forward: q, k, v (kept: the kernel saves them), then the output (the cuBLAS handle's
+  // workspace comes with the first product left) and its logsumexp; no scaled q, no scores.
+  // Backward: the three gradients, then the kernel's scratch; q, k, v, the output and the
+  // logsumexp go when it is done.
+  const std::vector<std::string> want = {"+5120 input",
+                                         "+5120 activation",
+                                         "+5120 activation",
+                                         "+5120 activation",
+                                         "+5120 activation",
+                                         ws,
+                                         "+2560 activation",
+                                         "+5120 activation",
+                                         "-5120",
+                                         "+5120 temporary",
+                                         ws,
+                                         "+5120 temporary",
+                                         "+5120 temporary",
+                                         "+1280 workspace",
+                                         "-1280",
+                                         "-2560",
+                                         "-5120",
+                                         "-5120",
+                                         "-5120",
+                                         "-5120",
+                                         "+4096 gradient",
+                                         "-5120",
+                                         "-5120",
+                                         "-5120",
+                                         "-5120",
+                                         "-4096"};
+  EXPECT_EQ(lines(h100_events(text, 10)), want);
+  // The cpu profile replays the core as traced: scaled q and the scores are there.
+  Result<std::shared_ptr<const TraceModel>> m = load_trace(text, "t.json");
+  ASSERT_TRUE(m.ok());
+  Result<EventList> cpu = trace_events(**m, 10, cpu_options());
+  ASSERT_TRUE(cpu.ok());
+  const std::vector<std::string> traced = lines(*cpu);
+  EXPECT_EQ(std::count(traced.begin(), traced.end(), "+20480 activation"), 1);
+  EXPECT_EQ(std::count(traced.begin(), traced.end(), "+20480 temporary"), 3);
+  // A core whose backward never came replays as traced.
+  std::string no_backward = text;
+  for (size_t at; (at = no_backward.find(R"({"attention_backward":8},)")) != std::string::npos;) {
+    no_backward.erase(at, std::string_view(R"({"attention_backward":8},)").size());
+  }
+  const std::vector<std::string> unfused = lines(h100_events(no_backward, 10));
+  EXPECT_EQ(std::count(unfused.begin(), unfused.end(), "+20480 activation"), 1);
+}
+
+TEST(TraceModelTest, SumsStagePartialsOnCuda) {
+  // At batch 8: 1,576 rows of 768 (Note [Reductions' staging]: 9,830,400 bytes, 24 of
+  // semaphores on the H100).
+  ReduceProblem p;
+  p.outputs = 768;
+  p.inputs_per_output = 8 * 197;
+  p.contiguous_inputs = false;
+  EstimateOptions o;
+  o.device = cuda_profile(*find_gpu("h100-80gb"));
+  p.sm_count = o.device.target.sm_count;
+  p.sm = o.device.target.sm;
+  const ReduceScratch want = cuda_reduce_scratch(p);
+  ASSERT_EQ(want.buffer, 9'830'400);
+  ASSERT_EQ(want.semaphores, 24);
+  const std::vector<std::string> got =
+      lines(h100_events(trace_json(reduce_run(1) + "," + reduce_run(2)), 8));
+  const std::vector<std::string> expected = {fmt::format("+{} input", 8 * 197 * 768 * 4),
+                                             "+3072 gradient",
+                                             "+9830400 workspace",
+                                             "+24 workspace",
+                                             "-24",
+                                             "-9830400",
+                                             fmt::format("-{}", 8 * 197 * 768 * 4),
+                                             "-3072"};
+  EXPECT_EQ(got, expected);
+  // The cpu profile has none.
+  Result<std::shared_ptr<const TraceModel>> m =
+      load_trace(trace_json(reduce_run(1) + "," + reduce_run(2)), "t.json");
+  ASSERT_TRUE(m.ok());
+  Result<EventList> cpu = trace_events(**m, 8, cpu_options());
+  ASSERT_TRUE(cpu.ok());
+  for (const Buffer& b : cpu->buffers) EXPECT_NE(b.category, Category::kWorkspace);
 }
 
 }  // namespace
