@@ -668,7 +668,7 @@ TEST(TraceModelTest, SumsStagePartialsOnCuda) {
   // semaphores on the H100).
   ReduceProblem p;
   p.outputs = 768;
-  p.inputs_per_output = 8 * 197;
+  p.inputs_per_output = int64_t{8} * 197;
   p.contiguous_inputs = false;
   EstimateOptions o;
   o.device = cuda_profile(*find_gpu("h100-80gb"));
