@@ -376,13 +376,8 @@ void Lowerer::search_plans(const PlanSearch& search, NodeId node) {
   if (search.trial_bytes > 0) {
     free_buffer(alloc_new(search.trial_bytes, Category::kWorkspace, node), node);
   }
-  Event e;
-  e.alloc = false;
-  e.empty_cache = true;
-  e.phase = phase_;
-  e.iteration = iteration_;
-  e.node = node;
-  out_.events.push_back(e);
+  emit(0, /*alloc=*/false, node);
+  out_.events.back().empty_cache = true;  // no buffer: torch.cuda.empty_cache()
 }
 
 void Lowerer::library_workspaces(const Node& node, bool autograd_thread) {

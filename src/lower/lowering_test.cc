@@ -307,28 +307,20 @@ TEST(Lowering, CublasLtWorkspaceOnceOnTheForwardThread) {
   EXPECT_LT(fc1_output_at, cublas_at);  // the kernel's output first, then its handle
 }
 
-// A convolution's workspaces: forward after its output; backward-data after grad_input and
-// backward-filter after grad_weight, each freed before the next is made.
-TEST(Lowering, ConvolutionWorkspacesFollowTheirResults) {
+// Two bias-free 3x3 convolutions, c1 then c2, of `channels` over (batch, channels, side, side)
+// with padding 1, mean-pooled into a cross-entropy loss, built for `target`.
+Graph two_convs(KernelTarget target, int64_t batch, int64_t channels, int64_t side) {
   BuildOptions bo;
-  bo.target = {Device::kCuda, TorchVersion::k2, 90, 132};
-  GraphBuilder b("conv", bo);
-  ValueId x = b.input("x", {8, 64, 56, 56}, DType::kFloat32);
-  const ValueId y = b.input("y", {8}, DType::kInt64);
+  bo.target = target;
+  GraphBuilder b("convs", bo);
+  ValueId x = b.input("x", {batch, channels, side, side}, DType::kFloat32);
+  const ValueId y = b.input("y", {batch}, DType::kInt64);
   {
     auto root = b.module("", "Net");
-    {
-      auto c1 = b.module("c1", "Conv2d");
+    for (const char* name : {"c1", "c2"}) {
+      auto m = b.module(name, "Conv2d");
       x = b.call1("conv2d", {x},
-                  {{"out_channels", int64_t{64}},
-                   {"kernel_size", int64_t{3}},
-                   {"padding", int64_t{1}},
-                   {"bias", false}});
-    }
-    {
-      auto c2 = b.module("c2", "Conv2d");
-      x = b.call1("conv2d", {x},
-                  {{"out_channels", int64_t{64}},
+                  {{"out_channels", channels},
                    {"kernel_size", int64_t{3}},
                    {"padding", int64_t{1}},
                    {"bias", false}});
@@ -336,7 +328,13 @@ TEST(Lowering, ConvolutionWorkspacesFollowTheirResults) {
     x = b.call1("mean", {x}, {{"dims", Dims{2, 3}}});
   }
   b.set_loss(b.call1("cross_entropy", {x, y}));
-  const Graph g = *std::move(b).finish();
+  return *std::move(b).finish();
+}
+
+// A convolution's workspaces: forward after its output; backward-data after grad_input and
+// backward-filter after grad_weight, each freed before the next is made.
+TEST(Lowering, ConvolutionWorkspacesFollowTheirResults) {
+  const Graph g = two_convs({Device::kCuda, TorchVersion::k2, 90, 132}, 8, 64, 56);
   LoweringOptions o;
   o.op_workspaces = true;
   const EventList list = *lower_training_step(g, with(OptimizerKind::kSgd), o);
@@ -364,25 +362,7 @@ TEST(Lowering, ConvolutionWorkspacesFollowTheirResults) {
 // Benchmark mode: a problem's first call allocates the trial, frees it and empties the cache;
 // later calls of the same problem and the second iteration run the cached plan.
 TEST(Lowering, BenchmarkModeSearchesEachProblemOnce) {
-  BuildOptions bo;
-  bo.target = {Device::kCuda, TorchVersion::k2, 80, 108};
-  GraphBuilder b("convs", bo);
-  ValueId x = b.input("x", {4, 16, 32, 32}, DType::kFloat32);
-  const ValueId y = b.input("y", {4}, DType::kInt64);
-  {
-    auto root = b.module("", "Net");
-    for (const char* name : {"c1", "c2"}) {
-      auto m = b.module(name, "Conv2d");
-      x = b.call1("conv2d", {x},
-                  {{"out_channels", int64_t{16}},
-                   {"kernel_size", int64_t{3}},
-                   {"padding", int64_t{1}},
-                   {"bias", false}});
-    }
-    x = b.call1("mean", {x}, {{"dims", Dims{2, 3}}});
-  }
-  b.set_loss(b.call1("cross_entropy", {x, y}));
-  const Graph g = *std::move(b).finish();
+  const Graph g = two_convs({Device::kCuda, TorchVersion::k2, 80, 108}, 4, 16, 32);
   LoweringOptions o;
   o.op_workspaces = true;
   TrainingConfig c = with(OptimizerKind::kSgd);
