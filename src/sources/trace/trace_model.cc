@@ -157,8 +157,7 @@ Result<int64_t> conv_workspace(const Trace& t, size_t i, int64_t batch,
 //  backward's only the three gradients, then the kernel's scratch; q, k, v and the output stay
 //  until the core's backward is done, as the kernel keeps them, and go with the logsumexp then.
 struct FusedCore {
-  size_t output = 0;        // the event of the output's allocation (base run)
-  size_t backward_end = 0;  // the event of its last gradient's allocation
+  size_t backward_end = 0;  // the event of its last gradient's allocation (base run)
   FusedAttentionBytes bytes;
   std::vector<int32_t> held;  // trace buffers whose frees wait for backward_end
   BufferId logsumexp = kNone;
@@ -184,9 +183,8 @@ Result<FusedReplay> plan_fused_attention(const Trace& t, int64_t batch,
   }
   const size_t n = base.events.size();
   IdVector<size_t> freed_at(static_cast<size_t>(base.allocations), n);
-  IdVector<size_t> alloc_at(static_cast<size_t>(base.allocations), n);
   for (size_t i = 0; i < n; ++i) {
-    (base.events[i].alloc ? alloc_at : freed_at)[base.events[i].buffer] = i;
+    if (!base.events[i].alloc) freed_at[base.events[i].buffer] = i;
   }
   for (size_t i = 0; i < n; ++i) {
     const TraceEvent& e = base.events[i];
@@ -224,7 +222,6 @@ Result<FusedReplay> plan_fused_attention(const Trace& t, int64_t batch,
     const SdpaBackend backend = cuda_sdpa_backend(dtype, core.mask, head_dim, false);
     if (backend == SdpaBackend::kMath) continue;  // 2.x runs it op by op too
     FusedCore fused;
-    fused.output = i;
     fused.backward_end = grads.back();
     fused.bytes = fused_attention_bytes(backend, rows, queries, head_dim, v->back(), dtype);
     // Forward: only the output; backward: only the gradients.
