@@ -1,6 +1,9 @@
 """Decoder language models: trainfit's `llama` zoo model (the LlamaForCausalLM layout that
---hf-config builds for Llama, Mistral and Qwen2) against a PyTorch re-creation of transformers
-4.48's (validation/llama_reference.py) on CPU.
+--hf-config builds for Llama, Mistral and Qwen2) against a PyTorch re-creation of transformers'
+(validation/llama_reference.py) on CPU: its layers as 4.48 builds them, which later releases
+keep, and the loss as 4.49 and later compute it (the labels padded); the cases that say
+transformers=4.48 swap in 4.48's loss (the logits shifted by a copy). Under autocast the model
+is in fp32 unless a case says dtype=bfloat16 (transformers 5's default load of a bf16 config).
 
 Each case is a small decoder given as config.json fields, trained in full or with LoRA as peft adds
 it (llama_reference.apply_lora: get_peft_model's layer, dtypes and trainable parameters). The parameter count must be exact, and
@@ -217,8 +220,19 @@ CASES = [
       "hidden_act": "gelu_pytorch_tanh", "tie_word_embeddings": "true",
       "final_logit_softcapping": "30", "sliding_window": "32", "vocab_size": "3000"}, 2, 64,
      "adamw", "bf16", (), {"r": 8}),
-
+    # transformers 4.48's loss: the fp32 logits shifted by a contiguous copy (later releases pad
+    # the labels), in fp32 and in bf16, the peak in the loss. And transformers 5's default load
+    # (from_pretrained(dtype="auto"): the config's bf16) trained under autocast, in full and with
+    # LoRA (peft's fp32 adapters, their input cast up and the product lowered again).
+    ({"transformers": "4.48", "use_cache": "false"}, 2, 64, "adamw", "fp32", (), None),
+    ({"transformers": "4.48", "vocab_size": "4000"}, 2, 64, "adamw", "bf16", (), None),
+    ({"dtype": "bfloat16", "use_cache": "false"}, 2, 64, "adamw", "amp-bf16", (), None),
+    ({"dtype": "bfloat16", "vocab_size": "32"}, 2, 64, "adamw", "amp-bf16", (),
+     {"r": 8, "alpha": 16, "dropout": 0.1, "target": ("all-linear",)}),
 ]
+# The keys that say how the model is loaded and trained, not what it is: given to trainfit as
+# they are, and to the re-creation as what they do.
+RELEASE_KEYS = ("transformers", "dtype")
 
 
 def lora_flag(lora):
@@ -239,8 +253,31 @@ def lora_flag(lora):
 
 def reference_sets(sets):
     """The fields trainfit is given: every one of the reference's, so no zoo default leaks in."""
-    c = llama_reference.config(sets)
+    c = llama_reference.config(model_sets(sets))
     return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in c.items()}
+
+
+def model_sets(sets):
+    return {k: v for k, v in sets.items() if k not in RELEASE_KEYS}
+
+
+def release_flags(sets, precision):
+    """How the re-creation is loaded, for trainfit: in fp32 under autocast unless the case says."""
+    release = {k: v for k, v in sets.items() if k in RELEASE_KEYS}
+    if precision.startswith("amp") and "dtype" not in release:
+        release["dtype"] = "float32"
+    return set_flags(release)
+
+
+def causal_lm_loss_448(logits, labels, vocab_size, ignore_index=-100):
+    """transformers 4.48's ForCausalLMLoss: the logits upcast, then shifted by a copy."""
+    logits = logits.float()
+    shift_logits = logits[..., :-1, :].contiguous()
+    shift_labels = labels[..., 1:].contiguous()
+    shift_logits = shift_logits.view(-1, vocab_size)
+    shift_labels = shift_labels.view(-1)
+    return torch.nn.functional.cross_entropy(shift_logits, shift_labels,
+                                             ignore_index=ignore_index, reduction="mean")
 
 
 class UnderAutocast(torch.nn.Module):
@@ -261,12 +298,12 @@ def reference_step(sets, batch, seq, optimizer, precision, frozen=(), lora=None,
     """Trains the re-creation two iterations: [its parameter count, the peak of live tensor
     bytes, where it peaked]. checkpoint: None, "reentrant" or "non-reentrant" on every layer."""
     torch.manual_seed(seed)
-    c = llama_reference.config(sets)
+    c = llama_reference.config(model_sets(sets))
     model = llama_reference.LlamaForCausalLM(c)
-    if precision == "bf16":
+    if precision == "bf16" or sets.get("dtype") == "bfloat16":
         model = model.to(torch.bfloat16)
     freeze(model, frozen)
-    amp = precision == "amp-bf16"  # the model in fp32, trained under CPU autocast
+    amp = precision == "amp-bf16"  # trained under CPU autocast, the model in fp32 unless dtype says
     if lora is not None:
         llama_reference.apply_lora(model, **lora,
                                    compute_dtype=torch.bfloat16 if amp and lora.get("quant")
@@ -281,7 +318,14 @@ def reference_step(sets, batch, seq, optimizer, precision, frozen=(), lora=None,
 
     if amp:
         model = UnderAutocast(model)
-    peak, where = training_peak(Case(model, [], [], lambda out: out.loss), optimizer, make_batch)
+    loss = llama_reference.causal_lm_loss
+    if sets.get("transformers") == "4.48":
+        llama_reference.causal_lm_loss = causal_lm_loss_448
+    try:
+        peak, where = training_peak(Case(model, [], [], lambda out: out.loss), optimizer,
+                                    make_batch)
+    finally:
+        llama_reference.causal_lm_loss = loss
     # 4-bit weights count as the weights they pack, as peft counts them.
     weights = sum(p.numel() * getattr(p, "packing", 1) for p in model.parameters())
     return [weights, peak, where]
@@ -311,7 +355,7 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(1)
     report = Report(f"decoder LMs (llama layout): trainfit estimate --device-profile cpu vs a "
-                    f"re-creation of transformers 4.48 in PyTorch {torch.__version__} (CPU), "
+                    f"re-creation of transformers' LlamaForCausalLM in PyTorch {torch.__version__} (CPU), "
                     f"within {TOLERANCE:.0%}")
     # The figures depend on the re-creation, so its file is the source the digest covers.
     measured = Measured("llm", llama_reference.__file__, args.remeasure)
@@ -333,6 +377,7 @@ def main():
         gc.collect()
         flags = ["--seq-len", str(seq), "--batch", str(batch), "--optimizer", optimizer,
                  "--precision", precision, "--set", "attention=eager"] + set_flags(fields)
+        flags += release_flags(sets, precision)
         for q in frozen:
             flags += ["--freeze", q]
         if lora is not None:

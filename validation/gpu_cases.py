@@ -134,9 +134,6 @@ RECORDED_AS = {
         "L:act-seed000-b8-amp-fp16": ["--grad-scaler-skips", "2"],
     },
 }
-# Recorded cases outside what trainfit models yet, reported but not judged: a decoder's fp32
-# weights under bf16 autocast (transformers 5.x's casts are not modelled).
-NOT_MODELLED = ("F:qwen0.5b-ampbf16",)
 # Cases trainfit misses by more than the tolerances: the bounds (low, high) each figure is held
 # to until the cause is fixed, and why. A gap that closes fails too, to come off this list.
 _PLACEMENT = ("the event list matches PyTorch's; the allocator puts blocks elsewhere because "
@@ -221,9 +218,6 @@ def compare(args):
             if "device_used" in case:
                 figures["device used"] = ours["device_used_bytes"] / case["device_used"] - 1
             line = " ".join(f"{k} {v:+.2%}" for k, v in figures.items())
-            if case["id"].startswith(NOT_MODELLED):
-                print(f"  --   {where}{case['id']:40s} {line} (not modelled yet, not judged)")
-                continue
             for key, value in figures.items():
                 errors[key].append(value)
             bounds = {k: (args.tolerance if k == "allocated" else args.reserved_tolerance, args.too_low)

@@ -291,6 +291,63 @@ TEST(SdpaCli, GroupedQueryAttentionTakesFlashInBf16AndTheMathPathInFp32) {
             int64_t{16} * (int64_t{32} * 512 * 512 * 4 - int64_t{32} * 512 * 4));
 }
 
+// What the transformers release changes (--set transformers=): SDPA's call (k and v repeated
+// before 4.54, q, k and v made contiguous before 4.56), 4.48's loss over a shifted copy of the
+// logits, and from 5.0 the weights loaded in the config's dtype, which autocast then trains.
+TEST(TransformersCli, ReleasesSetSdpasCallTheLossAndTheLoadedDtype) {
+  const auto kept = llama_1b_kept;
+  EXPECT_EQ(kept("bf16", {"transformers=4.53"}),
+            kept("bf16", {"sdpa_enable_gqa=false", "sdpa_contiguous=true"}));
+  EXPECT_EQ(kept("bf16", {"transformers=4.54"}), kept("bf16", {"sdpa_contiguous=true"}));
+  EXPECT_EQ(kept("bf16", {"transformers=4.56"}), kept("bf16", {}));
+  EXPECT_EQ(kept("bf16", {"transformers=4.53", "sdpa_enable_gqa=true"}),
+            kept("bf16", {"sdpa_contiguous=true"}));
+  // 4.48 keeps log_softmax's fp32 output for one token fewer (the last position's logits are
+  // dropped instead of its label padded), and nll_loss's targets are a view of the input labels
+  // (at batch 1 labels[..., 1:] is contiguous already), where later releases keep the padded
+  // labels, 513 int64s, whose shifted view the targets are.
+  EXPECT_EQ(kept("bf16", {"transformers=4.49"}) - kept("bf16", {"transformers=4.48"}),
+            int64_t{128'256} * 4 + 513 * 8);
+  // Llama 3.2 1B's config.json stores bfloat16: transformers 5 loads it so, and autocast has
+  // nothing to lower; 4.x loads float32 master weights.
+  const auto parameter_bytes = [](std::string precision, std::initializer_list<std::string> sets) {
+    std::vector<std::string> args{
+        "summary",     "--hf-config",       kExamples + "llama-3.2-1b.json", "--seq-len", "64",
+        "--precision", std::move(precision)};
+    for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
+    return run_json(args).at("parameter_bytes").get<int64_t>();
+  };
+  constexpr int64_t kParams = 1'235'814'400;
+  EXPECT_EQ(parameter_bytes("amp-bf16", {}), kParams * 2);
+  EXPECT_EQ(parameter_bytes("amp-bf16", {"transformers=4.57"}), kParams * 4);
+  EXPECT_EQ(parameter_bytes("amp-bf16", {"dtype=float32"}), kParams * 4);
+  EXPECT_EQ(parameter_bytes("bf16", {"dtype=bfloat16"}), kParams * 2);
+  EXPECT_EQ(kept("amp-bf16", {}), kept("bf16", {}));
+}
+
+TEST(TransformersCli, BadReleasesAndDtypesAreOneLineAndExit2) {
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--set", "transformers=4.47"}, "older than the oldest release modelled, 4.48"},
+      {{"--set", "transformers=five"}, "transformers=five is not a release number"},
+      {{"--set", "transformers=5.1x"}, "transformers=5.1x is not a release number"},
+      {{"--set", "dtype=bfloat16"}, "--precision fp32 trains them in float32"},
+      {{"--set", "dtype=float64"}, "dtype"},
+      {{"--precision", "amp-fp16", "--set", "torch_dtype=float16"},
+       "GradScaler refuses to unscale fp16 gradients"},
+      {{"--precision", "amp-fp16", "--set", "dtype=float16"}, "GradScaler refuses"},
+  };
+  for (const auto& [extra, message] : cases) {
+    std::vector<std::string> args{"estimate", "--hf-config", kExamples + "llama-3.2-1b.json",
+                                  "--seq-len", "64"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    SCOPED_TRACE(extra.back());
+    const CliRun r = run(args);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+}
+
 // Liger's fused linear cross-entropy on Llama 3.2 1B (tied embeddings, a 128,256-token
 // vocabulary) with LoRA in bf16 at 512 tokens: instead of the fp32 log-softmax of the logits
 // (with the shifted labels nll_loss keeps, and scalars), it keeps the hidden states' gradient
@@ -418,10 +475,15 @@ TEST(QloraCli, PrepareCastsTheRestToFp32) {
 // prepare_model_for_kbit_training: the same bytes. The 4-bit layers compute in bf16, far below
 // LoRA's fp32 base under autocast. Biases beside the 4-bit weights are refused, as under prepare.
 TEST(QloraCli, AutocastComputesInBf16OverAnFp32Rest) {
-  const nlohmann::json s = run_json(llama_8b_lora("summary", "amp-bf16", "r=16,quant=nf4"));
-  EXPECT_EQ(s.at("parameter_bytes"), kLlama8bFp32RestBytes);
-  const nlohmann::json q = run_json(llama_8b_lora("estimate", "amp-bf16", "r=16,quant=nf4"));
-  const nlohmann::json lora = run_json(llama_8b_lora("estimate", "amp-bf16", "r=16"));
+  // The model loaded in fp32 (transformers 5 would load the config's bf16).
+  const auto fp32_load = [](std::string command, std::string lora) {
+    std::vector<std::string> args = llama_8b_lora(std::move(command), "amp-bf16", std::move(lora));
+    args.insert(args.end(), {"--set", "dtype=float32"});
+    return run_json(args);
+  };
+  EXPECT_EQ(fp32_load("summary", "r=16,quant=nf4").at("parameter_bytes"), kLlama8bFp32RestBytes);
+  const nlohmann::json q = fp32_load("estimate", "r=16,quant=nf4");
+  const nlohmann::json lora = fp32_load("estimate", "r=16");
   EXPECT_EQ(q.at("precision"), "amp-bf16");
   EXPECT_LT(q.at("peak_allocated_bytes").get<int64_t>(),
             lora.at("peak_allocated_bytes").get<int64_t>() - int64_t{20} * 1'000'000'000);

@@ -62,7 +62,8 @@ void GraphBuilder::fail(const Status& status) {
 }
 
 DType GraphBuilder::activation_dtype() const {
-  return options_.precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat32;
+  if (options_.precision == Precision::kBf16) return DType::kBFloat16;
+  return is_amp(options_.precision) ? options_.amp_weights : DType::kFloat32;
 }
 
 ModuleId GraphBuilder::current_module() const {
@@ -248,8 +249,9 @@ ValueId GraphBuilder::autocast_input(ValueId input, Autocast policy, DType wides
   if (policy == Autocast::kPromote) target = widest;
   if (target == v.dtype) return input;
   // autocast caches the cast of an fp32 leaf that requires grad (a trainable parameter) for
-  // the whole autocast region (autocast_mode.cpp, cached_cast).
-  const bool cacheable = policy == Autocast::kLower && v.producer == kNone && v.requires_grad &&
+  // the whole autocast region (autocast_mode.cpp, cached_cast); a bf16 weight is cast anew.
+  const bool cacheable = policy == Autocast::kLower && v.dtype == DType::kFloat32 &&
+                         v.producer == kNone && v.requires_grad &&
                          graph_.storages[v.storage].kind == StorageKind::kParameter;
   if (cacheable) {
     if (auto it = autocast_cache_.find(input); it != autocast_cache_.end()) return it->second;

@@ -60,6 +60,10 @@ struct BuildOptions {
   MemoryFormat memory_format = MemoryFormat::kChannelsFirst;
   std::vector<std::string> freeze;  // parameter-name prefixes that do not train
   std::optional<LoraConfig> lora;
+  // Under autocast, the dtype the floating parameters are in: fp32 (master weights, as mixed
+  // precision is usually described), or the dtype the model was loaded in (transformers 5 loads
+  // a checkpoint in its config's dtype, bf16 for most: autocast then has few casts to make).
+  DType amp_weights = DType::kFloat32;
   bool operator==(const BuildOptions&) const = default;
 };
 
@@ -73,7 +77,8 @@ class GraphBuilder {
   // Keeps the first error, prefixed with the module it happened in.
   void fail(const Status& status);
 
-  // The dtype of floating inputs and parameters: bf16 under pure bf16, else fp32.
+  // The dtype of floating inputs and parameters: bf16 under pure bf16, BuildOptions::amp_weights
+  // under autocast, else fp32.
   DType activation_dtype() const;
 
   // A batch tensor. requires_grad is for op tests that stand in for an activation.

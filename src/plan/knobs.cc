@@ -276,12 +276,26 @@ Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request,
   TF_CHECK(spec != nullptr) << "resolved an unknown model";
   TF_ASSIGN_OR_RETURN(const Graph graph, build_model(r.model));
   if (r.model.options.precision == Precision::kFp32) {
+    // The fp32 run's weights stay fp32 under autocast: where the model says what its weights
+    // were loaded in (the decoders' dtype=, which follows the transformers release), AMP pins it.
+    const bool loads = std::any_of(spec->keys.begin(), spec->keys.end(),
+                                   [](const SetKey& k) { return k.name == "dtype"; });
+    const auto amp = [loads](Precision precision) {
+      Change change = set_precision(precision);
+      if (!loads) return change;
+      Change pin = add_sets({{"dtype", "float32"}});
+      change.args.insert(change.args.end(), pin.args.begin(), pin.args.end());
+      return Change{[precision_apply = std::move(change.apply),
+                     pin_apply = std::move(pin.apply)](TrainingRequest& t) {
+                      precision_apply(t);
+                      pin_apply(t);
+                    },
+                    std::move(change.args)};
+    };
     if (device.sm >= 80) {
-      add("AMP bf16", KnobKind::kPrecision, "precision", set_precision(Precision::kAmpBf16),
-          "none (sm80+)");
+      add("AMP bf16", KnobKind::kPrecision, "precision", amp(Precision::kAmpBf16), "none (sm80+)");
     }
-    add("AMP fp16", KnobKind::kPrecision, "precision", set_precision(Precision::kAmpFp16),
-        "a GradScaler");
+    add("AMP fp16", KnobKind::kPrecision, "precision", amp(Precision::kAmpFp16), "a GradScaler");
   }
   const bool adam = opt.kind == OptimizerKind::kAdam || opt.kind == OptimizerKind::kAdamW;
   if ((adam || opt.kind == OptimizerKind::kMomentum) && impl != OptimizerImpl::kFused) {

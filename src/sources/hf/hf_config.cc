@@ -238,6 +238,21 @@ Result<HfModel> parse_document(const json& doc) {
   }
   set("hidden_act", act);
 
+  // The dtype the checkpoint is stored in, which from_pretrained(dtype="auto") loads: torch_dtype,
+  // or dtype as configs saved by transformers 4.56 and later name it; none means float32.
+  std::string stored = "float32";
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (!f.has(key)) continue;
+    TF_ASSIGN_OR_RETURN(stored, f.string(key));
+    if (stored != "float32" && stored != "bfloat16" && stored != "float16") {
+      return f.error(
+          fmt::format("{} '{}' is not a weight dtype trainfit knows (float32, "
+                      "bfloat16 or float16)",
+                      key, stored));
+    }
+  }
+  set("torch_dtype", stored);
+
   // Mistral's attention window (MistralConfig's 4096 when the field is missing, none when null),
   // Phi-3's and Mixtral's (none unless given); Gemma 2's every other layer (4096 when missing;
   // its layers cannot be built without one); Qwen2 and Qwen3 attend over the whole sequence

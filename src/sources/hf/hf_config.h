@@ -5,8 +5,9 @@
 //   ModelRequest r{.name = m->model, .sets = m->sets, ...};
 //
 // Supported model_type values and the zoo model each maps to: hf_model_types(). Fields the
-// memory does not depend on (token ids, initializer_range, rope_scaling, torch_dtype) are
-// ignored; a missing required field, a wrong type or an unknown model_type is one error line.
+// memory does not depend on (token ids, initializer_range, rope_scaling) are ignored; torch_dtype
+// (the dtype from_pretrained loads by default from transformers 5) is read. A missing required
+// field, a wrong type or an unknown model_type is one error line.
 #pragma once
 
 #include <string>

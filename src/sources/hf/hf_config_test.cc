@@ -227,6 +227,15 @@ TEST(HfConfig, Gemma3ReadsItsWindowPatternAndLayerTypes) {
   }
 }
 
+// The dtype the checkpoint is stored in: torch_dtype, or dtype as transformers 4.56 and later save
+// it; a config without either loads in float32.
+TEST(HfConfig, ReadsTheStoredDtype) {
+  expect_sets(small_config("llama", R"(, "torch_dtype": "bfloat16")"),
+              {{"torch_dtype", "bfloat16"}});
+  expect_sets(small_config("llama", R"(, "dtype": "float16")"), {{"torch_dtype", "float16"}});
+  expect_sets(small_config("llama"), {{"torch_dtype", "float32"}});
+}
+
 // A config that leaves fields out gets its family's defaults, as transformers' config class does.
 TEST(HfConfig, MissingOptionalFieldsTakeTheFamilyDefaults) {
   expect_sets(small_config("mistral"), {{"num_key_value_heads", "4"},
@@ -269,6 +278,12 @@ TEST(HfConfig, BadConfigsGetOneLineNamingTheProblem) {
       {R"({"model_type": "qwen2", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 8,
            "num_hidden_layers": 1, "num_attention_heads": 2, "use_sliding_window": true})",
        "use_sliding_window true is not modelled yet"},
+      {R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 8,
+           "num_hidden_layers": 1, "num_attention_heads": 2, "torch_dtype": "float8_e4m3fn"})",
+       "torch_dtype 'float8_e4m3fn' is not a weight dtype"},
+      {R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 8,
+           "num_hidden_layers": 1, "num_attention_heads": 2, "dtype": 16})",
+       "'dtype' must be a string"},
   };
   for (const auto& [text, message] : cases) {
     SCOPED_TRACE(text);

@@ -17,12 +17,26 @@ std::pair<ValueId, ValueId> shift_labels(GraphBuilder& b, ValueId labels) {
 
 }  // namespace
 
-ValueId causal_lm_loss(GraphBuilder& b, ValueId logits, ValueId labels, int64_t vocab) {
+ValueId causal_lm_loss(GraphBuilder& b, ValueId logits, ValueId labels, int64_t vocab,
+                       bool shift_logits) {
   auto scope = b.module("loss", "ForCausalLMLoss");
   if (b.ok() && b.value(logits).dtype != DType::kFloat32) {
     logits = b.call1("to_copy", {logits}, {{"dtype", std::string("float32")}});
   }
-  const ValueId shifted = shift_labels(b, labels).second;
+  ValueId shifted = kNone;
+  if (shift_logits) {
+    const ValueId upcast = logits;  // the function's local until it returns
+    logits = b.call1("contiguous",
+                     {b.call1("slice", {logits}, {{"dim", int64_t{1}}, {"end", int64_t{-1}}})});
+    shifted = b.call1("contiguous",
+                      {b.call1("slice", {labels}, {{"dim", int64_t{1}}, {"start", int64_t{1}}})});
+    const ValueId flat_logits = b.call1("view", {logits}, {{"shape", Dims{-1, vocab}}});
+    const ValueId flat_labels = b.call1("view", {shifted}, {{"shape", Dims{-1}}});
+    const ValueId loss = b.call1("cross_entropy", {flat_logits, flat_labels});
+    nn::hold(b, {upcast});
+    return loss;
+  }
+  shifted = shift_labels(b, labels).second;
   const ValueId flat_logits = b.call1("view", {logits}, {{"shape", Dims{-1, vocab}}});
   const ValueId flat_labels = b.call1("view", {shifted}, {{"shape", Dims{-1}}});
   return b.call1("cross_entropy", {flat_logits, flat_labels});

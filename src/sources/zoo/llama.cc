@@ -37,7 +37,14 @@
 // their own heads with enable_gqa (4.54 and later, on PyTorch 2.5 and later; where the flash
 // kernel cannot take them, fp32 say, PyTorch falls back to the math path, which repeats them and
 // materializes the scores), and q, k and v go in as they are (4.56 dropped their contiguous
-// copies). sdpa_enable_gqa=false and sdpa_contiguous=true give 4.48's call.
+// copies). transformers=4.48 (or sdpa_enable_gqa=false and sdpa_contiguous=true) gives 4.48's
+// call.
+//
+// The release (transformers=, 5.17 by default) decides three more things: 4.48's loss copies
+// the shifted fp32 logits where 4.49 pads the labels; from 5.0 from_pretrained loads the weights
+// in the config's torch_dtype (dtype="auto"), where earlier releases load them in fp32, which
+// is what autocast then trains (bf16 weights under bf16 autocast: nothing for it to cast but
+// what the model upcasts itself).
 //
 // What a training step keeps besides autograd's tensors:
 //  - the rotary cos and sin tables (1 x seq x head_dim, made under no_grad) for the whole forward;
@@ -50,7 +57,9 @@
 // falls back to eager attention, and so does this model under the cpu profile.
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "sources/zoo/causal_lm.h"
@@ -72,6 +81,7 @@ struct DecoderShape {
   int64_t experts = 0;
   bool gemma2 = false;
   bool gemma3 = false;
+  const char* torch_dtype = "bfloat16";  // config.json's: the dtype the checkpoint is stored in
 };
 
 // Published config.json figures of one model per family: the zoo's defaults. Columns: vocab,
@@ -97,7 +107,8 @@ constexpr DecoderShape kDecoders[] = {
      false, true, false, true, false, "gelu_pytorch_tanh", "8,537,680,896"},
     {"gemma2", "Google Gemma 2 9B (four norms a layer, soft-capping, every other layer windowed)",
      256000, 3584, 14336, 42, 16, 8, 256, 8192, 4096, 1e-6, 10000.0,
-     false, true, false, true, false, "gelu_pytorch_tanh", "9,241,705,984", 0, true},
+     false, true, false, true, false, "gelu_pytorch_tanh", "9,241,705,984", 0, true, false,
+     "float32"},
     {"gemma3", "Google Gemma 3 1B (Gemma 2's layer with RMSNorms on q and k, five windowed "
      "layers to a global one)",
      262144, 1152, 6912, 26, 4, 1, 256, 32768, 512, 1e-6, 1000000.0,
@@ -129,7 +140,93 @@ struct Decoder {
   int64_t window_pattern = 0;    // Gemma 3: every pattern-th layer global (0: none)
   bool sdpa_gqa = true;          // SDPA takes k and v unrepeated (enable_gqa) when there is no mask
   bool sdpa_contiguous = false;  // q, k and v made contiguous before SDPA
+  bool shift_logits = false;     // 4.48's loss: a shifted contiguous copy of the fp32 logits
 };
+
+// What changes with the transformers release (--set transformers=X.Y), read from each release's
+// sources: modeling_utils.py, loss/loss_utils.py, integrations/sdpa_attention.py.
+struct Release {
+  int major = 5, minor = 17;
+  // ForCausalLMLoss before 4.49 shifts the logits (logits[..., :-1, :].contiguous(), a copy of
+  // the fp32 upcast) where later releases pad the labels instead.
+  bool shift_logits = false;
+  bool sdpa_gqa = true;          // use_gqa_in_sdpa: 4.54 and later
+  bool sdpa_contiguous = false;  // q, k and v .contiguous() before SDPA: before 4.56
+  // from_pretrained's dtype: "auto" (the config's torch_dtype) from 5.0, fp32 before.
+  bool loads_config_dtype = true;
+};
+
+Result<Release> release(const ModelConfig& c) {
+  const std::string& text = c.get_string("transformers");
+  Release r;
+  const char* hint = "give a release as MAJOR.MINOR, 4.48 or later (5.17, the default, is current)";
+  // MAJOR, MAJOR.MINOR or MAJOR.MINOR.PATCH; the patch does not matter.
+  int consumed = 0;
+  const int parsed =
+      std::sscanf(text.c_str(), "%d%n.%d%n", &r.major, &consumed, &r.minor, &consumed);
+  const char next = text.c_str()[consumed];
+  if (parsed < 1 || text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) ||
+      (next != '\0' && next != '.')) {
+    return invalid_argument(fmt::format("transformers={} is not a release number", text), hint);
+  }
+  if (parsed == 1) r.minor = 0;
+  if (r.major < 4 || (r.major == 4 && r.minor < 48)) {
+    return unsupported(
+        fmt::format("transformers {} is older than the oldest release modelled, 4.48", text), hint);
+  }
+  const auto since = [&r](int major, int minor) {
+    return r.major > major || (r.major == major && r.minor >= minor);
+  };
+  r.shift_logits = !since(4, 49);
+  r.sdpa_gqa = since(4, 54);
+  r.sdpa_contiguous = !since(4, 56);
+  r.loads_config_dtype = since(5, 0);
+  const std::string& gqa = c.get_string("sdpa_enable_gqa");
+  if (gqa != "auto") r.sdpa_gqa = gqa == "true";
+  const std::string& contiguous = c.get_string("sdpa_contiguous");
+  if (contiguous != "auto") r.sdpa_contiguous = contiguous == "true";
+  return r;
+}
+
+// The dtype named as transformers names it ("bfloat16").
+DType torch_dtype(const std::string& name) {
+  if (name == "bfloat16") return DType::kBFloat16;
+  if (name == "float16") return DType::kFloat16;
+  return DType::kFloat32;
+}
+
+// The weights as the model was loaded (from_pretrained's dtype): under autocast they stay so;
+// under --precision fp32 or bf16 the precision says what they are, and a dtype that disagrees is
+// refused.
+Status decoder_options(const ModelConfig& c, BuildOptions& options) {
+  TF_ASSIGN_OR_RETURN(const Release r, release(c));
+  const std::string& asked = c.get_string("dtype");
+  const bool amp = is_amp(options.precision);
+  if (!amp) {
+    const DType trained =
+        options.precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat32;
+    if (asked != "auto" && torch_dtype(asked) != trained) {
+      return invalid_argument(
+          fmt::format("dtype={} loads the weights in {}, but --precision {} trains them in {}",
+                      asked, asked, precision_name(options.precision), dtype_name(trained)),
+          "dtype= says what the weights are under autocast (--precision amp-bf16 or amp-fp16); "
+          "leave it out otherwise");
+    }
+    return {};
+  }
+  const std::string& loaded = asked != "auto"        ? asked
+                              : r.loads_config_dtype ? c.get_string("torch_dtype")
+                                                     : "float32";
+  options.amp_weights = torch_dtype(loaded);
+  if (options.precision == Precision::kAmpFp16 && options.amp_weights == DType::kFloat16) {
+    return unsupported(
+        fmt::format("float16 weights{} under amp-fp16: GradScaler refuses to unscale fp16 "
+                    "gradients",
+                    asked == "auto" ? " (torch_dtype, which from_pretrained loads from 5.0)" : ""),
+        "load the model in float32 (--set dtype=float32), or train under --precision amp-bf16");
+  }
+  return {};
+}
 
 // Gemma 2's even layers and, in Gemma 3, all but every window_pattern-th attend through the
 // window.
@@ -759,8 +856,14 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
   d.liger_loss = c.get_string("loss") == "fused_linear_cross_entropy";
   d.gemma3 = c.get_bool("gemma3");
   d.window_pattern = c.get_int("sliding_window_pattern");
-  d.sdpa_gqa = c.get_bool("sdpa_enable_gqa");
-  d.sdpa_contiguous = c.get_bool("sdpa_contiguous");
+  const Result<Release> r = release(c);
+  if (!r.ok()) {
+    b.fail(r.status());
+    return;
+  }
+  d.sdpa_gqa = r->sdpa_gqa;
+  d.sdpa_contiguous = r->sdpa_contiguous;
+  d.shift_logits = r->shift_logits;
   if (d.flash && b.options().target.device != Device::kCuda) {
     b.fail(unsupported("attention=flash_attention_2 runs on CUDA GPUs only",
                        "use attention=sdpa or eager with the cpu profile"));
@@ -895,7 +998,7 @@ void build_decoder(GraphBuilder& b, const ModelConfig& c) {
     }
   }
   if (!d.liger_loss) {
-    loss = causal_lm_loss(b, logits, labels, d.vocab);
+    loss = causal_lm_loss(b, logits, labels, d.vocab, d.shift_logits);
     // transformers computes the loss inside the model's forward: its locals (the last hidden
     // state) live until the loss is made. It returns the logits and the cache with the loss.
     auto scope = b.module("loss", "ForCausalLMLoss");
@@ -979,12 +1082,25 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
         set_key("attention", AttrKind::kString, std::string("sdpa"),
                 "attention implementation (attn_implementation)",
                 {"sdpa", "eager", "flash_attention_2"}),
-        set_key("sdpa_enable_gqa", AttrKind::kBool, true,
-                "SDPA takes k and v at their own heads (enable_gqa=True) when there is no mask, "
-                "as transformers 4.54+ calls it on PyTorch 2.5+; false: repeated to every query "
-                "head first (repeat_kv), as before"),
-        set_key("sdpa_contiguous", AttrKind::kBool, false,
-                "q, k and v made contiguous before SDPA, as transformers before 4.56 did"),
+        set_key("transformers", AttrKind::kString, std::string("5.17"),
+                "the transformers release that trains it (4.48 or later): 4.48's loss copies the "
+                "shifted logits; SDPA gets k and v unrepeated from 4.54 and q, k and v as they "
+                "are from 4.56; from 5.0 from_pretrained loads the config's torch_dtype"),
+        set_key("torch_dtype", AttrKind::kString, std::string(s.torch_dtype),
+                "config.json's torch_dtype, the dtype the checkpoint is stored in",
+                {"float32", "bfloat16", "float16"}),
+        set_key("dtype", AttrKind::kString, std::string("auto"),
+                "the dtype from_pretrained loads the weights in, which autocast trains them in "
+                "(--precision amp-*); auto: torch_dtype from transformers 5.0, float32 before",
+                {"auto", "float32", "bfloat16", "float16"}),
+        set_key("sdpa_enable_gqa", AttrKind::kString, std::string("auto"),
+                "true: SDPA takes k and v at their own heads (enable_gqa=True) when there is no "
+                "mask, on PyTorch 2.5+; false: repeated to every query head first (repeat_kv); "
+                "auto: as the transformers release calls it (true from 4.54)",
+                {"auto", "true", "false"}),
+        set_key("sdpa_contiguous", AttrKind::kString, std::string("auto"),
+                "q, k and v made contiguous before SDPA (auto: as transformers before 4.56 did)",
+                {"auto", "true", "false"}),
         set_key("loss", AttrKind::kString, std::string("cross_entropy"),
                 "cross_entropy: lm_head, then transformers' loss over the logits upcast to fp32; "
                 "fused_linear_cross_entropy: Liger-Kernel's (0.5.5) lm_head and loss a chunk of "
@@ -998,6 +1114,7 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
                 "end"),
     };
     m.build = build_decoder;
+    m.options = decoder_options;
     // peft's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING for these model types; it has
     // none for phi3, whose LoraConfig must name target_modules.
     if (!s.phi3) m.lora_target = {"q_proj", "v_proj"};

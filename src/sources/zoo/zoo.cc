@@ -217,7 +217,9 @@ Result<ModelConfig> model_config(const ModelRequest& request) {
 Result<Graph> build_model(const ModelRequest& request) {
   TF_ASSIGN_OR_RETURN(const ModelConfig config, model_config(request));
   const ModelSpec* spec = find_model(request.name);
-  GraphBuilder builder(spec->name, request.options);
+  BuildOptions options = request.options;
+  if (spec->options) TF_RETURN_IF_ERROR(spec->options(config, options).with_context(spec->name));
+  GraphBuilder builder(spec->name, std::move(options));
   spec->build(builder, config);
   Result<Graph> graph = std::move(builder).finish();
   if (!graph.ok()) return graph.status().with_context(spec->name);

@@ -68,6 +68,9 @@ class ModelConfig {
 };
 
 using BuildFn = std::function<void(GraphBuilder&, const ModelConfig&)>;
+// What a model's own keys decide of how it is built, before it is: the decoders' weights under
+// autocast are in the dtype transformers loaded them in.
+using OptionsFn = std::function<Status(const ModelConfig&, BuildOptions&)>;
 
 // Repeated blocks that activation checkpointing wraps one at a time: `fit --what-if` offers one
 // row per family. Patterns that match no module of a given configuration are left out.
@@ -94,6 +97,7 @@ struct ModelSpec {
   int64_t default_seq_len = 0;  // sequence models
   std::vector<SetKey> keys;
   BuildFn build;
+  OptionsFn options;  // optional
   std::optional<OptimizerPreset> optimizer;
   std::vector<CheckpointFamily> checkpoint_families;
   std::vector<std::string> backbone;     // --freeze prefixes that freeze its (pretrained) backbone
