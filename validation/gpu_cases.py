@@ -166,9 +166,20 @@ KNOWN_GAPS = {
             "why": "ACT's attention (math path, weights returned) frees its tensors in another "
                    "order than PyTorch, so blocks land elsewhere"},
         "T:diffusion-default-b64": {
-            "bounds": {"reserved": (-0.03, 0.03)},
-            "why": "reserved over 25 steps of a timing run, which this replay does not play"},
-        "T:act-seed000-b8": {"bounds": {"reserved": (-0.045, 0.03)}, "why": _RULE},
+            "bounds": {"reserved": (-0.03, 0.03), "step": (-0.65, 0.10),
+                       "step profiled": (-0.65, 0.08)},
+            "why": "reserved over 25 steps of a timing run, which this replay does not play; the "
+                   "step: cuDNN's NCHW/NHWC conversions, fp32 products without tensor cores, the "
+                   "foreach Adam's passes and the host's dispatch are not costed"},
+        "T:qwen0.5b-bf16-sdpa-s1024-b8": {
+            "bounds": {"step": (-0.12, 0.10)},
+            "why": "the step with the catalog's H100 figures is 11% short (6% with the H100's "
+                   "calibration)"},
+        "T:act-seed000-b8": {
+            "bounds": {"reserved": (-0.045, 0.03), "step": (-0.40, 0.10),
+                       "step profiled": (-0.40, 0.08)},
+            "why": _RULE + "; the step is host-bound (about 2,900 kernels a step) and its fp32 "
+                   "products run without tensor cores, which the cost model leaves out"},
         "T:resnet50-b64-momentum": {"bounds": {"reserved": (-0.095, 0.03)}, "why": _RULE},
     },
 }
@@ -207,20 +218,32 @@ def compare(args):
         if os.path.exists(more):
             with open(more) as f:
                 cases += [("more ", c) for c in json.load(f)["cases"]]
-        errors = {"allocated": [], "reserved": [], "device used": []}
+        errors = {"allocated": [], "reserved": [], "device used": [], "step": [], "step profiled": []}
         gaps = KNOWN_GAPS.get(card, {})
+        profiles = glob.glob(os.path.join(RESULTS, card, "*profile.json"))
         for where, case in cases:
-            ours = json.loads(subprocess.run(
-                [args.trainfit, "estimate", *recorded_args(card, case), *gpu_flags(device), "--json"],
-                capture_output=True, text=True, check=True).stdout)
+            def estimate(*extra):
+                return json.loads(subprocess.run(
+                    [args.trainfit, "estimate", *recorded_args(card, case), *gpu_flags(device),
+                     *extra, "--json"], capture_output=True, text=True, check=True).stdout)
+            ours = estimate()
             figures = {"allocated": ours["peak_allocated_bytes"] / case["max_memory_allocated"] - 1,
                        "reserved": ours["peak_reserved_bytes"] / case["max_memory_reserved"] - 1}
             if "device_used" in case:
                 figures["device used"] = ours["device_used_bytes"] / case["device_used"] - 1
+            # A timing run's median step, against the catalog's card and the card's calibration.
+            if "step_time_s" in case:
+                figures["step"] = ours["step_time_s"] / case["step_time_s"] - 1
+                if profiles:
+                    profiled = estimate("--gpu-profile", profiles[0])
+                    figures["step profiled"] = profiled["step_time_s"] / case["step_time_s"] - 1
             line = " ".join(f"{k} {v:+.2%}" for k, v in figures.items())
             for key, value in figures.items():
                 errors[key].append(value)
-            bounds = {k: (args.tolerance if k == "allocated" else args.reserved_tolerance, args.too_low)
+            bounds = {k: (args.tolerance, args.too_low) if k == "allocated" else
+                      (args.time_tolerance, args.time_tolerance) if k == "step" else
+                      (args.profiled_time_tolerance, args.profiled_time_tolerance)
+                      if k == "step profiled" else (args.reserved_tolerance, args.too_low)
                       for k in figures}
             ok = all(within(v, *bounds[k]) for k, v in figures.items())
             gap = gaps.get(case["id"])
@@ -253,7 +276,11 @@ def main():
     c.add_argument("--tolerance", type=float, default=0.02, help="peak allocated, above")
     c.add_argument("--reserved-tolerance", type=float, default=0.03,
                    help="peak reserved and device used, above")
-    c.add_argument("--too-low", type=float, default=0.01, help="any figure, below")
+    c.add_argument("--too-low", type=float, default=0.01, help="any memory figure, below")
+    c.add_argument("--time-tolerance", type=float, default=0.10,
+                   help="step time with the catalog's card, either way")
+    c.add_argument("--profiled-time-tolerance", type=float, default=0.08,
+                   help="step time with the card's calibration profile, either way")
     args = ap.parse_args()
     measure(args) if args.command == "measure" else compare(args)
 

@@ -307,7 +307,7 @@ TEST(TransformersCli, ReleasesSetSdpasCallTheLossAndTheLoadedDtype) {
   // (at batch 1 labels[..., 1:] is contiguous already), where later releases keep the padded
   // labels, 513 int64s, whose shifted view the targets are.
   EXPECT_EQ(kept("bf16", {"transformers=4.49"}) - kept("bf16", {"transformers=4.48"}),
-            int64_t{128'256} * 4 + 513 * 8);
+            int64_t{128'256} * 4 + int64_t{513} * 8);
   // Llama 3.2 1B's config.json stores bfloat16: transformers 5 loads it so, and autocast has
   // nothing to lower; 4.x loads float32 master weights.
   const auto parameter_bytes = [](std::string precision, std::initializer_list<std::string> sets) {
