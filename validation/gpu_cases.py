@@ -3,6 +3,7 @@
 On a machine with an NVIDIA GPU and CUDA PyTorch (with torchvision):
 
     python3 validation/gpu_cases.py measure            # writes validation/gpu_results/<gpu>.json
+    python3 validation/gpu_cases.py measure --time     # and each case's step time
 
 Anywhere (this is what the test suite runs; it is skipped while no results are recorded):
 
@@ -11,7 +12,9 @@ Anywhere (this is what the test suite runs; it is skipped while no results are r
 Each case runs in a fresh Python process so that cached blocks, cuBLAS workspaces and the CUDA
 context of one case do not leak into the next: two training iterations (forward and loss,
 backward, optimizer.step, zero_grad(set_to_none=True)), then torch.cuda.max_memory_allocated(),
-max_memory_reserved(), and the memory the device reports in use (total - free).
+max_memory_reserved(), and the memory the device reports in use (total - free). With --time,
+then 5 warm-up steps and the median of 20 synchronised ones; compare checks a recorded step
+time against the catalog's card (10%) and the card's calibration profile beside the results (8%).
 """
 import argparse
 import glob
@@ -40,10 +43,11 @@ CASES.append(("resnet50-b32-adam-checkpoint", "resnet50", 32, 224, "fp32", "adam
               ("layer1.*", "layer2.*", "layer3.*")))
 
 RUN_ONE = r'''
-import json, sys, torch, torchvision
+import json, statistics, sys, time, torch, torchvision
 sys.path.insert(0, {here!r})
 from harness import make_optimizer, checkpoint_modules
 model_name, batch, image, precision, optimizer, frozen, checkpoint = {args!r}
+timed = {timed!r}
 dev = torch.device("cuda")
 torch.manual_seed(0)
 model = getattr(torchvision.models, model_name)().to(dev).train()
@@ -54,8 +58,7 @@ checkpoint_modules(model, checkpoint)
 opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
 amp = {{"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}}.get(precision)
 scaler = torch.cuda.amp.GradScaler() if amp == torch.float16 else None
-torch.cuda.reset_peak_memory_stats()
-for _ in range(2):
+def step():
     x = torch.randn(batch, 3, image, image, device=dev)
     y = torch.randint(0, 1000, (batch,), device=dev)
     with torch.autocast("cuda", dtype=amp or torch.float32, enabled=amp is not None):
@@ -66,12 +69,26 @@ for _ in range(2):
     else:
         loss.backward(); opt.step()
     opt.zero_grad(set_to_none=True)
-    del x, y, out, loss
+torch.cuda.reset_peak_memory_stats()
+for _ in range(2):
+    step()
 torch.cuda.synchronize()
 free, total = torch.cuda.mem_get_info()
-print(json.dumps({{"max_memory_allocated": torch.cuda.max_memory_allocated(),
-                  "max_memory_reserved": torch.cuda.max_memory_reserved(),
-                  "device_used": total - free}}))
+result = {{"max_memory_allocated": torch.cuda.max_memory_allocated(),
+          "max_memory_reserved": torch.cuda.max_memory_reserved(),
+          "device_used": total - free}}
+if timed:  # after the memory figures: 5 warm-up steps, then the median of 20 synchronised ones
+    for _ in range(5):
+        step()
+    times = []
+    for _ in range(20):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    result["step_time_s"] = statistics.median(times)
+print(json.dumps(result))
 '''
 
 
@@ -96,15 +113,17 @@ def measure(args):
     for case in CASES:
         if args.only and args.only not in case[0]:
             continue
-        code = RUN_ONE.format(here=HERE, args=case[1:])
+        code = RUN_ONE.format(here=HERE, args=case[1:], timed=args.time)
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         if proc.returncode != 0:
             print(f"  {case[0]}: failed\n{proc.stderr[-2000:]}", flush=True)
             continue
         measured = json.loads(proc.stdout.strip().splitlines()[-1])
         results.append({"id": case[0], "trainfit_args": trainfit_args(case), **measured})
+        timing = (f" step {measured['step_time_s'] * 1e3:.1f} ms" if "step_time_s" in measured
+                  else "")
         print(f"  {case[0]:36s} allocated {measured['max_memory_allocated']:>14,} "
-              f"reserved {measured['max_memory_reserved']:>14,}", flush=True)
+              f"reserved {measured['max_memory_reserved']:>14,}{timing}", flush=True)
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, props.name.replace(" ", "_") + ".json")
     with open(path, "w") as f:
@@ -271,6 +290,9 @@ def main():
     sub = ap.add_subparsers(dest="command", required=True)
     m = sub.add_parser("measure")
     m.add_argument("--only", help="run only cases whose id contains this")
+    m.add_argument("--time", action="store_true",
+                   help="also time each case's step (compare then checks it): the median of 20 "
+                        "synchronised steps after 5 warm-up steps, after the memory figures")
     c = sub.add_parser("compare")
     c.add_argument("--trainfit", required=True)
     c.add_argument("--tolerance", type=float, default=0.02, help="peak allocated, above")
