@@ -323,6 +323,18 @@ TEST(TransformersCli, ReleasesSetSdpasCallTheLossAndTheLoadedDtype) {
   EXPECT_EQ(parameter_bytes("amp-bf16", {"dtype=float32"}), kParams * 4);
   EXPECT_EQ(parameter_bytes("bf16", {"dtype=bfloat16"}), kParams * 2);
   EXPECT_EQ(kept("amp-bf16", {}), kept("bf16", {}));
+  // The estimate says so under autocast, and not once the weights are fp32.
+  const auto notes = [](std::string set) {
+    return run_json({"estimate", "--hf-config", kExamples + "llama-3.2-1b.json", "--seq-len", "64",
+                     "--precision", "amp-bf16", "--set", std::move(set)})
+        .at("notes");
+  };
+  const nlohmann::json bf16_notes = notes("dtype=auto");
+  ASSERT_EQ(bf16_notes.size(), 1U);
+  EXPECT_NE(bf16_notes[0].get<std::string>().find("the weights are bfloat16 under autocast"),
+            std::string::npos)
+      << bf16_notes;
+  EXPECT_TRUE(notes("dtype=float32").empty());
 }
 
 TEST(TransformersCli, BadReleasesAndDtypesAreOneLineAndExit2) {

@@ -128,6 +128,24 @@ std::optional<std::string> sdpa_fallback_note(const Graph& graph) {
       layers, layers == 1 ? "" : "s");
 }
 
+// Under autocast, parameters in a 16-bit dtype were loaded so (a decoder's dtype=, whose auto
+// follows the transformers release): say so, since AMP usually means fp32 master weights.
+std::optional<std::string> low_precision_weights_note(const Graph& graph) {
+  if (graph.precision != Precision::kAmpBf16 && graph.precision != Precision::kAmpFp16) {
+    return std::nullopt;
+  }
+  std::optional<DType> low;
+  for (const Param& p : graph.params) {
+    const DType d = graph.value(p.value).dtype;
+    if (!p.buffer && (d == DType::kBFloat16 || d == DType::kFloat16)) low = d;
+  }
+  if (!low) return std::nullopt;
+  return fmt::format(
+      "the weights are {} under autocast, as loaded (transformers 5 loads a config's "
+      "torch_dtype); --set dtype=float32 keeps fp32 master weights",
+      dtype_name(*low));
+}
+
 }  // namespace
 
 Result<EstimateReport> make_estimate_report(const TrainingRequest& request,
@@ -136,8 +154,8 @@ Result<EstimateReport> make_estimate_report(const TrainingRequest& request,
   TF_ASSIGN_OR_RETURN(EstimateRun run, estimator.run(request, detail));
   EstimateReport report;
   report.header = header_of(run.resolved);
-  if (const std::optional<std::string> note = sdpa_fallback_note(run.graph)) {
-    report.header.notes.push_back(*note);
+  for (const auto& note : {sdpa_fallback_note(run.graph), low_precision_weights_note(run.graph)}) {
+    if (note) report.header.notes.push_back(*note);
   }
   if (run.estimate.unmeasured_searches > 0) {
     report.header.notes.push_back(fmt::format(
