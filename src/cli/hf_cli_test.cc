@@ -239,6 +239,15 @@ int64_t llama_1b_kept(std::string_view precision, std::initializer_list<std::str
   return run_json(args).at("activation_bytes").get<int64_t>();
 }
 
+// The notes of Llama 3.2 1B's estimate at 64 tokens in `precision`, with --set `sets`.
+nlohmann::json llama_1b_notes(std::string precision, std::initializer_list<std::string> sets) {
+  std::vector<std::string> args{"estimate",          "--hf-config", kExamples + "llama-3.2-1b.json",
+                                "--seq-len",         "64",          "--precision",
+                                std::move(precision)};
+  for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
+  return run_json(args).at("notes");
+}
+
 // attention=flash_attention_2 keeps each layer's keys and values at their own eight heads, as SDPA
 // does with enable_gqa; SDPA with them repeated to 32 (transformers before 4.54) keeps 2 x 16 x
 // (32 - 8) x 64 x 2 bytes a token more. flash_attn keeps a 16-byte RNG state more in each of its
@@ -274,17 +283,12 @@ TEST(SdpaCli, GroupedQueryAttentionTakesFlashInBf16AndTheMathPathInFp32) {
   const int64_t eager = kept("fp32", {"attention=eager"});
   EXPECT_EQ(kept("fp32", {}), eager);
   // The estimate says so, once for the 16 layers; in bf16 it has nothing to say.
-  auto notes = [](std::string_view precision) {
-    return run_json({"estimate", "--hf-config", kExamples + "llama-3.2-1b.json", "--seq-len", "64",
-                     "--precision", std::string(precision)})
-        .at("notes");
-  };
-  const nlohmann::json fp32_notes = notes("fp32");
+  const nlohmann::json fp32_notes = llama_1b_notes("fp32", {});
   ASSERT_EQ(fp32_notes.size(), 1U);
   EXPECT_NE(fp32_notes[0].get<std::string>().find("math path in 16 attention calls"),
             std::string::npos)
       << fp32_notes;
-  EXPECT_TRUE(notes("bf16").empty());
+  EXPECT_TRUE(llama_1b_notes("bf16", {}).empty());
   // Repeated, fp32 SDPA runs the memory-efficient kernel, which keeps its fp32 (B, H, L)
   // logsumexp where eager keeps the fp32 probabilities.
   EXPECT_EQ(eager - kept("fp32", {"sdpa_enable_gqa=false"}),
@@ -324,17 +328,12 @@ TEST(TransformersCli, ReleasesSetSdpasCallTheLossAndTheLoadedDtype) {
   EXPECT_EQ(parameter_bytes("bf16", {"dtype=bfloat16"}), kParams * 2);
   EXPECT_EQ(kept("amp-bf16", {}), kept("bf16", {}));
   // The estimate says so under autocast, and not once the weights are fp32.
-  const auto notes = [](std::string set) {
-    return run_json({"estimate", "--hf-config", kExamples + "llama-3.2-1b.json", "--seq-len", "64",
-                     "--precision", "amp-bf16", "--set", std::move(set)})
-        .at("notes");
-  };
-  const nlohmann::json bf16_notes = notes("dtype=auto");
+  const nlohmann::json bf16_notes = llama_1b_notes("amp-bf16", {});
   ASSERT_EQ(bf16_notes.size(), 1U);
   EXPECT_NE(bf16_notes[0].get<std::string>().find("the weights are bfloat16 under autocast"),
             std::string::npos)
       << bf16_notes;
-  EXPECT_TRUE(notes("dtype=float32").empty());
+  EXPECT_TRUE(llama_1b_notes("amp-bf16", {"dtype=float32"}).empty());
 }
 
 TEST(TransformersCli, BadReleasesAndDtypesAreOneLineAndExit2) {
