@@ -224,28 +224,29 @@ TEST(LoraCli, ReentrantCheckpointingMakesTheEmbeddingsRequireGrad) {
   EXPECT_EQ(std::count(frozen.err.begin(), frozen.err.end(), '\n'), 1) << frozen.err;
 }
 
+// `command` on Llama 3.2 1B at `tokens` tokens in `precision`, with these --set keys.
+nlohmann::json llama_1b(std::string command, std::string tokens, std::string precision,
+                        const std::vector<std::string>& sets) {
+  std::vector<std::string> args{
+      std::move(command),  "--hf-config",     kExamples + "llama-3.2-1b.json",
+      "--seq-len",         std::move(tokens), "--precision",
+      std::move(precision)};
+  for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
+  return run_json(args);
+}
+
 // What Llama 3.2 1B keeps for backward at 512 tokens without the cache, with these --set keys.
 int64_t llama_1b_kept(std::string_view precision, std::initializer_list<std::string> sets) {
-  std::vector<std::string> args{"estimate",
-                                "--hf-config",
-                                kExamples + "llama-3.2-1b.json",
-                                "--seq-len",
-                                "512",
-                                "--precision",
-                                std::string(precision),
-                                "--set",
-                                "use_cache=false"};
-  for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
-  return run_json(args).at("activation_bytes").get<int64_t>();
+  std::vector<std::string> with_sets{"use_cache=false"};
+  with_sets.insert(with_sets.end(), sets.begin(), sets.end());
+  return llama_1b("estimate", "512", std::string(precision), with_sets)
+      .at("activation_bytes")
+      .get<int64_t>();
 }
 
 // The notes of Llama 3.2 1B's estimate at 64 tokens in `precision`, with --set `sets`.
-nlohmann::json llama_1b_notes(std::string precision, std::initializer_list<std::string> sets) {
-  std::vector<std::string> args{"estimate",          "--hf-config", kExamples + "llama-3.2-1b.json",
-                                "--seq-len",         "64",          "--precision",
-                                std::move(precision)};
-  for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
-  return run_json(args).at("notes");
+nlohmann::json llama_1b_notes(std::string precision, const std::vector<std::string>& sets) {
+  return llama_1b("estimate", "64", std::move(precision), sets).at("notes");
 }
 
 // attention=flash_attention_2 keeps each layer's keys and values at their own eight heads, as SDPA
@@ -314,12 +315,10 @@ TEST(TransformersCli, ReleasesSetSdpasCallTheLossAndTheLoadedDtype) {
             int64_t{128'256} * 4 + int64_t{513} * 8);
   // Llama 3.2 1B's config.json stores bfloat16: transformers 5 loads it so, and autocast has
   // nothing to lower; 4.x loads float32 master weights.
-  const auto parameter_bytes = [](std::string precision, std::initializer_list<std::string> sets) {
-    std::vector<std::string> args{
-        "summary",     "--hf-config",       kExamples + "llama-3.2-1b.json", "--seq-len", "64",
-        "--precision", std::move(precision)};
-    for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
-    return run_json(args).at("parameter_bytes").get<int64_t>();
+  const auto parameter_bytes = [](std::string precision, const std::vector<std::string>& sets) {
+    return llama_1b("summary", "64", std::move(precision), sets)
+        .at("parameter_bytes")
+        .get<int64_t>();
   };
   constexpr int64_t kParams = 1'235'814'400;
   EXPECT_EQ(parameter_bytes("amp-bf16", {}), kParams * 2);

@@ -71,6 +71,15 @@ Change add_sets(std::vector<std::pair<std::string, std::string>> sets) {
           std::move(args)};
 }
 
+Change both(Change first, Change second) {
+  first.args.insert(first.args.end(), second.args.begin(), second.args.end());
+  return {[a = std::move(first.apply), b = std::move(second.apply)](TrainingRequest& r) {
+            a(r);
+            b(r);
+          },
+          std::move(first.args)};
+}
+
 Change set_lora(const LoraConfig& lora) {
   return {[lora](TrainingRequest& r) { r.lora = lora; }, {"--lora", lora_arg(lora)}};
 }
@@ -281,16 +290,8 @@ Result<std::vector<Knob>> memory_knobs(const TrainingRequest& request,
     const bool loads = std::any_of(spec->keys.begin(), spec->keys.end(),
                                    [](const SetKey& k) { return k.name == "dtype"; });
     const auto amp = [loads](Precision precision) {
-      Change change = set_precision(precision);
-      if (!loads) return change;
-      Change pin = add_sets({{"dtype", "float32"}});
-      change.args.insert(change.args.end(), pin.args.begin(), pin.args.end());
-      return Change{[precision_apply = std::move(change.apply),
-                     pin_apply = std::move(pin.apply)](TrainingRequest& t) {
-                      precision_apply(t);
-                      pin_apply(t);
-                    },
-                    std::move(change.args)};
+      return loads ? both(set_precision(precision), add_sets({{"dtype", "float32"}}))
+                   : set_precision(precision);
     };
     if (device.sm >= 80) {
       add("AMP bf16", KnobKind::kPrecision, "precision", amp(Precision::kAmpBf16), "none (sm80+)");

@@ -55,7 +55,8 @@ Change add_frozen(std::vector<std::string> prefixes);
 Change set_input(Dims input);
 Change set_seq_len(int64_t seq_len);
 Change add_sets(std::vector<std::pair<std::string, std::string>> sets);
-Change set_lora(const LoraConfig& lora);  // --lora
+Change both(Change first, Change second);  // `first`, then `second`, as one change
+Change set_lora(const LoraConfig& lora);   // --lora
 Change use_gradient_as_bucket_view();
 Change set_strategy(Strategy strategy);
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "graph/builder.h"
 #include "lower/optimizer_step.h"
 
 namespace trainfit {
@@ -131,9 +132,7 @@ std::optional<std::string> sdpa_fallback_note(const Graph& graph) {
 // Under autocast, parameters in a 16-bit dtype were loaded so (a decoder's dtype=, whose auto
 // follows the transformers release): say so, since AMP usually means fp32 master weights.
 std::optional<std::string> low_precision_weights_note(const Graph& graph) {
-  if (graph.precision != Precision::kAmpBf16 && graph.precision != Precision::kAmpFp16) {
-    return std::nullopt;
-  }
+  if (!is_amp(graph.precision)) return std::nullopt;
   std::optional<DType> low;
   for (const Param& p : graph.params) {
     const DType d = graph.value(p.value).dtype;

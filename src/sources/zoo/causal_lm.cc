@@ -23,23 +23,21 @@ ValueId causal_lm_loss(GraphBuilder& b, ValueId logits, ValueId labels, int64_t 
   if (b.ok() && b.value(logits).dtype != DType::kFloat32) {
     logits = b.call1("to_copy", {logits}, {{"dtype", std::string("float32")}});
   }
+  const ValueId upcast = logits;  // 4.48's local until the function returns
   ValueId shifted = kNone;
   if (shift_logits) {
-    const ValueId upcast = logits;  // the function's local until it returns
     logits = b.call1("contiguous",
                      {b.call1("slice", {logits}, {{"dim", int64_t{1}}, {"end", int64_t{-1}}})});
     shifted = b.call1("contiguous",
                       {b.call1("slice", {labels}, {{"dim", int64_t{1}}, {"start", int64_t{1}}})});
-    const ValueId flat_logits = b.call1("view", {logits}, {{"shape", Dims{-1, vocab}}});
-    const ValueId flat_labels = b.call1("view", {shifted}, {{"shape", Dims{-1}}});
-    const ValueId loss = b.call1("cross_entropy", {flat_logits, flat_labels});
-    nn::hold(b, {upcast});
-    return loss;
+  } else {
+    shifted = shift_labels(b, labels).second;
   }
-  shifted = shift_labels(b, labels).second;
   const ValueId flat_logits = b.call1("view", {logits}, {{"shape", Dims{-1, vocab}}});
   const ValueId flat_labels = b.call1("view", {shifted}, {{"shape", Dims{-1}}});
-  return b.call1("cross_entropy", {flat_logits, flat_labels});
+  const ValueId loss = b.call1("cross_entropy", {flat_logits, flat_labels});
+  if (shift_logits) nn::hold(b, {upcast});
+  return loss;
 }
 
 ValueId liger_causal_lm_loss(GraphBuilder& b, ValueId hidden, ValueId labels, ValueId weight,

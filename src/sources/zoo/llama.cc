@@ -188,13 +188,6 @@ Result<Release> release(const ModelConfig& c) {
   return r;
 }
 
-// The dtype named as transformers names it ("bfloat16").
-DType torch_dtype(const std::string& name) {
-  if (name == "bfloat16") return DType::kBFloat16;
-  if (name == "float16") return DType::kFloat16;
-  return DType::kFloat32;
-}
-
 // The weights as the model was loaded (from_pretrained's dtype): under autocast they stay so;
 // under --precision fp32 or bf16 the precision says what they are, and a dtype that disagrees is
 // refused.
@@ -205,7 +198,7 @@ Status decoder_options(const ModelConfig& c, BuildOptions& options) {
   if (!amp) {
     const DType trained =
         options.precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat32;
-    if (asked != "auto" && torch_dtype(asked) != trained) {
+    if (asked != "auto" && parse_dtype(asked) != trained) {
       return invalid_argument(
           fmt::format("dtype={} loads the weights in {}, but --precision {} trains them in {}",
                       asked, asked, precision_name(options.precision), dtype_name(trained)),
@@ -217,7 +210,7 @@ Status decoder_options(const ModelConfig& c, BuildOptions& options) {
   const std::string& loaded = asked != "auto"        ? asked
                               : r.loads_config_dtype ? c.get_string("torch_dtype")
                                                      : "float32";
-  options.amp_weights = torch_dtype(loaded);
+  options.amp_weights = parse_dtype(loaded).value_or(DType::kFloat32);
   if (options.precision == Precision::kAmpFp16 && options.amp_weights == DType::kFloat16) {
     return unsupported(
         fmt::format("float16 weights{} under amp-fp16: GradScaler refuses to unscale fp16 "
