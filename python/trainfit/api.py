@@ -106,7 +106,7 @@ def estimate(model: Union[str, Any, None] = None, example_batch: Any = None, *,
              hf_config: Union[str, "os.PathLike[str]", None] = None,
              lora: Union[str, Mapping[str, Any], None] = None,
              optimizer: Union[str, Callable[[Any], Any], None] = None,
-             optimizer_impl: str = "default",
+             optimizer_impl: str = "default", default_device: str = "cpu",
              weight_decay: Optional[float] = None,
              checkpoint: Union[str, Sequence[str], None] = None,
              checkpoint_reentrant: bool = False, grad_accum: int = 1,
@@ -145,7 +145,10 @@ def estimate(model: Union[str, Any, None] = None, example_batch: Any = None, *,
     it was traced in). device_profile: cuda (PyTorch 2.x) or cpu (PyTorch 1.13 CPU kernels). optimizer: sgd,
     momentum, adam, adamw, adam8bit, adamw8bit, paged_adamw or paged_adamw8bit (default: the
     model's preset, else adamw);
-    optimizer_impl: default, foreach, fused or loop. checkpoint: module patterns under
+    optimizer_impl: default, foreach, fused or loop. default_device: "cuda" where the training
+    script calls torch.set_default_device("cuda"): its mode slows every call into torch, and
+    Adam's step counters then live on the GPU and are read back with .item() each step.
+    checkpoint: module patterns under
     activation checkpointing ("encoder.layers.*"), non-reentrant unless checkpoint_reentrant
     (use_reentrant=True, transformers' default). gpu: a name from `trainfit gpus`, or
     gpu_memory for another card. gpu_profile: the file `python3 -m trainfit.calibrate` wrote on
@@ -193,6 +196,7 @@ def fit(model: Union[str, Any, None] = None, example_batch: Any = None, *,
         hf_config: Union[str, "os.PathLike[str]", None] = None,
         lora: Union[str, Mapping[str, Any], None] = None,
         optimizer: Optional[str] = None, optimizer_impl: str = "default",
+        default_device: str = "cpu",
         weight_decay: Optional[float] = None, checkpoint: Union[str, Sequence[str], None] = None,
         checkpoint_reentrant: bool = False,
         grad_accum: int = 1, grad_scaler_skips: int = 0, cudnn_benchmark: bool = False,
@@ -237,7 +241,7 @@ def launch(model: Optional[str] = None, *, gpu: str, gpus: int, baseline_batch: 
            hf_config: Union[str, "os.PathLike[str]", None] = None,
            lora: Union[str, Mapping[str, Any], None] = None,
            optimizer: Optional[str] = None, optimizer_impl: str = "default",
-           weight_decay: Optional[float] = None,
+           default_device: str = "cpu", weight_decay: Optional[float] = None,
            checkpoint: Union[str, Sequence[str], None] = None, strategy: Optional[str] = None,
            gradient_as_bucket_view: bool = False, link: Optional[str] = None,
            bus_bandwidth: Optional[float] = None, dataset_size: Optional[int] = None,

@@ -49,6 +49,12 @@ void add_training_flags(CLI::App& app, RequestFlags& f) {
          "--optimizer-impl", f.optimizer_impl,
          "default (PyTorch's choice: foreach on CUDA, for-loop on CPU) | foreach | fused | loop")
       ->capture_default_str();
+  app.add_option("--default-device", f.default_device,
+                 "cpu | cuda: where the training script's tensors made without a device go "
+                 "(torch.set_default_device). Under cuda Adam's step counters are GPU scalars, "
+                 "and its foreach and for-loop steps read each back with .item(): a wait for "
+                 "the GPU per read, two per parameter each step")
+      ->capture_default_str();
   app.add_option("--weight-decay", f.weight_decay,
                  "weight decay (default: torch's, 0.01 for adamw, else 0)");
   app.add_option("--checkpoint", f.checkpoint,
@@ -234,6 +240,11 @@ Status to_training(const RequestFlags& f, TrainingRequest& r) {
   }
   TF_ASSIGN_OR_RETURN(r.optimizer_impl,
                       parse_enum(kOptimizerImplNames, "--optimizer-impl", f.optimizer_impl));
+  if (f.default_device != "cpu" && f.default_device != "cuda") {
+    return invalid_argument(fmt::format("--default-device {} is not a device", f.default_device),
+                            "give cpu (tensors made without a device stay on the host) or cuda");
+  }
+  r.cuda_default_device = f.default_device == "cuda";
   if (f.weight_decay != -1) r.weight_decay = f.weight_decay;
   r.checkpoint = f.checkpoint;
   r.checkpoint_reentrant = f.checkpoint_reentrant;

@@ -31,6 +31,7 @@ struct RequestFlags {
   // TRAINING OPTIONS
   std::string optimizer;  // empty: the model's preset, else adamw
   std::string optimizer_impl = "default";
+  std::string default_device = "cpu";
   double weight_decay = -1;  // -1: not given
   std::vector<std::string> checkpoint;
   bool checkpoint_reentrant = false;

@@ -73,9 +73,19 @@ double wave_efficiency(const GemmShape& g, int sm_count) {
   return static_cast<double>(work) / static_cast<double>(waves * sm_count);
 }
 
-double kernel_seconds(const KernelCost& k, const GpuTiming& gpu) {
-  if (k.tensor_core_layout && !on_tensor_cores(k.math, gpu)) return 0;
-  const double launches = static_cast<double>(std::max<int64_t>(1, k.launches));
+namespace {
+
+// One kernel's GPU time: its body (bound by math or by memory) and the fixed cost per launch.
+struct KernelTime {
+  double body = 0;
+  double overhead = 0;
+  bool math_bound = false;
+  double seconds() const { return body + overhead; }
+};
+
+KernelTime kernel_time(const KernelCost& k, const GpuTiming& gpu) {
+  if (k.launches <= 0) return {};
+  if (k.tensor_core_layout && !on_tensor_cores(k.math, gpu)) return {};
   double compute = 0;
   if (k.flops > 0) {
     Rate r = rate_of(k.is_gemm ? k.math : MathPath::kFp32, gpu);
@@ -83,24 +93,106 @@ double kernel_seconds(const KernelCost& k, const GpuTiming& gpu) {
     compute = k.flops / (r.peak * r.efficiency);
   }
   const double memory = k.bytes / (gpu.peaks.bandwidth_gbps * 1e9 * gpu.efficiency.bandwidth);
-  return std::max(compute, memory) + launches * gpu.kernel_overhead_s;
+  return {std::max(compute, memory), static_cast<double>(k.launches) * gpu.kernel_overhead_s,
+          compute > memory};
+}
+
+// The two clocks of an eager step: the host issuing work, the GPU running it.
+class Timeline {
+ public:
+  Timeline(const GpuTiming& gpu, StepTime& t) : gpu_(gpu), t_(t) {}
+
+  void run(const KernelCost& k) {
+    const auto p = static_cast<size_t>(k.part);
+    if (k.part != part_) close();
+    part_ = k.part;
+    const KernelTime kt = kernel_time(k, gpu_);
+    const double h = host_seconds(k.host, k.part, gpu_);
+    t_.cpu_s[p] += h;
+    t_.gpu_s[p] += kt.seconds();
+    t_.share_s[static_cast<size_t>(kt.math_bound ? TimeShare::kMath : TimeShare::kMemory)] +=
+        kt.body;
+    t_.share_s[static_cast<size_t>(TimeShare::kLaunch)] += kt.overhead;
+    t_.flops += k.flops;
+    // Reads the host waits for run one at a time: each after the queue ahead of it.
+    const double waits = std::max(1.0, k.host.syncs);
+    for (double i = 0; i < waits; ++i) {
+      host_ += h / waits;
+      if (kt.seconds() > 0) {
+        if (host_ > device_) {
+          idle_ += host_ - device_;
+          device_ = host_;
+        }
+        device_ += kt.seconds() / waits;
+      }
+      if (k.host.syncs > 0) host_ = std::max(host_, device_);
+    }
+    t_.syncs += k.host.syncs;
+  }
+
+  // Ends the step: both clocks done.
+  void finish() {
+    close();
+    if (host_ > device_) idle_ += host_ - device_;
+    t_.step_s = end_;
+    t_.cpu_bound_s = idle_;
+    t_.share_s[static_cast<size_t>(TimeShare::kHost)] = idle_;
+    t_.gpu_only_s = end_ - idle_;
+  }
+
+ private:
+  // The part that ran last ends when both clocks have passed its work.
+  void close() {
+    const double end = std::max(host_, device_);
+    t_.part_s[static_cast<size_t>(part_)] += end - end_;
+    end_ = end;
+  }
+
+  const GpuTiming& gpu_;
+  StepTime& t_;
+  StepPart part_ = StepPart::kForward;
+  double host_ = 0;
+  double device_ = 0;
+  double end_ = 0;
+  double idle_ = 0;
+};
+
+}  // namespace
+
+double kernel_seconds(const KernelCost& k, const GpuTiming& gpu) {
+  return kernel_time(k, gpu).seconds();
+}
+
+double host_seconds(const CpuWork& w, StepPart part, const GpuTiming& gpu) {
+  const double per_dispatch = part == StepPart::kBackward ? gpu.autograd_node_s : gpu.python_op_s;
+  return w.dispatches * per_dispatch + w.launches * gpu.launch_s + w.views * gpu.view_s +
+         w.edges * gpu.grad_edge_s + w.params * gpu.param_loop_s +
+         w.cudnn_calls * gpu.cudnn_call_s + w.syncs * gpu.sync_s +
+         w.mode_calls * gpu.python_op_s * gpu.mode_call_share;
+}
+
+TimeShare StepTime::dominant() const {
+  size_t best = 0;
+  for (size_t i = 1; i < kTimeShareCount; ++i) {
+    if (share_s[i] > share_s[best]) best = i;
+  }
+  return static_cast<TimeShare>(best);
 }
 
 StepTime time_step(const StepCost& cost, const GpuTiming& gpu) {
   StepTime t;
+  Timeline line(gpu, t);
+  const int micro = std::max(1, cost.micro_batches);
+  for (int m = 0; m < micro; ++m) {
+    for (const KernelCost& k : cost.kernels) {
+      // A kernel repeated fewer times than there are micro-batches runs in the last ones.
+      if (k.part != StepPart::kOptimizer && m >= micro - k.repeat) line.run(k);
+    }
+  }
   for (const KernelCost& k : cost.kernels) {
-    t.gpu_s[static_cast<size_t>(k.part)] += static_cast<double>(k.repeat) * kernel_seconds(k, gpu);
-    t.flops += static_cast<double>(k.repeat) * k.flops;
+    if (k.part == StepPart::kOptimizer) line.run(k);
   }
-  for (size_t p = 0; p < kStepPartCount; ++p) {
-    const CpuWork& w = cost.cpu[p];
-    const double per_dispatch =
-        static_cast<StepPart>(p) == StepPart::kBackward ? gpu.autograd_node_s : gpu.python_op_s;
-    t.cpu_s[p] = w.dispatches * per_dispatch + w.launches * gpu.launch_s;
-    t.part_s[p] = std::max(t.gpu_s[p], t.cpu_s[p]);
-    if (t.cpu_s[p] > t.gpu_s[p]) t.cpu_bound_s += t.part_s[p];
-    t.step_s += t.part_s[p];
-  }
+  line.finish();
   t.samples = cost.samples;
   t.compute_s = t.step_s;
   if (t.step_s > 0) {
@@ -115,7 +207,7 @@ StepTime time_step(const StepCost& cost, const GpuTiming& gpu) {
     done[i + 1] = done[i] + (k.part == StepPart::kBackward ? kernel_seconds(k, gpu) : 0);
   }
   const auto backward = static_cast<size_t>(StepPart::kBackward);
-  t.micro_backward_s = t.part_s[backward] / std::max(1, cost.micro_batches);
+  t.micro_backward_s = t.part_s[backward] / micro;
   // The kernels after backward_end run interleaved: each op's share of the backward time is
   // its share of the ops' own kernels.
   const size_t end = std::min(cost.backward_end, cost.kernels.size());

@@ -63,12 +63,71 @@ TEST(StepTime, ATinyModelIsBoundByTheHostDispatchingIt) {
   c.samples = 8;
   KernelCost k;
   k.bytes = 1024;  // microseconds of GPU work each
+  k.host.dispatches = 1;
+  k.host.launches = 1;
   for (int i = 0; i < 100; ++i) c.kernels.push_back(k);
-  c.cpu[static_cast<size_t>(StepPart::kForward)] = {100, 100};
   const StepTime t = time_step(c, a100());
-  EXPECT_NEAR(t.step_s, 100 * (5e-6 + 2e-6), 1e-12);
-  EXPECT_DOUBLE_EQ(t.cpu_bound_share(), 1.0);
+  // The host issues a kernel every 7 us; each runs at once and the GPU waits for the next.
+  const double kernel = kernel_seconds(k, a100());
+  EXPECT_NEAR(t.step_s, 100 * (5e-6 + 2e-6) + kernel, 1e-12);
+  EXPECT_NEAR(t.gpu_only_s, 100 * kernel, 1e-12);
+  EXPECT_NEAR(t.cpu_bound_s, t.step_s - t.gpu_only_s, 1e-12);
+  EXPECT_EQ(t.dominant(), TimeShare::kHost);
   EXPECT_NEAR(t.samples_per_s, 8 / t.step_s, 1e-9);
+}
+
+// The host runs ahead while the GPU works, so a part heavy on the GPU hides the host's work
+// and a part heavy on the host leaves the GPU waiting: the step is more than the larger of
+// their totals when the two alternate.
+TEST(StepTime, HostAndGpuOverlapOnlyWhereTheQueueHoldsWork) {
+  const GpuTiming gpu = a100();
+  KernelCost heavy;  // 1 ms on the GPU, 7 us on the host
+  heavy.bytes = 1e-3 * 2039e9 * 0.86;
+  heavy.host = {.dispatches = 1, .launches = 1};
+  KernelCost light;  // 2 us on the GPU, 1 ms on the host
+  light.bytes = 1;
+  light.host = {.dispatches = 200, .launches = 1};
+  StepCost both;
+  both.samples = 1;
+  both.kernels = {heavy, light};
+  const StepTime t = time_step(both, gpu);
+  // The light op is issued after its 1 ms of host work; the heavy kernel ran meanwhile.
+  EXPECT_NEAR(t.step_s, 7e-6 + 1.002e-3 + kernel_seconds(light, gpu), 1e-9);
+  StepCost alternating;
+  alternating.samples = 1;
+  alternating.kernels = {light, heavy, light, heavy};
+  const StepTime a = time_step(alternating, gpu);
+  const double host = 2 * 1.002e-3 + 2 * 7e-6;
+  EXPECT_GT(a.step_s, std::max(a.gpu_only_s, host) + 0.9e-3);
+  // The shares add up to the step.
+  double shares = 0;
+  for (double s : a.share_s) shares += s;
+  EXPECT_NEAR(shares, a.step_s, 1e-12);
+}
+
+// A read of a GPU value (.item()) waits for everything queued before it: the host cannot run
+// ahead across it.
+TEST(StepTime, AReadOfAGpuValueDrainsTheQueue) {
+  const GpuTiming gpu = a100();
+  KernelCost heavy;
+  heavy.part = StepPart::kOptimizer;
+  heavy.bytes = 1e-3 * 2039e9 * 0.86;
+  heavy.host = {.dispatches = 1, .launches = 1};
+  KernelCost read;
+  read.part = StepPart::kOptimizer;
+  read.bytes = 4 * 10;
+  read.launches = 10;
+  read.host.syncs = 10;
+  StepCost c;
+  c.samples = 1;
+  c.kernels = {heavy, read, heavy};
+  const StepTime t = time_step(c, gpu);
+  EXPECT_EQ(t.syncs, 10);
+  // Without the reads the second heavy kernel would queue behind the first at once.
+  const double heavy_s = kernel_seconds(heavy, gpu);
+  EXPECT_GT(t.step_s, 2 * heavy_s + 10 * gpu.sync_s);
+  c.kernels = {heavy, heavy};
+  EXPECT_NEAR(time_step(c, gpu).step_s, 5e-6 + 2e-6 + 2 * heavy_s, 1e-9);
 }
 
 // Two ops' backward kernels of 1 and 3 GB of traffic: the first op's parameter is ready a

@@ -77,14 +77,33 @@ class CostBuilder {
   void forward(NodeId n, StepPart part);
   void backward(NodeId n);
   void optimizer();
+  void optimizer_kernels(const std::vector<int64_t>& numels, int itemsize);
   void add_optimizer_op(const std::vector<int64_t>& numels, int itemsize, int depth, int accesses,
                         bool per_tensor);
+  // `count` device-to-host reads of a scalar (.item()), each waited for.
+  void add_item_reads(double count);
+  // Host work issued before the next kernel (or, at the end of a part, on its own).
+  CpuWork& host() { return pending_; }
+  // Ops called from Python: through the default device's mode, if one is in force.
+  void python_call(double count = 1) {
+    pending_.dispatches += count;
+    if (training_.optimizer.default_device_mode) pending_.mode_calls += count;
+  }
   void add(KernelCost k) {
     k.repeat = k.part == StepPart::kOptimizer ? 1 : training_.grad_accum;
-    cpu(k.part).launches += static_cast<double>(k.launches * k.repeat);
+    k.host += pending_;
+    k.host.launches += static_cast<double>(k.launches);
+    pending_ = {};
     out_.kernels.push_back(k);
   }
-  CpuWork& cpu(StepPart part) { return out_.cpu[static_cast<size_t>(part)]; }
+  // The part's host work that no kernel follows.
+  void flush(StepPart part) {
+    if (pending_.empty()) return;
+    KernelCost k;
+    k.part = part;
+    k.launches = 0;
+    add(k);
+  }
   OpCall call_of(const Node& node, std::vector<const Value*>& inputs) const;
   // A convolution on NCHW tensors: cuDNN's tensor-core kernels transpose to NHWC and back.
   bool channels_first_conv(const Node& node) const {
@@ -105,6 +124,7 @@ class CostBuilder {
   StepCost out_;
   std::vector<bool> param_has_grad_;
   std::vector<int> param_of_value_;  // per value: the trainable parameter it is, or -1
+  CpuWork pending_;
 };
 
 OpCall CostBuilder::call_of(const Node& node, std::vector<const Value*>& inputs) const {
@@ -116,6 +136,7 @@ OpCall CostBuilder::call_of(const Node& node, std::vector<const Value*>& inputs)
 void CostBuilder::add_transpose(StepPart part, double bytes, MathPath math, int64_t launches) {
   KernelCost t;
   t.part = part;
+  t.node = out_.kernels.back().node;  // the convolution's
   t.bytes = bytes;
   t.math = math;
   t.launches = launches;
@@ -126,7 +147,10 @@ void CostBuilder::add_transpose(StepPart part, double bytes, MathPath math, int6
 void CostBuilder::forward(NodeId n, StepPart part) {
   const Node& node = g_.nodes[n];
   const OpSchema& op = *node.op;
-  cpu(part).dispatches += static_cast<double>(training_.grad_accum);
+  python_call();
+  // list(x) and split: each piece a view C++ makes.
+  if (op.data_movement && node.outputs.size() > 1)
+    host().views += static_cast<double>(node.outputs.size());
   double written = 0;
   bool any_fresh = false;
   for (ValueId v : node.outputs) {
@@ -147,27 +171,37 @@ void CostBuilder::forward(NodeId n, StepPart part) {
   }
   KernelCost k;
   k.part = part;
+  k.node = n;
   k.flops = node_flops(g_, node);
   k.bytes = read + written;
   if (op.gemm && !node.outputs.empty()) {
     k.is_gemm = true;
     k.gemm = op.gemm(call, g_.value(node.outputs[0]).shape);
     k.math = gemm_math(node, k.gemm);
+    if (op.uses_cudnn) host().cudnn_calls += 1;
   }
   add(k);
   if (k.is_gemm && channels_first_conv(node)) {
-    // NCHW -> NHWC of the input, NHWC -> NCHW of the output: each read once and written once.
-    add_transpose(part, 2 * (moved_bytes(g_, node.inputs[0]) + written), k.math, 2);
+    // NCHW -> NHWC of the input and the weight, NHWC -> NCHW of the output: each read once and
+    // written once.
+    const double operands = moved_bytes(g_, node.inputs[0]) + moved_bytes(g_, node.inputs[1]);
+    add_transpose(part, 2 * (operands + written), k.math, 3);
   }
 }
 
 void CostBuilder::backward(NodeId n) {
   const Node& node = g_.nodes[n];
   const OpSchema& op = *node.op;
-  cpu(StepPart::kBackward).dispatches += static_cast<double>(training_.grad_accum);
   std::vector<const Value*> inputs;
   const OpCall call = call_of(node, inputs);
   const BackwardSpec spec = backward_of(op, call);
+  // The engine runs the node, and hands each gradient it makes on to the next node; a gradient
+  // cut from the incoming one (stack's and cat's) is a view C++ makes.
+  host().dispatches += 1;
+  host().edges += static_cast<double>(std::max<size_t>(spec.grads.size(), 1) - 1);
+  for (const GradRule& rule : spec.grads) {
+    if (rule.alias_output >= 0 && !rule.same_tensor) host().views += 1;
+  }
   double incoming = 0;
   for (ValueId v : node.outputs) {
     if (g_.value(v).requires_grad) incoming += static_cast<double>(value_bytes(g_.value(v)));
@@ -179,6 +213,7 @@ void CostBuilder::backward(NodeId n) {
       has_gemm ? op.gemm(call, g_.value(node.outputs[0]).shape) : GemmShape{};
   KernelCost params;  // the parameter gradients of an op that are not products: one pass
   params.part = StepPart::kBackward;
+  params.node = n;
   params.bytes = incoming + saved;
   bool any_param = false;
   for (const GradRule& rule : spec.grads) {
@@ -189,6 +224,7 @@ void CostBuilder::backward(NodeId n) {
     if (has_gemm && forward_gemm.operand(static_cast<size_t>(rule.input))) {
       KernelCost k;
       k.part = StepPart::kBackward;
+      k.node = n;
       k.is_gemm = true;
       k.gemm = forward_gemm;
       // dA = dY B^T is M x K over N; dB = A^T dY is K x N over M.
@@ -199,9 +235,15 @@ void CostBuilder::backward(NodeId n) {
       k.flops = k.gemm.flops();
       k.bytes = incoming + saved + grad;
       k.math = gemm_math(node, forward_gemm);
+      if (op.uses_cudnn) host().cudnn_calls += 1;
       add(k);
-      if (channels_first_conv(node))
-        add_transpose(StepPart::kBackward, 2 * (incoming + grad), k.math, 2);
+      if (channels_first_conv(node)) {
+        // The incoming gradient and the other operand in, the gradient out (backward-data
+        // takes the weight, backward-filter the input).
+        const ValueId other = node.inputs[first ? 1 : 0];
+        add_transpose(StepPart::kBackward, 2 * (incoming + moved_bytes(g_, other) + grad), k.math,
+                      3);
+      }
       continue;
     }
     if (is_parameter(g_, input)) {
@@ -212,6 +254,7 @@ void CostBuilder::backward(NodeId n) {
     }
     KernelCost k;
     k.part = StepPart::kBackward;
+    k.node = n;
     k.bytes = incoming + saved + grad;
     k.flops = static_cast<double>(checked_numel(g_.value(input).shape).value_or(0));
     add(k);
@@ -238,12 +281,23 @@ void CostBuilder::add_optimizer_op(const std::vector<int64_t>& numels, int items
   k.flops = elements;
   k.launches =
       per_tensor ? static_cast<int64_t>(numels.size()) : multi_tensor_launches(numels, depth);
-  cpu(StepPart::kOptimizer).dispatches += per_tensor ? static_cast<double>(numels.size()) : 1;
+  python_call(per_tensor ? static_cast<double>(numels.size()) : 1);
+  add(k);
+}
+
+void CostBuilder::add_item_reads(double count) {
+  KernelCost k;
+  k.part = StepPart::kOptimizer;
+  k.bytes = 4 * count;  // a 4-byte scalar each, to pinned host memory
+  k.launches = static_cast<int64_t>(count);
+  host().syncs += count;
+  if (training_.optimizer.default_device_mode) host().mode_calls += count;
   add(k);
 }
 
 // torch/optim: _single_tensor_* (for-loop), _multi_tensor_* (foreach), _fused_*; bitsandbytes'
-// 8-bit optimizers update each parameter in one kernel.
+// 8-bit optimizers update each parameter in one kernel. Every implementation runs step()'s
+// Python loop over the parameters (_init_group), and zero_grad's after it.
 void CostBuilder::optimizer() {
   std::vector<int64_t> numels;
   int itemsize = 4;
@@ -254,23 +308,35 @@ void CostBuilder::optimizer() {
     itemsize = static_cast<int>(dtype_bytes(v.dtype));
   }
   if (numels.empty()) return;
+  const auto n = static_cast<double>(numels.size());
   const OptimizerConfig& opt = training_.optimizer;
   if (uses_grad_scaler(g_.target, g_.precision)) {
-    // GradScaler.unscale_: _amp_foreach_non_finite_check_and_unscale_ over the gradients.
+    // GradScaler.unscale_: _amp_foreach_non_finite_check_and_unscale_ over the gradients, then
+    // step() reads found_inf back with .item() before it lets the optimizer run.
     add_optimizer_op(numels, itemsize, 1, 2, false);
+    add_item_reads(1);
   }
+  host().params += n;  // _init_group
   if (is_bitsandbytes(opt.kind)) {
     // One kernel per parameter: parameter and gradient, two states read and written (8-bit or
     // fp32). Paged state moved over PCIe when the GPU is full is not counted.
     KernelCost k;
     k.part = StepPart::kOptimizer;
     const double state = is_8bit(opt.kind) ? 4.0 : 16.0;
-    for (int64_t n : numels) k.bytes += static_cast<double>(n) * (3.0 * itemsize + state);
+    for (int64_t e : numels) k.bytes += static_cast<double>(e) * (3.0 * itemsize + state);
     k.launches = static_cast<int64_t>(numels.size());
-    cpu(StepPart::kOptimizer).dispatches += 3.0 * static_cast<double>(numels.size());
+    python_call(3.0 * n);
     add(k);
-    return;
+  } else {
+    optimizer_kernels(numels, itemsize);
   }
+  host().params += n;  // zero_grad(set_to_none=True)
+  flush(StepPart::kOptimizer);
+}
+
+void CostBuilder::optimizer_kernels(const std::vector<int64_t>& numels, int itemsize) {
+  const auto n = static_cast<double>(numels.size());
+  const OptimizerConfig& opt = training_.optimizer;
   const OptimizerImpl impl = resolve_optimizer_impl(opt.impl, g_.target);
   const bool adam = opt.kind == OptimizerKind::kAdam || opt.kind == OptimizerKind::kAdamW;
   const bool momentum = opt.kind == OptimizerKind::kMomentum;
@@ -282,6 +348,17 @@ void CostBuilder::optimizer() {
     return;
   }
   const bool loop = impl == OptimizerImpl::kLoop;
+  // Adam's step counters: += 1 on each (a foreach kernel over GPU scalars, one host op each on
+  // host scalars), then the bias corrections read each with .item(), twice in the foreach step
+  // (bias_correction1 and 2 as lists), once per parameter in the loop.
+  const bool device_steps = adam && opt.step_on_device;
+  if (adam) {
+    if (device_steps) {
+      add_optimizer_op(std::vector<int64_t>(numels.size(), 1), 4, 1, 2, loop);
+    } else {
+      host().views += n;
+    }
+  }
   // Each entry: tensor lists (depth) and element accesses (reads + writes) of one op.
   struct Op {
     int depth;
@@ -294,10 +371,6 @@ void CostBuilder::optimizer() {
     ops.push_back({2, 3});  // exp_avg.lerp_(grad)
     ops.push_back({1, 2});  // exp_avg_sq.mul_(beta2)
     ops.push_back({3, 3});  // exp_avg_sq.addcmul_(grad, grad)
-    ops.push_back({2, 2});  // exp_avg_sq.sqrt()
-    ops.push_back({1, 2});  // .div_(bias_correction2_sqrt)
-    ops.push_back({1, 2});  // .add_(eps)
-    ops.push_back({3, 4});  // param.addcdiv_(exp_avg, denom)
   } else if (momentum) {
     ops.push_back({1, 2});  // buf.mul_(momentum)
     ops.push_back({2, 3});  // buf.add_(grad)
@@ -306,10 +379,17 @@ void CostBuilder::optimizer() {
     ops.push_back({2, 3});  // param.add_(grad, alpha=-lr)
   }
   for (const Op& op : ops) add_optimizer_op(numels, itemsize, op.depth, op.accesses, loop);
-  if (adam) {
-    // The step counters (host tensors) and, without foreach, the bias corrections in Python.
-    cpu(StepPart::kOptimizer).dispatches += loop ? 3.0 * static_cast<double>(numels.size()) : 1;
+  if (!adam) return;
+  const double reads = loop ? n : 2 * n;
+  if (device_steps) {
+    add_item_reads(reads);
+  } else {
+    host().views += reads;
   }
+  add_optimizer_op(numels, itemsize, 2, 2, loop);  // exp_avg_sq.sqrt()
+  add_optimizer_op(numels, itemsize, 1, 2, loop);  // .div_(bias_correction2_sqrt)
+  add_optimizer_op(numels, itemsize, 1, 2, loop);  // .add_(eps)
+  add_optimizer_op(numels, itemsize, 3, 4, loop);  // param.addcdiv_(exp_avg, denom)
 }
 
 Result<StepCost> CostBuilder::run() {
@@ -332,6 +412,7 @@ Result<StepCost> CostBuilder::run() {
       if (p >= 0 && g_.value(v).requires_grad) param_has_grad_[static_cast<size_t>(p)] = true;
     }
   }
+  flush(StepPart::kForward);
   TF_ASSIGN_OR_RETURN(
       std::vector<CheckpointSegment> segments,
       checkpoint_segments(g_, training_.checkpoint, training_.checkpoint_reentrant));
@@ -339,6 +420,7 @@ Result<StepCost> CostBuilder::run() {
     if (s.recompute_stop == kNone) continue;
     for (NodeId n = s.first; n <= s.recompute_stop; ++n) forward(n, StepPart::kRecompute);
   }
+  flush(StepPart::kRecompute);
   std::vector<int> consumers(g_.values.size(), 0);  // backward nodes a gradient comes from
   for (size_t n = g_.nodes.size(); n-- > 0;) {
     const Node& node = g_.nodes[n];
@@ -349,6 +431,7 @@ Result<StepCost> CostBuilder::run() {
       if (g_.value(v).requires_grad && first_use(node, i)) ++consumers[static_cast<size_t>(v)];
     }
   }
+  flush(StepPart::kBackward);
   out_.backward_end = out_.kernels.size();
   // A tensor used by several ops gets its gradient summed by the autograd engine: one add per
   // extra use (reads two, writes one).
@@ -374,12 +457,16 @@ Result<StepCost> CostBuilder::run() {
       ++k.launches;
     }
     if (k.launches > 0) {
+      k.host.launches = static_cast<double>(k.launches);
       out_.kernels.push_back(k);
       out_.kernels.back().repeat = grad_accum - 1;
-      cpu(StepPart::kBackward).launches += static_cast<double>(k.launches * (grad_accum - 1));
     }
   }
   optimizer();
+  for (const KernelCost& k : out_.kernels) {
+    CpuWork& sum = out_.cpu[static_cast<size_t>(k.part)];
+    for (int64_t r = 0; r < k.repeat; ++r) sum += k.host;
+  }
   return std::move(out_);
 }
 

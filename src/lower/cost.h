@@ -61,8 +61,46 @@ struct CostOptions {
   MemoryFormat memory_format = MemoryFormat::kChannelsFirst;
 };
 
+// The eager host's work: ATen ops dispatched (from Python in forward and in the optimizer, by
+// the autograd engine in backward), and what costs it besides.
+struct CpuWork {
+  double dispatches = 0;
+  double launches = 0;  // kernels launched
+  // Tensors made by C++ without a kernel of their own: the pieces of list(x) (unbind's selects),
+  // the slices a list op's gradient is cut into, the host scalars Adam reads with .item().
+  double views = 0;
+  double edges = 0;   // gradients the autograd engine hands on beyond one per node (stack's)
+  double params = 0;  // parameters a Python loop of the optimizer visits (_init_group, zero_grad)
+  double cudnn_calls = 0;  // cuDNN convolutions run (each direction its own call)
+  // Python calls into torch that a TorchFunctionMode intercepts first (the DeviceContext that
+  // torch.set_default_device installs sees every one).
+  double mode_calls = 0;
+  // Device-to-host reads (.item() of a GPU scalar): each copies after the queued kernels and
+  // the host waits for it.
+  double syncs = 0;
+
+  CpuWork& operator+=(const CpuWork& o) {
+    dispatches += o.dispatches;
+    launches += o.launches;
+    views += o.views;
+    edges += o.edges;
+    params += o.params;
+    cudnn_calls += o.cudnn_calls;
+    mode_calls += o.mode_calls;
+    syncs += o.syncs;
+    return *this;
+  }
+  bool empty() const {
+    return dispatches == 0 && launches == 0 && views == 0 && edges == 0 && params == 0 &&
+           cudnn_calls == 0 && mode_calls == 0 && syncs == 0;
+  }
+};
+
+// One kernel (or `launches` of the same shape back to back) and the host work that issues it.
+// An entry without launches is host work alone (views, the optimizer's Python loops).
 struct KernelCost {
   StepPart part = StepPart::kForward;
+  NodeId node = kNone;  // the op whose kernel it is (none: gradient sums, the optimizer)
   double flops = 0;
   double bytes = 0;  // read and written in device memory
   bool is_gemm = false;
@@ -72,13 +110,7 @@ struct KernelCost {
   int64_t repeat = 1;    // times per optimizer step (micro-batches)
   // A layout change cuDNN makes only where `math` runs on tensor cores (NCHW to NHWC).
   bool tensor_core_layout = false;
-};
-
-// The eager CPU side of one part: ATen ops dispatched (from Python in forward and in the
-// optimizer, by the autograd engine in backward) and kernels launched.
-struct CpuWork {
-  double dispatches = 0;
-  double launches = 0;
+  CpuWork host;  // what the host does before the kernel can run (each repeat)
 };
 
 // A parameter's gradient is complete once the first `kernels` kernels have run (its last
@@ -95,7 +127,7 @@ struct StepCost {
   // used twice and the accumulation's adds follow (they run interleaved with them).
   size_t backward_end = 0;
   int micro_batches = 1;
-  std::array<CpuWork, kStepPartCount> cpu{};  // per step (micro-batches included)
+  std::array<CpuWork, kStepPartCount> cpu{};  // per step (micro-batches included): the sums
   int64_t samples = 0;                        // per optimizer step: batch x micro-batches
 };
 

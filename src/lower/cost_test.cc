@@ -8,12 +8,17 @@
 namespace trainfit {
 namespace {
 
+// The part's kernels (host work alone left out).
 std::vector<KernelCost> of_part(const StepCost& c, StepPart part) {
   std::vector<KernelCost> out;
   for (const KernelCost& k : c.kernels) {
-    if (k.part == part) out.push_back(k);
+    if (k.part == part && k.launches > 0) out.push_back(k);
   }
   return out;
+}
+
+CpuWork host_of(const StepCost& c, StepPart part) {
+  return c.cpu[static_cast<size_t>(part)];
 }
 
 TEST(Cost, ForwardKernelsReadTheirInputsAndWriteTheirOutputs) {
@@ -140,6 +145,83 @@ TEST(Cost, ConvolutionsAreImplicitGemmsAndTf32FollowsPyTorchsDefaults) {
   const StepCost last =
       *step_cost(g, TrainingConfig{}, {.memory_format = MemoryFormat::kChannelsLast});
   EXPECT_EQ(transposes(last), 0);
+  // conv1's forward transposes its input and weight in and its output out: three kernels, each
+  // reading and writing its tensor once.
+  const KernelCost& layout = c.kernels[1];
+  ASSERT_TRUE(layout.tensor_core_layout);
+  EXPECT_EQ(layout.launches, 3);
+  EXPECT_DOUBLE_EQ(layout.bytes, 2.0 * 4 * (2 * 3 * 224 * 224 + 64 * 3 * 49 + 2 * 64 * 112 * 112));
+  // Each direction of a convolution is its own cuDNN call on the host.
+  EXPECT_EQ(conv1.host.cudnn_calls, 1);
+}
+
+TEST(Cost, TheHostIssuesEveryKernelAndTheWorkBetween) {
+  const Graph g = two_linear_layers();
+  const StepCost c = *step_cost(g, TrainingConfig{}, {});
+  // Each kernel carries its own launches; the sums per part are the kernels'.
+  CpuWork sum;
+  for (const KernelCost& k : c.kernels) {
+    EXPECT_EQ(k.host.launches, static_cast<double>(k.launches));
+    if (k.part == StepPart::kBackward) sum += k.host;
+  }
+  EXPECT_EQ(sum.launches, host_of(c, StepPart::kBackward).launches);
+  EXPECT_EQ(sum.dispatches, host_of(c, StepPart::kBackward).dispatches);
+  // fc2's backward hands on two gradients (x and W), its bias a third: the engine's extra
+  // edges; the sum's backward none.
+  EXPECT_GT(host_of(c, StepPart::kBackward).edges, 0);
+  // The optimizer's Python loops visit each trainable tensor twice (step's _init_group and
+  // zero_grad): four tensors here.
+  EXPECT_EQ(host_of(c, StepPart::kOptimizer).params, 8);
+}
+
+TEST(Cost, AdamReadsItsStepCountersBackWhenTheyLiveOnTheGpu) {
+  const Graph g = two_linear_layers();
+  TrainingConfig t;
+  t.optimizer.kind = OptimizerKind::kAdamW;
+  t.optimizer.impl = OptimizerImpl::kForeach;
+  // Host counters: += 1 and two .item() per tensor are host work, no synchronisation.
+  EXPECT_EQ(host_of(*step_cost(g, t, {}), StepPart::kOptimizer).syncs, 0);
+  EXPECT_EQ(host_of(*step_cost(g, t, {}), StepPart::kOptimizer).views, 3 * 4);
+  // Under a CUDA default device: bias_correction1 and 2 read each of the four back.
+  t.optimizer.step_on_device = true;
+  t.optimizer.default_device_mode = true;
+  const StepCost foreach = *step_cost(g, t, {});
+  EXPECT_EQ(host_of(foreach, StepPart::kOptimizer).syncs, 8);
+  // The mode sees every Python call: the forward's ops and the optimizer's.
+  EXPECT_EQ(host_of(foreach, StepPart::kForward).mode_calls,
+            host_of(foreach, StepPart::kForward).dispatches);
+  EXPECT_GE(host_of(foreach, StepPart::kOptimizer).mode_calls, 8);
+  // The reads come after addcmul_ and before the square root: the update's second half waits.
+  size_t reads = 0;
+  for (size_t i = 0; i < foreach.kernels.size(); ++i) {
+    if (foreach.kernels[i].host.syncs > 0) reads = i;
+  }
+  ASSERT_GT(reads, 0U);
+  EXPECT_EQ(foreach.kernels.size() - reads, 1 + 4 + 1);  // the reads, four ops, zero_grad
+  // The for-loop reads once per tensor.
+  t.optimizer.impl = OptimizerImpl::kLoop;
+  EXPECT_EQ(host_of(*step_cost(g, t, {}), StepPart::kOptimizer).syncs, 4);
+  // Fused keeps its counters on the GPU and never reads them.
+  t.optimizer.impl = OptimizerImpl::kFused;
+  EXPECT_EQ(host_of(*step_cost(g, t, {}), StepPart::kOptimizer).syncs, 0);
+}
+
+TEST(Cost, ListOpsMakeAViewPerPieceAndTheirBackwardHandsOnEach) {
+  GraphBuilder b("lists", {});
+  ValueId y = b.input("x", {6, 2, 8}, DType::kFloat32);
+  {
+    auto fc = b.module("fc", "Linear");
+    y = b.call1("linear", {y}, {{"out_features", int64_t{8}}});
+  }
+  const std::vector<ValueId> pieces = b.call("unbind", {y});
+  b.set_loss(b.call1("sum", {b.call1("stack", pieces)}));
+  const Graph g = *std::move(b).finish();
+  const StepCost c = *step_cost(g, TrainingConfig{}, {});
+  // list(y): six selects; stack's backward cuts six slices and hands on six gradients (and
+  // sum's backward expands its gradient, one view more).
+  EXPECT_EQ(host_of(c, StepPart::kForward).views, 6);
+  EXPECT_EQ(host_of(c, StepPart::kBackward).views, 7);
+  EXPECT_GE(host_of(c, StepPart::kBackward).edges, 5);
 }
 
 }  // namespace

@@ -75,10 +75,11 @@ void step_group(const OptimizerStep& step, std::span<const StepParam> params, Ev
     sink.alloc(bytes, Category::kOptimizerState, host, p.index);
   };
   if (step.first_step && adam) {
-    // Adam._init_group: per parameter a step counter (a host scalar unless fused), exp_avg and
-    // exp_avg_sq like the parameter.
+    // Adam._init_group: per parameter a step counter (a host scalar unless fused or made under
+    // a CUDA default device), exp_avg and exp_avg_sq like the parameter.
+    const bool host_steps = impl != OptimizerImpl::kFused && cuda && !opt.step_on_device;
     for (const StepParam& p : params) {
-      state(p, 4, impl != OptimizerImpl::kFused && cuda);
+      state(p, 4, host_steps);
       state(p, p.bytes, false);
       state(p, p.bytes, false);
     }

@@ -62,6 +62,13 @@ struct OptimizerConfig {
   // Negative: the torch default (0 for SGD and Adam, 0.01 for AdamW).
   double weight_decay = -1;
   std::string preset;  // the model's own recipe this follows ("LeRobot's ACT preset: ..."), if any
+  // Adam's step counters on the GPU although neither fused nor capturable: Adam._init_group
+  // makes them with torch.tensor(0.0), which torch.set_default_device("cuda") puts there. The
+  // foreach and for-loop steps then read each back with .item(), a synchronisation each.
+  bool step_on_device = false;
+  // torch.set_default_device is in force: its DeviceContext mode intercepts every Python call
+  // into torch (the forward's ops, the optimizer's), which costs host time on each.
+  bool default_device_mode = false;
 
   // The weight decay the optimizer applies: the given one, or torch's default.
   double effective_weight_decay() const {

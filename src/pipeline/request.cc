@@ -196,6 +196,8 @@ Result<TrainingConfig> training_config(const TrainingRequest& r, std::optional<O
     c.optimizer.kind = kind.value_or(OptimizerKind::kAdamW);
   }
   c.optimizer.impl = r.optimizer_impl;
+  c.optimizer.step_on_device = r.cuda_default_device && r.device.target.device == Device::kCuda;
+  c.optimizer.default_device_mode = r.cuda_default_device;
   const Device device = r.device.target.device;
   if (is_bitsandbytes(c.optimizer.kind)) {
     if (device == Device::kCpu) {
@@ -626,6 +628,7 @@ std::vector<std::string> request_args(const TrainingRequest& r) {
   if (r.optimizer_impl != OptimizerImpl::kDefault) {
     add("--optimizer-impl", std::string(optimizer_impl_name(r.optimizer_impl)));
   }
+  if (r.cuda_default_device) add("--default-device", "cuda");
   if (r.weight_decay) add("--weight-decay", fmt::format("{}", *r.weight_decay));
   for (const std::string& p : r.checkpoint) add("--checkpoint", p);
   if (r.checkpoint_reentrant) args.emplace_back("--checkpoint-reentrant");

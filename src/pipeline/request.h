@@ -47,6 +47,9 @@ struct TrainingRequest {
 
   std::optional<OptimizerKind> optimizer;  // nullopt: the model's training preset, else AdamW
   OptimizerImpl optimizer_impl = OptimizerImpl::kDefault;
+  // torch.set_default_device("cuda") in the training script: Adam's step counters are then
+  // GPU scalars, which its foreach and for-loop steps read back with .item().
+  bool cuda_default_device = false;
   std::optional<double> weight_decay;   // nullopt: the preset's, else torch's default
   std::vector<std::string> checkpoint;  // module patterns under activation checkpointing
   bool checkpoint_reentrant = false;    // use_reentrant=True (transformers' default)

@@ -48,6 +48,7 @@ const std::vector<std::string> kRequestKeys = {"model",
                                                "lora",
                                                "optimizer",
                                                "optimizer_impl",
+                                               "default_device",
                                                "weight_decay",
                                                "checkpoint",
                                                "checkpoint_reentrant",
@@ -211,6 +212,13 @@ Result<TrainingRequest> request_of(const py::dict& options) {
     } else if (key == "optimizer_impl") {
       TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
       TF_ASSIGN_OR_RETURN(r.optimizer_impl, parse_enum(kOptimizerImplNames, key, s));
+    } else if (key == "default_device") {
+      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
+      if (s != "cpu" && s != "cuda") {
+        return invalid_argument(fmt::format("default_device {} is not a device", s),
+                                "give \"cpu\" or \"cuda\"");
+      }
+      r.cuda_default_device = s == "cuda";
     } else if (key == "weight_decay") {
       if (!py::isinstance<py::float_>(v) && !py::isinstance<py::int_>(v)) {
         return wrong_type(key, v, "a number");

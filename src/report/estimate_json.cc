@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include "report/format.h"
 #include "report/json.h"
 
@@ -33,6 +35,18 @@ nlohmann::json scaling_json(const ScalingPlan& p) {
   }
   j["warnings"] = warnings;
   return j;
+}
+
+nlohmann::json speedups_json(const std::vector<Speedup>& speedups) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Speedup& s : speedups) {
+    out.push_back({{"change", s.change},
+                   {"how", s.how},
+                   {"step_time_s", s.step_s},
+                   {"samples_per_s", s.samples_per_s},
+                   {"gain", s.gain}});
+  }
+  return out;
 }
 
 nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
@@ -144,8 +158,16 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
                            {"recompute_s", t.part(StepPart::kRecompute)},
                            {"optimizer_s", t.part(StepPart::kOptimizer)},
                            {"cpu_bound_share", t.cpu_bound_share()},
+                           {"gpu_busy_s", t.gpu_only_s},
+                           {"host_wait_s", t.cpu_bound_s},
+                           {"syncs", t.syncs},
+                           {"dominant", kTimeShareNames.name(t.dominant())},
                            {"flops", t.flops},
                            {"achieved_flops_per_s", t.achieved_flops_per_s}};
+    for (size_t s = 0; s < kTimeShareCount; ++s) {
+      j["time_breakdown"][fmt::format("{}_s", kTimeShareNames.name(static_cast<TimeShare>(s)))] =
+          t.share_s[s];
+    }
     if (t.comm) {
       const CommTime& c = *t.comm;
       int64_t bytes = 0;

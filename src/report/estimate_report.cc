@@ -164,6 +164,9 @@ Result<EstimateReport> make_estimate_report(const TrainingRequest& request,
         run.estimate.unmeasured_searches, run.estimate.plan_searches));
   }
   report.scaling = scaling_plan(run);
+  if (run.estimate.time && detail.step_time) {
+    TF_ASSIGN_OR_RETURN(report.speedups, step_speedups(request, *run.estimate.time));
+  }
   if (detail.timeline) {
     const EventNames names = names_of(run);
     report.timeline.reserve(run.estimate.timeline.size());

@@ -11,6 +11,7 @@
 
 #include "pipeline/estimator.h"
 #include "plan/scaling.h"
+#include "plan/speedups.h"
 
 namespace trainfit {
 
@@ -66,6 +67,7 @@ struct EstimateReport {
   std::vector<TimelineRow> timeline;  // with EstimateDetail::timeline
   // Batch and learning rate over GPUs: with --gpus 2 or more, or a baseline.
   std::optional<ScalingPlan> scaling;
+  std::vector<Speedup> speedups;  // with a step time: what would shorten it
 };
 
 Result<EstimateReport> make_estimate_report(const TrainingRequest& request,

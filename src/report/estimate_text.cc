@@ -27,8 +27,22 @@ std::string where(const Moment& m) {
   return s;
 }
 
+std::string_view time_share_label(TimeShare s) {
+  switch (s) {
+    case TimeShare::kMath:
+      return "GPU math";
+    case TimeShare::kMemory:
+      return "memory traffic";
+    case TimeShare::kLaunch:
+      return "kernel launches (per-kernel overhead)";
+    case TimeShare::kHost:
+      break;
+  }
+  return "the host (the GPU waits for Python and dispatch)";
+}
+
 std::string time_text(const EstimateHeader& h, const StepTime& t,
-                      const std::optional<EpochTime>& epoch) {
+                      const std::optional<EpochTime>& epoch, const std::vector<Speedup>& speedups) {
   std::string math = h.precision == Precision::kFp32
                          ? (h.cost.tf32_matmul ? "TF32 matmuls and convolutions"
                                                : "fp32 matmuls, TF32 convolutions")
@@ -86,11 +100,21 @@ std::string time_text(const EstimateHeader& h, const StepTime& t,
     if (part == StepPart::kRecompute && t.part_s[p] == 0) continue;
     line(kStepPartNames.name(part), format_duration(t.part_s[p]),
          t.cpu_s[p] > t.gpu_s[p]
-             ? fmt::format("CPU-bound: the GPU works {}", format_duration(t.gpu_s[p]))
+             ? fmt::format("host-bound: the GPU works {}", format_duration(t.gpu_s[p]))
              : "");
   }
-  line("CPU-bound", fmt::format("{:.0f}%", 100 * t.cpu_bound_share()),
-       "of the step, eager dispatch outpacing the GPU");
+  line("GPU busy", format_duration(t.gpu_only_s),
+       fmt::format("math {}, memory traffic {}, per-kernel overhead {}",
+                   format_duration(t.share(TimeShare::kMath)),
+                   format_duration(t.share(TimeShare::kMemory)),
+                   format_duration(t.share(TimeShare::kLaunch))));
+  line("GPU waits", format_duration(t.cpu_bound_s),
+       fmt::format("{:.0f}% of the step, for the host (Python, dispatch, launches{})",
+                   100 * t.cpu_bound_share(),
+                   t.syncs > 0 ? fmt::format(", {:.0f} .item() reads", t.syncs) : ""));
+  line("bound by",
+       fmt::format("{:.0f}%", t.step_s > 0 ? 100 * t.share(t.dominant()) / t.step_s : 0),
+       fmt::format("of the step: {}", time_share_label(t.dominant())));
   line("GPU throughput", fmt::format("{:.1f}", t.achieved_flops_per_s / 1e12),
        "TFLOP/s achieved over the step");
   if (epoch) {
@@ -103,6 +127,13 @@ std::string time_text(const EstimateHeader& h, const StepTime& t,
                       format_count(*h.dataset_size), n, format_count(epoch->steps),
                       format_count(
                           distributed_sampler_split(*h.dataset_size, n, false).samples_per_rank)));
+  }
+  bool first = true;
+  for (const Speedup& s : speedups) {
+    line(first ? "faster with" : "", fmt::format("{:+.0f}%", 100 * s.gain),
+         fmt::format("{} ({}, {:.1f} samples/s): {}", s.change, format_duration(s.step_s),
+                     s.samples_per_s, s.how));
+    first = false;
   }
   return out;
 }
@@ -274,7 +305,7 @@ std::string estimate_text(const EstimateReport& report) {
                                   format_bytes(-e.headroom_bytes), of);
     }
   }
-  if (e.time) out += time_text(h, *e.time, e.epoch);
+  if (e.time) out += time_text(h, *e.time, e.epoch, report.speedups);
   out += "\nAt the peak\n";
   const std::pair<Category, const char*> rows[] = {
       {Category::kParameter, "parameters"},           {Category::kGradient, "gradients"},

@@ -19,9 +19,11 @@ namespace trainfit {
 
 nlohmann::json estimate_json(const EstimateHeader& header, const Estimate& estimate);
 nlohmann::json scaling_json(const ScalingPlan& plan);
+nlohmann::json speedups_json(const std::vector<Speedup>& speedups);
 inline nlohmann::json estimate_json(const EstimateReport& report) {
   nlohmann::json j = estimate_json(report.header, report.estimate);
   if (report.scaling) j["scaling"] = scaling_json(*report.scaling);
+  if (report.estimate.time) j["speedups"] = speedups_json(report.speedups);
   return j;
 }
 nlohmann::json fit_json(const FitReport& report);

@@ -1,0 +1,38 @@
+// What would shorten a training step: the changes a user can make to an eager PyTorch step,
+// each predicted by the same cost model on the same GPU, ranked by what they gain.
+//
+//   Result<std::vector<Speedup>> s = step_speedups(request, *estimate.time);
+//   s->front().change;         // "amp_bf16"
+//   s->front().samples_per_s;  // predicted with torch.autocast("cuda", torch.bfloat16)
+//
+// The changes: autocast to bf16 (fp16 before Ampere) from fp32; TF32 matmuls from fp32; the
+// channels_last memory format where cuDNN's convolutions transpose NCHW; twice the batch (per
+// sample, whether it fits is `trainfit fit`'s question); dropping torch.set_default_device,
+// whose mode intercepts every call; and, where the GPU waits for the host, the kernels alone
+// (a CUDA graph of the step, or torch.compile's mode="reduce-overhead"). A change is listed when
+// it raises samples per second by at least 2%.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "estimate/step_time.h"
+#include "pipeline/request.h"
+
+namespace trainfit {
+
+struct Speedup {
+  std::string change;  // stable: amp_bf16, amp_fp16, tf32, channels_last, batch_x2,
+                       // no_default_device, host_free
+  std::string how;     // what to change in the training script
+  double step_s = 0;   // predicted step with the change
+  double samples_per_s = 0;
+  double gain = 0;  // samples per second over the current step's, minus 1
+};
+
+inline constexpr double kSpeedupThreshold = 0.02;
+
+// `now` is the request's own step time. AMP is bf16 from compute capability 8.0, else fp16.
+Result<std::vector<Speedup>> step_speedups(const TrainingRequest& request, const StepTime& now);
+
+}  // namespace trainfit
