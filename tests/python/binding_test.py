@@ -60,6 +60,8 @@ class SameReport(unittest.TestCase):
                   loop="scoped", gpu="h100-80gb"),
              ["--model", "resnet50", "--batch", "64", "--optimizer", "momentum",
               "--cudnn-benchmark", "--loop", "scoped", "--gpu", "h100-80gb"]),
+            (dict(model="act", batch=8, default_device="cuda", gpu="h100-80gb"),
+             ["--model", "act", "--batch", "8", "--default-device", "cuda", "--gpu", "h100-80gb"]),
             (dict(model="resnet50", batch=32, precision="amp-fp16", grad_scaler_skips=2,
                   gpu="h100-80gb"),
              ["--model", "resnet50", "--batch", "32", "--precision", "amp-fp16",
@@ -250,6 +252,10 @@ class Errors(unittest.TestCase):
         self.assert_refused(lambda: trainfit.compare([dict(model="resnet50", batchh=2),
                                                       dict(model="act")]),
                             "unknown option 'batchh'", "did you mean 'batch'")
+
+    def test_bad_default_device(self):
+        self.assert_refused(lambda: trainfit.estimate("act", default_device="gpu"),
+                            "default_device gpu is not a device")
 
     def test_bad_link(self):
         self.assert_refused(lambda: trainfit.estimate("resnet50", gpus=2, gpu="rtx4090",
