@@ -215,6 +215,92 @@ def measure_host(device: str, count: int) -> Tuple[float, float]:
     return statistics.median(samples_op[1:]), statistics.median(samples_node[1:])
 
 
+def _host_seconds(fn: Callable[[], Any], device: str, runs: int = 5) -> float:
+    """Wall-clock seconds of `fn` with the queue drained before and after: the median of
+    `runs` after a first that warms up."""
+    import torch
+    times = []
+    for _ in range(runs + 1):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        begin = time.perf_counter()
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - begin)
+    return statistics.median(times[1:])
+
+
+def measure_host_work(device: str, count: int) -> Dict[str, float]:
+    """Host seconds of the work trainfit charges besides ops and nodes: a view C++ makes
+    (list(x)'s selects), a gradient the engine hands on (stack's backward), a parameter in an
+    optimizer's Python loop (zero_grad), a .item() of a GPU scalar, a cuDNN convolution's own
+    host work beyond an op's, and the share a TorchFunctionMode (torch.set_default_device's)
+    adds to a call into torch."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    out: Dict[str, float] = {}
+    x = torch.ones(count, 1, device=device, requires_grad=True) * 1.0
+    views = _host_seconds(lambda: x.unbind(0), device) / count
+    out["view_s"] = views
+
+    def stacked() -> Any:
+        """list(x) stacked again and its backward: the gradient cut back into pieces."""
+        torch.stack(x.unbind(0)).sum().backward(retain_graph=True)
+
+    out["grad_edge_s"] = max(_host_seconds(stacked, device) / count - 2 * views, 0.0)
+    params = [torch.nn.Parameter(torch.zeros(1, device=device)) for _ in range(count)]
+    opt = torch.optim.SGD(params, lr=0.0)
+
+    def zero_grad() -> None:
+        """zero_grad(set_to_none=True) over freshly set gradients; only the loop is timed."""
+        opt.zero_grad(set_to_none=True)
+
+    loops = []
+    for _ in range(6):
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        loops.append(_host_seconds(zero_grad, device, runs=1))
+    out["param_loop_s"] = statistics.median(loops[1:]) / count
+
+    class DeviceMode(TorchFunctionMode):
+        """torch/utils/_device.py's DeviceContext: factories get the default device."""
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            """Every call passes through, as the default device's mode passes non-factories."""
+            return func(*args, **(kwargs or {}))
+
+    y = torch.ones(1, device=device)
+
+    def chain() -> None:
+        """`count` tiny multiplies."""
+        z = y
+        for _ in range(count):
+            z = z * 1.0001
+
+    plain = _host_seconds(chain, device)
+    with DeviceMode():
+        moded = _host_seconds(chain, device)
+    out["mode_call_share"] = max(moded / plain - 1, 0.0)
+    if device == "cuda":
+        s = torch.zeros((), device=device)
+        out["sync_s"] = _host_seconds(lambda: [s.item() for _ in range(count)], device) / count
+        image = torch.randn(1, 8, 8, 8, device=device)
+        weight = torch.randn(8, 8, 3, 3, device=device)
+
+        def convs() -> None:
+            """`count` tiny convolutions, whose GPU time the host's outlasts."""
+            for _ in range(count):
+                torch.nn.functional.conv2d(image, weight, padding=1)
+
+        with torch.no_grad():
+            per_conv = _host_seconds(convs, device) / count
+        out["cudnn_call_s"] = max(per_conv - plain / count, 0.0)
+    # A figure the noise took to zero is left out: trainfit keeps its own constant for it.
+    return {k: v for k, v in out.items() if v > 0}
+
+
 def measure(device: str = "cuda", quick: bool = False,
             progress: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
     """The profile of `device` as a dict. `quick` uses tiny sizes (a CPU run that only checks
@@ -244,6 +330,8 @@ def measure(device: str = "cuda", quick: bool = False,
     profile["empty_kernel_s"] = measure_empty_kernel(device, 50 if quick else 500)
     profile["host_op_s"], profile["autograd_node_s"] = measure_host(device,
                                                                      50 if quick else 1000)
+    say("host work besides ops")
+    profile["host"] = measure_host_work(device, 50 if quick else 1000)
     return profile
 
 

@@ -122,6 +122,24 @@ Result<GpuProfile> parse_document(const json& doc) {
   TF_ASSIGN_OR_RETURN(p.empty_kernel_s, f.positive("empty_kernel_s", 1));
   TF_ASSIGN_OR_RETURN(p.host_op_s, f.positive("host_op_s", 1));
   TF_ASSIGN_OR_RETURN(p.autograd_node_s, f.positive("autograd_node_s", 1));
+  // Profiles written before the host's other work was measured have no "host".
+  if (f.has("host")) {
+    if (!doc.at("host").is_object()) return f.error("'host' must be an object");
+    const JsonFields h(doc.at("host"), "host", kHint);
+    const std::pair<const char*, std::optional<double>*> fields[] = {
+        {"view_s", &p.view_s},
+        {"grad_edge_s", &p.grad_edge_s},
+        {"param_loop_s", &p.param_loop_s},
+        {"mode_call_share", &p.mode_call_share},
+        {"sync_s", &p.sync_s},
+        {"cudnn_call_s", &p.cudnn_call_s}};
+    for (const auto& [key, value] : fields) {
+      if (!h.has(key)) continue;
+      // A share may pass 1 (a mode that more than doubles a call); the seconds stay under one.
+      const double max = std::string_view(key) == "mode_call_share" ? 100 : 1;
+      TF_ASSIGN_OR_RETURN(*value, h.positive(key, max));
+    }
+  }
   return p;
 }
 
@@ -253,6 +271,17 @@ Result<CalibratedTiming> fit_gpu_profile(const GpuProfile& p, const std::optiona
   // The eager chains time an op (or node) with its one launch; the launch keeps its default.
   c.timing.python_op_s = std::max(0.0, p.host_op_s - c.timing.launch_s);
   c.timing.autograd_node_s = std::max(0.0, p.autograd_node_s - c.timing.launch_s);
+  // The host's other work where the profile measured it; the catalog's constants elsewhere.
+  const std::pair<const std::optional<double>*, double*> host[] = {
+      {&p.view_s, &c.timing.view_s},
+      {&p.grad_edge_s, &c.timing.grad_edge_s},
+      {&p.param_loop_s, &c.timing.param_loop_s},
+      {&p.mode_call_share, &c.timing.mode_call_share},
+      {&p.sync_s, &c.timing.sync_s},
+      {&p.cudnn_call_s, &c.timing.cudnn_call_s}};
+  for (const auto& [measured, constant] : host) {
+    if (*measured) *constant = **measured;
+  }
   GpuEfficiency& e = c.timing.efficiency;
   // Bandwidth first: products are bounded by it as well. Two rounds settle the coupling.
   for (int round = 0; round < 2; ++round) {

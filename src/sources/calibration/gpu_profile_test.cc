@@ -33,6 +33,9 @@ TEST(GpuProfile, ParsesWhatCalibrateWrites) {
   EXPECT_EQ(got->convs[0].padding, 3);
   ASSERT_EQ(got->copies.size(), 4U);
   EXPECT_DOUBLE_EQ(got->host_op_s, 9e-6);
+  EXPECT_EQ(got->view_s, 1.5e-6);
+  EXPECT_EQ(got->mode_call_share, 1.2);
+  EXPECT_FALSE(got->grad_edge_s.has_value());
 }
 
 TEST(GpuProfile, TheFitFindsTheConstantsThatMadeTheTimings) {
@@ -48,6 +51,12 @@ TEST(GpuProfile, TheFitFindsTheConstantsThatMadeTheTimings) {
   // The eager chains' times less the default launch.
   EXPECT_NEAR(c->timing.python_op_s, 7e-6, 1e-12);
   EXPECT_NEAR(c->timing.autograd_node_s, 4e-6, 1e-12);
+  // The host's other work where measured; the catalog's constants where not.
+  EXPECT_DOUBLE_EQ(c->timing.view_s, 1.5e-6);
+  EXPECT_DOUBLE_EQ(c->timing.sync_s, 30e-6);
+  EXPECT_DOUBLE_EQ(c->timing.mode_call_share, 1.2);
+  EXPECT_DOUBLE_EQ(c->timing.grad_edge_s, GpuTiming{}.grad_edge_s);
+  EXPECT_DOUBLE_EQ(c->timing.cudnn_call_s, GpuTiming{}.cudnn_call_s);
   EXPECT_LT(c->calibration.median_error, 0.01);
   ASSERT_TRUE(c->calibration.catalog_median_error.has_value());
   EXPECT_GT(*c->calibration.catalog_median_error, 0.05);
@@ -102,6 +111,9 @@ TEST(GpuProfile, BadFieldsAreNamed) {
       {[](nlohmann::json& j) { j["conv"][1]["kernel"] = 999; }, "conv[1]: the kernel"},
       {[](nlohmann::json& j) { j["copy"][0] = 5; }, "copy[0]: must be an object"},
       {[](nlohmann::json& j) { j["host_op_s"] = "fast"; }, "'host_op_s' must be a number"},
+      {[](nlohmann::json& j) { j["host"] = 3; }, "'host' must be an object"},
+      {[](nlohmann::json& j) { j["host"]["sync_s"] = 0; }, "host: 'sync_s' must be above 0"},
+      {[](nlohmann::json& j) { j["host"]["view_s"] = "1us"; }, "host: 'view_s' must be a number"},
       {[](nlohmann::json& j) { j = nlohmann::json::array(); }, "must be a JSON object"},
   };
   for (const auto& [spoil, want] : cases) {

@@ -46,6 +46,9 @@ inline GpuProfile synthetic_a100_profile() {
   p.empty_kernel_s = 3e-6;
   p.host_op_s = 9e-6;
   p.autograd_node_s = 6e-6;
+  p.view_s = 1.5e-6;
+  p.sync_s = 30e-6;
+  p.mode_call_share = 1.2;
   // The timings the chosen constants give.
   const GpuTiming t = chosen_a100_timing();
   const std::vector<TimedKernel> kernels = profile_kernels(p);
@@ -70,6 +73,16 @@ inline nlohmann::json to_json(const GpuProfile& p) {
                    {"empty_kernel_s", p.empty_kernel_s},
                    {"host_op_s", p.host_op_s},
                    {"autograd_node_s", p.autograd_node_s}};
+  const std::pair<const char*, std::optional<double>> host[] = {
+      {"view_s", p.view_s},
+      {"grad_edge_s", p.grad_edge_s},
+      {"param_loop_s", p.param_loop_s},
+      {"mode_call_share", p.mode_call_share},
+      {"sync_s", p.sync_s},
+      {"cudnn_call_s", p.cudnn_call_s}};
+  for (const auto& [key, value] : host) {
+    if (value) j["host"][key] = *value;
+  }
   for (const GemmTiming& g : p.gemms) {
     j["gemm"].push_back({{"math", kMathPathNames.name(g.math)},
                          {"m", g.m},
