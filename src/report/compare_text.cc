@@ -178,7 +178,7 @@ std::string compare_text(const std::vector<CompareEntry>& entries) {
         if (part == StepPart::kRecompute && t->part_s[p] == 0) continue;
         cells.push_back(fmt::format("{} {} ({})", kStepPartNames.name(part),
                                     format_duration(t->part_s[p]),
-                                    t->cpu_s[p] > t->gpu_s[p] ? "CPU-bound" : "GPU"));
+                                    t->cpu_s[p] > t->gpu_s[p] ? "host-bound" : "GPU"));
       }
       return cells;
     });
