@@ -52,8 +52,8 @@ void add_training_flags(CLI::App& app, RequestFlags& f) {
   app.add_option("--default-device", f.default_device,
                  "cpu | cuda: where the training script's tensors made without a device go "
                  "(torch.set_default_device). Under cuda Adam's step counters are GPU scalars, "
-                 "and its foreach and for-loop steps read each back with .item(): a wait for "
-                 "the GPU per read, two per parameter each step")
+                 "and its foreach step reads each back twice with .item() (the for-loop "
+                 "once), each read a wait for the GPU")
       ->capture_default_str();
   app.add_option("--weight-decay", f.weight_decay,
                  "weight decay (default: torch's, 0.01 for adamw, else 0)");

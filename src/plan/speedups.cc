@@ -6,7 +6,7 @@
 
 namespace trainfit {
 
-Result<std::vector<Speedup>> step_speedups(const TrainingRequest& request, const StepTime& now) {
+std::vector<Speedup> step_speedups(const TrainingRequest& request, const StepTime& now) {
   const int sm = request.device.sm;
   std::vector<Speedup> out;
   if (now.step_s <= 0 || now.samples_per_s <= 0) return out;
@@ -17,42 +17,36 @@ Result<std::vector<Speedup>> step_speedups(const TrainingRequest& request, const
     }
   };
   // Each change on a copy of the request; a change the model cannot take is not offered.
-  auto predict = [&](std::string change, std::string how, auto&& edit) -> Status {
+  auto predict = [&](std::string change, std::string how, auto&& edit) {
     TrainingRequest changed = request;
     edit(changed);
-    Result<std::optional<StepTime>> t = predict_step_time(changed);
-    if (!t.ok() || !*t) return {};
-    keep(std::move(change), std::move(how), (*t)->step_s, (*t)->samples_per_s);
-    return {};
+    const Result<std::optional<StepTime>> t = predict_step_time(changed);
+    if (t.ok() && *t) keep(std::move(change), std::move(how), (*t)->step_s, (*t)->samples_per_s);
   };
   const bool fp32 = request.precision == Precision::kFp32;
   if (fp32 && sm >= 80) {
-    TF_RETURN_IF_ERROR(predict("amp_bf16",
-                               "torch.autocast(\"cuda\", torch.bfloat16) (--precision amp-bf16)",
-                               [](TrainingRequest& r) { r.precision = Precision::kAmpBf16; }));
+    predict("amp_bf16", "torch.autocast(\"cuda\", torch.bfloat16) (--precision amp-bf16)",
+            [](TrainingRequest& r) { r.precision = Precision::kAmpBf16; });
   } else if (fp32) {
-    TF_RETURN_IF_ERROR(predict("amp_fp16",
-                               "torch.autocast(\"cuda\", torch.float16) and a GradScaler "
-                               "(--precision amp-fp16)",
-                               [](TrainingRequest& r) { r.precision = Precision::kAmpFp16; }));
+    predict("amp_fp16",
+            "torch.autocast(\"cuda\", torch.float16) and a GradScaler "
+            "(--precision amp-fp16)",
+            [](TrainingRequest& r) { r.precision = Precision::kAmpFp16; });
   }
   if (fp32 && !request.tf32 && sm >= 80) {
-    TF_RETURN_IF_ERROR(predict("tf32", "torch.backends.cuda.matmul.allow_tf32 = True (--tf32)",
-                               [](TrainingRequest& r) { r.tf32 = true; }));
+    predict("tf32", "torch.backends.cuda.matmul.allow_tf32 = True (--tf32)",
+            [](TrainingRequest& r) { r.tf32 = true; });
   }
   if (request.memory_format == MemoryFormat::kChannelsFirst) {
-    TF_RETURN_IF_ERROR(
-        predict("channels_last",
-                "model and batch in torch.channels_last "
-                "(--memory-format channels_last)",
-                [](TrainingRequest& r) { r.memory_format = MemoryFormat::kChannelsLast; }));
+    predict("channels_last",
+            "model and batch in torch.channels_last (--memory-format channels_last)",
+            [](TrainingRequest& r) { r.memory_format = MemoryFormat::kChannelsLast; });
   }
-  TF_RETURN_IF_ERROR(predict("batch_x2", "twice the batch, if it fits (trainfit fit)",
-                             [](TrainingRequest& r) { r.batch *= 2; }));
+  predict("batch_x2", "twice the batch, if it fits (trainfit fit)",
+          [](TrainingRequest& r) { r.batch *= 2; });
   if (request.cuda_default_device) {
-    TF_RETURN_IF_ERROR(predict("no_default_device",
-                               "device= on each tensor instead of torch.set_default_device",
-                               [](TrainingRequest& r) { r.cuda_default_device = false; }));
+    predict("no_default_device", "device= on each tensor instead of torch.set_default_device",
+            [](TrainingRequest& r) { r.cuda_default_device = false; });
   }
   if (now.gpu_only_s > 0 && now.cpu_bound_s > kSpeedupThreshold * now.step_s) {
     keep("host_free",

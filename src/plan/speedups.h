@@ -1,9 +1,9 @@
 // What would shorten a training step: the changes a user can make to an eager PyTorch step,
 // each predicted by the same cost model on the same GPU, ranked by what they gain.
 //
-//   Result<std::vector<Speedup>> s = step_speedups(request, *estimate.time);
-//   s->front().change;         // "amp_bf16"
-//   s->front().samples_per_s;  // predicted with torch.autocast("cuda", torch.bfloat16)
+//   std::vector<Speedup> s = step_speedups(request, *estimate.time);
+//   s.front().change;         // "amp_bf16"
+//   s.front().samples_per_s;  // predicted with torch.autocast("cuda", torch.bfloat16)
 //
 // The changes: autocast to bf16 (fp16 before Ampere) from fp32; TF32 matmuls from fp32; the
 // channels_last memory format where cuDNN's convolutions transpose NCHW; twice the batch (per
@@ -33,6 +33,7 @@ struct Speedup {
 inline constexpr double kSpeedupThreshold = 0.02;
 
 // `now` is the request's own step time. AMP is bf16 from compute capability 8.0, else fp16.
-Result<std::vector<Speedup>> step_speedups(const TrainingRequest& request, const StepTime& now);
+// A change whose request the model refuses is not offered.
+std::vector<Speedup> step_speedups(const TrainingRequest& request, const StepTime& now);
 
 }  // namespace trainfit

@@ -25,7 +25,7 @@ StepTime now_of(const TrainingRequest& r) {
 TEST(Speedups, EachChangeIsPredictedAndRankedByItsGain) {
   const TrainingRequest r = resnet(Precision::kFp32);
   const StepTime now = now_of(r);
-  const std::vector<Speedup> s = *step_speedups(r, now);
+  const std::vector<Speedup> s = step_speedups(r, now);
   ASSERT_FALSE(s.empty());
   for (size_t i = 0; i < s.size(); ++i) {
     EXPECT_GE(s[i].gain, kSpeedupThreshold) << s[i].change;
@@ -48,7 +48,7 @@ TEST(Speedups, EachChangeIsPredictedAndRankedByItsGain) {
 TEST(Speedups, WhatIsAlreadyOnIsNotOfferedAgain) {
   TrainingRequest r = resnet(Precision::kAmpBf16);
   r.memory_format = MemoryFormat::kChannelsLast;
-  const std::vector<Speedup> speedups = *step_speedups(r, now_of(r));
+  const std::vector<Speedup> speedups = step_speedups(r, now_of(r));
   for (const Speedup& s : speedups) {
     EXPECT_NE(s.change, "amp_bf16");
     EXPECT_NE(s.change, "tf32");
@@ -62,7 +62,7 @@ TEST(Speedups, AStepThatWaitsForTheHostGainsFromCudaGraphs) {
   r.batch = 1;
   const StepTime now = now_of(r);
   ASSERT_GT(now.cpu_bound_s, 0.1 * now.step_s);
-  const std::vector<Speedup> s = *step_speedups(r, now);
+  const std::vector<Speedup> s = step_speedups(r, now);
   const auto graphs =
       std::find_if(s.begin(), s.end(), [](const Speedup& x) { return x.change == "host_free"; });
   ASSERT_NE(graphs, s.end());

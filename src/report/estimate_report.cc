@@ -165,7 +165,7 @@ Result<EstimateReport> make_estimate_report(const TrainingRequest& request,
   }
   report.scaling = scaling_plan(run);
   if (run.estimate.time && detail.step_time) {
-    TF_ASSIGN_OR_RETURN(report.speedups, step_speedups(request, *run.estimate.time));
+    report.speedups = step_speedups(request, *run.estimate.time);
   }
   if (detail.timeline) {
     const EventNames names = names_of(run);
