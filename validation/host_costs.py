@@ -19,11 +19,20 @@ three steps each), and one from a measurement on this machine:
 - mode_call_share: what a TorchFunctionMode (torch.set_default_device installs one) adds to a
   Python call into torch, as a share of the call: a chain of multiplies, as trainfit.calibrate
   times its host op, with and without a mode whose __torch_function__ is torch/utils/_device.py's
-  DeviceContext's. Timed with the local torch (--remeasure) and recorded in
+  DeviceContext's;
+- module_call_share: what calling an op through an nn.Module (Module.__call__ and the Python
+  frame of its forward) adds to the call, as a share of it: the same chain with each multiply
+  in a module's forward, and without.
+  Both shares are timed with the local torch (--remeasure) and recorded in
   validation/measured/host_costs.json.
 
+The per-op and per-node costs come from the H100's calibration (h100-profile.json beside the
+snapshots, `python3 -m trainfit.calibrate` on the card's own host): python_op_s is its host_op_s
+and autograd_node_s its autograd_node_s, each less the launch (launch_s), which trainfit counts
+per kernel.
+
     /usr/bin/python3 validation/host_costs.py              # derive, compare with step_time.h
-    /usr/bin/python3 validation/host_costs.py --remeasure  # time the mode's share again
+    /usr/bin/python3 validation/host_costs.py --remeasure  # time the two shares again
 
 Exits 1 when a constant in step_time.h is not what the recordings give (within 3%, the
 constants are rounded).
@@ -42,6 +51,7 @@ ROOT = os.path.dirname(HERE)
 SNAPSHOTS = os.path.join(HERE, "gpu_results", "NVIDIA_H100_80GB_HBM3", "snapshots.tar.xz")
 HEADER = os.path.join(ROOT, "src", "estimate", "step_time.h")
 RECORDED = os.path.join(HERE, "measured", "host_costs.json")
+PROFILE = os.path.join(HERE, "gpu_results", "NVIDIA_H100_80GB_HBM3", "h100-profile.json")
 TABLES = {"act": "snapshots/T_act-seed000-b8.txt", "diffusion": "snapshots/T_diffusion-default-b64.txt"}
 STEPS = 3  # each table covers three steps
 # ACT with seed 000's cameras (640x360, 640x480, 640x480, ResNet-18 features at 1/32): 240 + 300
@@ -144,12 +154,55 @@ def measure_mode_share(count=4000, runs=41):
             "mode_call_share": min(moded) / min(plain) - 1}
 
 
+def measure_module_share(count=4000, runs=41):
+    """A multiply chain's host time per op with each multiply in a module's forward, and
+    without."""
+    import torch
+
+    class Step(torch.nn.Module):
+        def forward(self, z):
+            return z * 1.0001
+
+    steps = [Step() for _ in range(count)]
+
+    def plain_chain():
+        y = torch.ones(1, requires_grad=True)
+        for _ in range(count):
+            y = y * 1.0001
+
+    def module_chain():
+        y = torch.ones(1, requires_grad=True)
+        for step in steps:
+            y = step(y)
+
+    def per_op(chain):
+        start = time.perf_counter()
+        chain()
+        return (time.perf_counter() - start) / count
+
+    plain, moduled = [], []
+    for _ in range(runs):
+        plain.append(per_op(plain_chain))
+        moduled.append(per_op(module_chain))
+    return {"torch": torch.__version__, "op_s": min(plain), "op_in_module_s": min(moduled),
+            "module_call_share": min(moduled) / min(plain) - 1}
+
+
+def calibrated(launch_s):
+    """The H100 calibration's host op and backward node, less the launch trainfit counts."""
+    with open(PROFILE) as f:
+        profile = json.load(f)
+    return {"python_op_s": profile["host_op_s"] - launch_s,
+            "autograd_node_s": profile["autograd_node_s"] - launch_s}
+
+
 def header_constants():
     with open(HEADER) as f:
         text = f.read()
     out = {}
     for name in ("view_s", "grad_edge_s", "param_loop_s", "cudnn_call_s", "sync_s",
-                 "mode_call_share"):
+                 "mode_call_share", "module_call_share", "python_op_s", "autograd_node_s",
+                 "launch_s"):
         m = re.search(rf"double {name} = ([0-9.e-]+);", text)
         if not m:
             raise SystemExit(f"host_costs: {name} is not in {HEADER}")
@@ -165,25 +218,39 @@ def main():
     with tarfile.open(SNAPSHOTS) as tar:
         tables = {k: read_table(tar.extractfile(v).read().decode()) for k, v in TABLES.items()}
     derived = derive(tables, trainable_tensors())
-    if args.remeasure or not os.path.exists(RECORDED):
-        # Seven rounds: one round's share moves by several percent on a busy machine.
+    recorded = {}
+    if os.path.exists(RECORDED):
+        with open(RECORDED) as f:
+            recorded = json.load(f)
+    # Seven rounds each: one round's share moves by several percent on a busy machine.
+    changed = False
+    if args.remeasure or "mode_call_share" not in recorded:
         rounds = [measure_mode_share() for _ in range(7)]
-        shares = [r["mode_call_share"] for r in rounds]
+        recorded.update({"torch": rounds[0]["torch"], "rounds": rounds,
+                         "mode_call_share": statistics.median(r["mode_call_share"]
+                                                              for r in rounds)})
+        changed = True
+    if args.remeasure or "module_call_share" not in recorded:
+        rounds = [measure_module_share() for _ in range(7)]
+        recorded.update({"module_rounds": rounds,
+                         "module_call_share": statistics.median(r["module_call_share"]
+                                                                for r in rounds)})
+        changed = True
+    if changed:
         with open(RECORDED, "w") as f:
-            json.dump({"torch": rounds[0]["torch"], "rounds": rounds,
-                       "mode_call_share": statistics.median(shares)}, f, indent=1)
+            json.dump(recorded, f, indent=1)
             f.write("\n")
-    with open(RECORDED) as f:
-        recorded = json.load(f)
     derived["mode_call_share"] = recorded["mode_call_share"]
+    derived["module_call_share"] = recorded["module_call_share"]
     ours = header_constants()
+    derived.update(calibrated(ours.pop("launch_s")))
     failures = 0
     for name, value in derived.items():
         error = ours[name] / value - 1
         ok = abs(error) <= TOLERANCE
         failures += not ok
-        source = f"torch {recorded['torch']}, this machine" if name == "mode_call_share" else \
-            "H100 profiles"
+        source = f"torch {recorded['torch']}, this machine" if name.endswith("_share") else \
+            "H100 calibration" if name in ("python_op_s", "autograd_node_s") else "H100 profiles"
         print(f"  {'ok  ' if ok else 'FAIL'} {name:16s} recorded {value:.4g} ({source}), "
               f"step_time.h {ours[name]:.4g} ({error:+.1%})")
     sys.exit(1 if failures else 0)

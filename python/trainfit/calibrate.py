@@ -235,8 +235,8 @@ def measure_host_work(device: str, count: int) -> Dict[str, float]:
     """Host seconds of the work trainfit charges besides ops and nodes: a view C++ makes
     (list(x)'s selects), a gradient the engine hands on (stack's backward), a parameter in an
     optimizer's Python loop (zero_grad), a .item() of a GPU scalar, a cuDNN convolution's own
-    host work beyond an op's, and the share a TorchFunctionMode (torch.set_default_device's)
-    adds to a call into torch."""
+    host work beyond an op's, and the shares a TorchFunctionMode (torch.set_default_device's)
+    and an nn.Module call add to a call into torch."""
     import torch
     from torch.overrides import TorchFunctionMode
     out: Dict[str, float] = {}
@@ -283,6 +283,23 @@ def measure_host_work(device: str, count: int) -> Dict[str, float]:
     with DeviceMode():
         moded = _host_seconds(chain, device)
     out["mode_call_share"] = max(moded / plain - 1, 0.0)
+
+    class Step(torch.nn.Module):
+        """One multiply in a module's forward."""
+
+        def forward(self, z: Any) -> Any:
+            """The same multiply as the chain's."""
+            return z * 1.0001
+
+    steps = [Step() for _ in range(count)]
+
+    def module_chain() -> None:
+        """The chain again, each multiply called through a module."""
+        z = y
+        for step in steps:
+            z = step(z)
+
+    out["module_call_share"] = max(_host_seconds(module_chain, device) / plain - 1, 0.0)
     if device == "cuda":
         s = torch.zeros((), device=device)
         out["sync_s"] = _host_seconds(lambda: [s.item() for _ in range(count)], device) / count

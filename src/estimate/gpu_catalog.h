@@ -35,6 +35,14 @@ struct GpuEfficiency {
   double fp32_gemm = 0.85;    // of the FP32 peak, large FP32 GEMMs
   double tensor_gemm = 0.80;  // of the tensor peaks (TF32, FP16/BF16), large GEMMs
   double bandwidth = 0.80;    // of the datasheet bandwidth, large elementwise kernels
+  // A convolution gathering its im2col without shared memory (too few input channels for
+  // cuDNN's 16-byte loads: cuDNN runs `*_indexed_wo_smem` kernels) reads it through the SMs'
+  // caches: this fraction of a nominal 128 bytes a clock per SM, so it scales with the SMs and
+  // their clock, not with DRAM. The H100's calibration timed the 7x7 convolution of 3
+  // channels at batch 64 on 224x224: 407 us in TF32 (472 MB of im2col beside its own tensors:
+  // 0.045 of 132 SMs at 1980 MHz) and 165 us in fp16 (236 MB: 0.060); their mean puts each
+  // within 11%.
+  double im2col_gather = 0.052;
 };
 
 struct GpuSpec {

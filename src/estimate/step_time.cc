@@ -56,6 +56,7 @@ GpuTiming catalog_timing(const GpuSpec& gpu) {
   GpuTiming t;
   t.peaks = gpu.peaks;
   t.efficiency = gpu.efficiency;
+  t.sm = gpu.sm;
   t.link = link_of(default_link(gpu.name));
   return t;
 }
@@ -75,6 +76,35 @@ double wave_efficiency(const GemmShape& g, int sm_count) {
 
 namespace {
 
+// The blocks of `threads` threads one SM holds at once (the CUDA C++ Programming Guide's
+// technical specifications per compute capability: resident blocks and threads per SM).
+int64_t resident_blocks_per_sm(int sm, int threads) {
+  int blocks = 32;
+  int max_threads = 2048;
+  if (sm == 75) {
+    blocks = 16;
+    max_threads = 1024;
+  } else if (sm == 86 || sm == 87) {
+    blocks = 16;
+    max_threads = 1536;
+  } else if (sm == 89) {
+    blocks = 24;
+    max_threads = 1536;
+  } else if (sm >= 120) {
+    max_threads = 1536;
+  }
+  return std::max(1, std::min(blocks, max_threads / std::max(threads, 1)));
+}
+
+// Bytes a second the SMs' caches serve to a gather at most: a nominal 128 bytes a clock per
+// SM. Without a clock (a card known only from its calibration) the bandwidth stands in, and the
+// fitted efficiency absorbs the difference.
+double gather_peak(const GpuPeaks& p) {
+  constexpr double kBytesPerClock = 128;
+  if (p.sm_count > 0 && p.boost_mhz > 0) return p.sm_count * (p.boost_mhz * 1e6) * kBytesPerClock;
+  return p.bandwidth_gbps * 1e9;
+}
+
 // One kernel's GPU time: its body (bound by math or by memory) and the fixed cost per launch.
 struct KernelTime {
   double body = 0;
@@ -92,7 +122,15 @@ KernelTime kernel_time(const KernelCost& k, const GpuTiming& gpu) {
     if (k.is_gemm) r.efficiency *= wave_efficiency(k.gemm, gpu.peaks.sm_count);
     compute = k.flops / (r.peak * r.efficiency);
   }
-  const double memory = k.bytes / (gpu.peaks.bandwidth_gbps * 1e9 * gpu.efficiency.bandwidth);
+  double memory = k.bytes / (gpu.peaks.bandwidth_gbps * 1e9 * gpu.efficiency.bandwidth);
+  if (k.gathered_bytes > 0)
+    memory += k.gathered_bytes / (gather_peak(gpu.peaks) * gpu.efficiency.im2col_gather);
+  if (k.grid.blocks > 0 && gpu.peaks.sm_count > 0) {
+    // Blocks that each move a few bytes: the GPU's minimum per wave of them, as for a kernel.
+    const int64_t resident = gpu.peaks.sm_count * resident_blocks_per_sm(gpu.sm, k.grid.threads);
+    const auto waves = static_cast<double>(ceil_div(k.grid.blocks, resident));
+    memory = std::max(memory, waves * gpu.kernel_overhead_s);
+  }
   return {std::max(compute, memory), static_cast<double>(k.launches) * gpu.kernel_overhead_s,
           compute > memory};
 }
@@ -168,7 +206,8 @@ double host_seconds(const CpuWork& w, StepPart part, const GpuTiming& gpu) {
   return w.dispatches * per_dispatch + w.launches * gpu.launch_s + w.views * gpu.view_s +
          w.edges * gpu.grad_edge_s + w.params * gpu.param_loop_s +
          w.cudnn_calls * gpu.cudnn_call_s + w.syncs * gpu.sync_s +
-         w.mode_calls * gpu.python_op_s * gpu.mode_call_share;
+         (w.mode_calls * gpu.mode_call_share + w.module_calls * gpu.module_call_share) *
+             gpu.python_op_s;
 }
 
 TimeShare StepTime::dominant() const {

@@ -35,11 +35,15 @@ struct GpuTiming {
   GpuPeaks peaks;
   GpuEfficiency efficiency;
   double kernel_overhead_s = 2e-6;  // per kernel on the GPU: launch latency, ramp and tail
-  // Host side, per eager op: Python and the dispatcher with autograd recording (about 7 us an
-  // op with its launch, pytorch/pytorch#41383), the autograd engine per backward node, and
-  // cudaLaunchKernel per kernel.
-  double python_op_s = 5e-6;
-  double autograd_node_s = 2e-6;
+  int sm = 80;                      // compute capability: how many blocks an SM holds
+  // Host side, per eager op: Python and the dispatcher with autograd recording, the autograd
+  // engine per backward node, and cudaLaunchKernel per kernel. The op and the node are the H100
+  // calibration's (PyTorch 2.11 on that card's host: 10.1 us an op and 17.2 us a node with
+  // their launch, less the launch; validation/host_costs.py checks them). PyTorch 1.x's figures,
+  // 5 and 2 us (about 7 us an op with its launch, pytorch/pytorch#41383), left ACT's step on
+  // the H100, where the host sets the pace, 15% short.
+  double python_op_s = 8.1e-6;
+  double autograd_node_s = 15.2e-6;
   double launch_s = 2e-6;
   // Host work that is not an op from Python, from the PyTorch profiles of two LeRobot steps on
   // the H100 (gpu-truth snapshots.tar.xz, T_act-seed000-b8.txt and T_diffusion-default-b64.txt):
@@ -61,6 +65,10 @@ struct GpuTiming {
   // much more than the call itself (validation/function_mode_overhead.py: a chain of
   // multiplies with and without such a mode, the calibration's host-op chain).
   double mode_call_share = 0.83;
+  // An nn.Module call (Module.__call__ and its forward's Python frame) costs this share of a
+  // call into torch (validation/host_costs.py: a chain of multiplies, each inside a module's
+  // forward and without one, on this machine's torch).
+  double module_call_share = 0.37;
   Link link = link_of(LinkKind::kPcie4);  // between the GPUs of a node (--link, --bus-bandwidth)
 };
 

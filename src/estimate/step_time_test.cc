@@ -31,6 +31,47 @@ TEST(StepTime, AKernelTakesTheLongerOfComputeAndMemoryPlusItsOverhead) {
   EXPECT_GT(kernel_seconds(gemm, gpu), 5 * tf32);
 }
 
+TEST(StepTime, AGatheredIm2colIsReadThroughTheSmsCaches) {
+  const GpuTiming gpu = a100();
+  KernelCost conv;
+  conv.bytes = 1e9;
+  conv.gathered_bytes = 2e9;
+  // 108 SMs at 1410 MHz, a nominal 128 bytes a clock each.
+  EXPECT_NEAR(
+      kernel_seconds(conv, gpu),
+      1e9 / (2039e9 * 0.86) + 2e9 / (108 * 1410e6 * 128 * gpu.efficiency.im2col_gather) + 2e-6,
+      1e-12);
+}
+
+TEST(StepTime, ManySmallBlocksRunInWavesOfWhatTheSmsHold) {
+  GpuTiming gpu = a100();
+  KernelCost k;
+  k.bytes = 1e6;                 // under a microsecond of traffic
+  k.grid = {108 * 32 * 10, 32};  // ten waves of 32 one-warp blocks on each of 108 SMs
+  EXPECT_NEAR(kernel_seconds(k, gpu), 10 * gpu.kernel_overhead_s + gpu.kernel_overhead_s, 1e-12);
+  // Turing holds 16 blocks an SM: twice the waves.
+  gpu.sm = 75;
+  EXPECT_NEAR(kernel_seconds(k, gpu), 20 * gpu.kernel_overhead_s + gpu.kernel_overhead_s, 1e-12);
+  // Blocks of 512 threads: four an SM on sm80 (2,048 threads).
+  gpu.sm = 80;
+  k.grid = {108 * 4 * 3, 512};
+  EXPECT_NEAR(kernel_seconds(k, gpu), 3 * gpu.kernel_overhead_s + gpu.kernel_overhead_s, 1e-12);
+  // Where the traffic takes longer than the waves, the traffic counts.
+  k.bytes = 1e9;
+  EXPECT_NEAR(kernel_seconds(k, gpu), 1e9 / (2039e9 * 0.86) + 2e-6, 1e-12);
+}
+
+TEST(StepTime, AModuleCallCostsAShareOfAnOp) {
+  const GpuTiming gpu = a100();
+  CpuWork w;
+  w.dispatches = 10;
+  const double ops = host_seconds(w, StepPart::kForward, gpu);
+  EXPECT_NEAR(ops, 10 * gpu.python_op_s, 1e-15);
+  w.module_calls = 4;
+  EXPECT_NEAR(host_seconds(w, StepPart::kForward, gpu) - ops,
+              4 * gpu.module_call_share * gpu.python_op_s, 1e-15);
+}
+
 TEST(StepTime, WaveQuantizationAndSplitK) {
   // 108 tiles fill 108 SMs once; 109 need a second wave that is nearly empty.
   EXPECT_DOUBLE_EQ(wave_efficiency(GemmShape{1, int64_t{128} * 108, 128, 64}, 108), 1.0);
@@ -66,10 +107,11 @@ TEST(StepTime, ATinyModelIsBoundByTheHostDispatchingIt) {
   k.host.dispatches = 1;
   k.host.launches = 1;
   for (int i = 0; i < 100; ++i) c.kernels.push_back(k);
-  const StepTime t = time_step(c, a100());
-  // The host issues a kernel every 7 us; each runs at once and the GPU waits for the next.
-  const double kernel = kernel_seconds(k, a100());
-  EXPECT_NEAR(t.step_s, 100 * (5e-6 + 2e-6) + kernel, 1e-12);
+  const GpuTiming gpu = a100();
+  const StepTime t = time_step(c, gpu);
+  // The host issues a kernel every 10 us; each runs at once and the GPU waits for the next.
+  const double kernel = kernel_seconds(k, gpu);
+  EXPECT_NEAR(t.step_s, 100 * (gpu.python_op_s + gpu.launch_s) + kernel, 1e-12);
   EXPECT_NEAR(t.gpu_only_s, 100 * kernel, 1e-12);
   EXPECT_NEAR(t.cpu_bound_s, t.step_s - t.gpu_only_s, 1e-12);
   EXPECT_EQ(t.dominant(), TimeShare::kHost);
@@ -81,23 +123,25 @@ TEST(StepTime, ATinyModelIsBoundByTheHostDispatchingIt) {
 // their totals when the two alternate.
 TEST(StepTime, HostAndGpuOverlapOnlyWhereTheQueueHoldsWork) {
   const GpuTiming gpu = a100();
-  KernelCost heavy;  // 1 ms on the GPU, 7 us on the host
+  KernelCost heavy;  // 1 ms on the GPU, 10 us on the host
   heavy.bytes = 1e-3 * 2039e9 * 0.86;
   heavy.host = {.dispatches = 1, .launches = 1};
-  KernelCost light;  // 2 us on the GPU, 1 ms on the host
+  KernelCost light;  // 2 us on the GPU, 1.6 ms on the host
   light.bytes = 1;
   light.host = {.dispatches = 200, .launches = 1};
   StepCost both;
   both.samples = 1;
   both.kernels = {heavy, light};
   const StepTime t = time_step(both, gpu);
-  // The light op is issued after its 1 ms of host work; the heavy kernel ran meanwhile.
-  EXPECT_NEAR(t.step_s, 7e-6 + 1.002e-3 + kernel_seconds(light, gpu), 1e-9);
+  // The light op is issued after its 1.6 ms of host work; the heavy kernel ran meanwhile.
+  const double heavy_host = gpu.python_op_s + gpu.launch_s;
+  const double light_host = 200 * gpu.python_op_s + gpu.launch_s;
+  EXPECT_NEAR(t.step_s, heavy_host + light_host + kernel_seconds(light, gpu), 1e-9);
   StepCost alternating;
   alternating.samples = 1;
   alternating.kernels = {light, heavy, light, heavy};
   const StepTime a = time_step(alternating, gpu);
-  const double host = 2 * 1.002e-3 + 2 * 7e-6;
+  const double host = 2 * light_host + 2 * heavy_host;
   EXPECT_GT(a.step_s, std::max(a.gpu_only_s, host) + 0.9e-3);
   // The shares add up to the step.
   double shares = 0;
@@ -127,7 +171,7 @@ TEST(StepTime, AReadOfAGpuValueDrainsTheQueue) {
   const double heavy_s = kernel_seconds(heavy, gpu);
   EXPECT_GT(t.step_s, 2 * heavy_s + 10 * gpu.sync_s);
   c.kernels = {heavy, heavy};
-  EXPECT_NEAR(time_step(c, gpu).step_s, 5e-6 + 2e-6 + 2 * heavy_s, 1e-9);
+  EXPECT_NEAR(time_step(c, gpu).step_s, gpu.python_op_s + gpu.launch_s + 2 * heavy_s, 1e-9);
 }
 
 // Two ops' backward kernels of 1 and 3 GB of traffic: the first op's parameter is ready a

@@ -175,6 +175,13 @@ using GemmFn = std::function<GemmShape(const OpCall&, const Dims& output)>;
 // Bytes the forward kernels read from the inputs, where that is not each input once (a gather
 // reads some rows, a normalisation reads its input twice).
 using ReadBytesFn = std::function<int64_t(const OpCall&, const Dims& output)>;
+
+// A kernel's launch: `blocks` thread blocks of `threads` threads each.
+struct KernelGrid {
+  int64_t blocks = 0;
+  int threads = 0;
+};
+using GridFn = std::function<KernelGrid(const OpCall&)>;
 // Composite ops expand into registry ops through the builder and return their outputs.
 using DecomposeFn =
     std::function<std::vector<ValueId>(GraphBuilder&, std::span<const ValueId>, const Attrs&)>;
@@ -217,6 +224,9 @@ struct OpSchema {
   // operation per element of each output that is not a view.
   GemmFn gemm;
   ReadBytesFn read_bytes;  // optional: without it the forward reads each input once
+  // Optional: the grid of a backward kernel of many small blocks, which runs in waves of what
+  // the SMs hold at once however few bytes each block moves (group_norm's per-channel sums).
+  GridFn backward_grid;
   // Views, copies and fills (reshape, cat, pad, full, ...): no arithmetic, so no FLOPs.
   bool data_movement = false;
   // With Autocast::kFp32Output: the string attribute naming the dtype it computes in.

@@ -255,6 +255,15 @@ void add_norm_ops(std::vector<OpSchema>& ops) {
   gn.saved = group_norm_saved;
   gn.read_bytes = two_pass_read_bytes;
   gn.workspace = no_workspace;
+  // group_norm_kernel.cu's backward sums dY x X and dY over each (sample, channel) in a block of
+  // its own (ComputeInternalGradientsCUDAKernel): N x C blocks of one warp while the positions
+  // are fewer than 512, else of 512 threads. One position per channel takes another path.
+  gn.backward_grid = [](const OpCall& call) {
+    const Dims& x = call.in(0).shape;
+    const int64_t positions = checked_numel(Dims(x.begin() + 2, x.end())).value_or(0);
+    if (!call.on_cuda() || positions <= 1) return KernelGrid{};
+    return KernelGrid{x[0] * x[1], positions < 512 ? 32 : 512};
+  };
   ops.push_back(std::move(gn));
 }
 

@@ -44,6 +44,21 @@ size_t first_operand(const GemmShape& g) {
   return static_cast<size_t>(std::countr_zero(g.operands));
 }
 
+// A convolution whose input channels per group (times the element size of its math) are not a
+// whole number of 16-byte vectors: cuDNN's kernels for it read the im2col element by element
+// (sm80_xmma_fprop_implicit_gemm_indexed_wo_smem in the H100 profile of ACT's first
+// convolutions), M x K elements of each product. Transposed convolutions are left out.
+double gathered_im2col_bytes(const Graph& g, const Node& node, const GemmShape& gemm,
+                             MathPath math) {
+  if (!node.op->uses_cudnn || node.op->name.find("transpose") != std::string_view::npos) return 0;
+  const Dims& w = g.value(node.inputs[1]).shape;
+  if (w.size() < 2) return 0;
+  const int64_t elem = math == MathPath::kFp16 || math == MathPath::kBf16 ? 2 : 4;
+  if ((w[1] * elem) % 16 == 0) return 0;
+  return static_cast<double>(gemm.batch) * static_cast<double>(gemm.m) *
+         static_cast<double>(gemm.k) * static_cast<double>(elem);
+}
+
 bool is_parameter(const Graph& g, ValueId v) {
   const Value& value = g.value(v);
   if (value.storage == kNone) return false;
@@ -68,7 +83,13 @@ bool is_fresh(const Graph& g, NodeId n, ValueId v) {
 class CostBuilder {
  public:
   CostBuilder(const Graph& g, const TrainingConfig& t, const CostOptions& o)
-      : g_(g), training_(t), options_(o) {}
+      : g_(g), training_(t), options_(o), modules_entered_(g.nodes.size(), 0) {
+    // A module is called where its first op runs (the model itself is not: the step calls it
+    // once, as the script's own Python).
+    for (const Module& m : g.modules) {
+      if (m.parent != kNone && m.first_node < m.end_node) ++modules_entered_[m.first_node];
+    }
+  }
 
   Result<StepCost> run();
 
@@ -123,7 +144,8 @@ class CostBuilder {
   const CostOptions& options_;
   StepCost out_;
   std::vector<bool> param_has_grad_;
-  std::vector<int> param_of_value_;  // per value: the trainable parameter it is, or -1
+  std::vector<int> param_of_value_;   // per value: the trainable parameter it is, or -1
+  std::vector<int> modules_entered_;  // per node: the modules whose first op it is
   CpuWork pending_;
 };
 
@@ -147,6 +169,7 @@ void CostBuilder::add_transpose(StepPart part, double bytes, MathPath math, int6
 void CostBuilder::forward(NodeId n, StepPart part) {
   const Node& node = g_.nodes[n];
   const OpSchema& op = *node.op;
+  host().module_calls += modules_entered_[n];
   python_call();
   // list(x) and split: each piece a view C++ makes.
   if (op.data_movement && node.outputs.size() > 1)
@@ -178,6 +201,7 @@ void CostBuilder::forward(NodeId n, StepPart part) {
     k.is_gemm = true;
     k.gemm = op.gemm(call, g_.value(node.outputs[0]).shape);
     k.math = gemm_math(node, k.gemm);
+    k.gathered_bytes = gathered_im2col_bytes(g_, node, k.gemm, k.math);
     if (op.uses_cudnn) host().cudnn_calls += 1;
   }
   add(k);
@@ -216,6 +240,7 @@ void CostBuilder::backward(NodeId n) {
   params.node = n;
   params.bytes = incoming + saved;
   bool any_param = false;
+  const size_t first_kernel = out_.kernels.size();
   for (const GradRule& rule : spec.grads) {
     if (rule.alias_output >= 0) continue;  // a view of (or the very) incoming gradient
     if (rule.from_saved) continue;         // made in the forward
@@ -235,6 +260,7 @@ void CostBuilder::backward(NodeId n) {
       k.flops = k.gemm.flops();
       k.bytes = incoming + saved + grad;
       k.math = gemm_math(node, forward_gemm);
+      k.gathered_bytes = gathered_im2col_bytes(g_, node, forward_gemm, k.math);
       if (op.uses_cudnn) host().cudnn_calls += 1;
       add(k);
       if (channels_first_conv(node)) {
@@ -260,6 +286,9 @@ void CostBuilder::backward(NodeId n) {
     add(k);
   }
   if (any_param) add(params);
+  if (op.backward_grid && out_.kernels.size() > first_kernel) {
+    out_.kernels[first_kernel].grid = op.backward_grid(call);
+  }
   for (const GradRule& rule : spec.grads) {
     const int p =
         param_of_value_[static_cast<size_t>(node.inputs[static_cast<size_t>(rule.input)])];

@@ -20,6 +20,8 @@
 //   one), and GradScaler's unscale under fp16 autocast.
 // - gradient accumulation: forward, backward and recompute once per micro-batch, and each
 //   micro-batch after the first adds its gradients into .grad.
+// - convolutions whose input channels fill less than a 16-byte vector (3 channels of an image):
+//   cuDNN gathers every element of the im2col (M x K) from the caches, in each direction.
 // - channels_first convolutions on tensor cores (TF32, fp16, bf16): cuDNN's kernels take NHWC,
 //   so their activations are transposed on the way in and out (channels_last avoids it).
 #pragma once
@@ -75,6 +77,8 @@ struct CpuWork {
   // Python calls into torch that a TorchFunctionMode intercepts first (the DeviceContext that
   // torch.set_default_device installs sees every one).
   double mode_calls = 0;
+  // nn.Module calls: Module.__call__ and the Python frame of its forward, around the ops.
+  double module_calls = 0;
   // Device-to-host reads (.item() of a GPU scalar): each copies after the queued kernels and
   // the host waits for it.
   double syncs = 0;
@@ -87,12 +91,13 @@ struct CpuWork {
     params += o.params;
     cudnn_calls += o.cudnn_calls;
     mode_calls += o.mode_calls;
+    module_calls += o.module_calls;
     syncs += o.syncs;
     return *this;
   }
   bool empty() const {
     return dispatches == 0 && launches == 0 && views == 0 && edges == 0 && params == 0 &&
-           cudnn_calls == 0 && mode_calls == 0 && syncs == 0;
+           cudnn_calls == 0 && mode_calls == 0 && module_calls == 0 && syncs == 0;
   }
 };
 
@@ -103,8 +108,14 @@ struct KernelCost {
   NodeId node = kNone;  // the op whose kernel it is (none: gradient sums, the optimizer)
   double flops = 0;
   double bytes = 0;  // read and written in device memory
+  // Read besides `bytes` through the caches, without reuse in shared memory: the im2col of a
+  // convolution with too few input channels (GpuEfficiency::im2col_gather).
+  double gathered_bytes = 0;
   bool is_gemm = false;
   GemmShape gemm;  // with is_gemm
+  // Where its blocks are many and small (OpSchema::backward_grid): the kernel takes at least a
+  // wave of the SMs' resident blocks per GpuTiming::kernel_overhead_s. Zero blocks: not counted.
+  KernelGrid grid;
   MathPath math = MathPath::kFp32;
   int64_t launches = 1;  // kernels of this shape launched back to back (multi_tensor_apply)
   int64_t repeat = 1;    // times per optimizer step (micro-batches)

@@ -153,6 +153,54 @@ TEST(Cost, ConvolutionsAreImplicitGemmsAndTf32FollowsPyTorchsDefaults) {
   EXPECT_DOUBLE_EQ(layout.bytes, 2.0 * 4 * (2 * 3 * 224 * 224 + 64 * 3 * 49 + 2 * 64 * 112 * 112));
   // Each direction of a convolution is its own cuDNN call on the host.
   EXPECT_EQ(conv1.host.cudnn_calls, 1);
+  // Three input channels of 4 bytes are no whole 16-byte vector: cuDNN gathers conv1's im2col,
+  // M x K elements, in forward and in its weight gradient; 64 channels are read as vectors.
+  EXPECT_DOUBLE_EQ(conv1.gathered_bytes, 4.0 * (2 * 112 * 112) * (3 * 49));
+  int gathered = 0;
+  for (const KernelCost& k : c.kernels) {
+    if (k.gathered_bytes > 0) {
+      ++gathered;
+      EXPECT_DOUBLE_EQ(k.gathered_bytes, conv1.gathered_bytes);
+    }
+  }
+  EXPECT_EQ(gathered, 2);  // the input needs no gradient: no backward-data
+}
+
+TEST(Cost, GroupNormsBackwardRunsABlockPerSampleAndChannel) {
+  GraphBuilder b("gn", {});
+  ValueId y = b.input("x", {64, 512, 16}, DType::kFloat32);
+  {
+    auto gn = b.module("norm", "GroupNorm");
+    y = b.call1("group_norm", {y}, {{"num_groups", int64_t{8}}});
+  }
+  b.set_loss(b.call1("sum", {y}));
+  const Graph g = *std::move(b).finish();
+  const StepCost c = *step_cost(g, TrainingConfig{}, {});
+  // ComputeInternalGradientsCUDAKernel: N x C blocks of one warp over 16 positions each.
+  int grids = 0;
+  for (const KernelCost& k : c.kernels) {
+    if (k.grid.blocks == 0) continue;
+    ++grids;
+    EXPECT_EQ(k.part, StepPart::kBackward);
+    EXPECT_EQ(k.grid.blocks, 64 * 512);
+    EXPECT_EQ(k.grid.threads, 32);
+  }
+  EXPECT_EQ(grids, 1);
+}
+
+TEST(Cost, EveryModuleIsCalledWhereItsFirstOpRuns) {
+  ModelRequest m;
+  m.name = "resnet18";
+  m.batch = 2;
+  const Graph g = *build_model(m);
+  int called = 0;
+  for (const Module& mod : g.modules) {
+    if (mod.parent != kNone && mod.first_node < mod.end_node) ++called;
+  }
+  ASSERT_GT(called, 20);
+  const StepCost c = *step_cost(g, TrainingConfig{}, {});
+  EXPECT_EQ(host_of(c, StepPart::kForward).module_calls, called);
+  EXPECT_EQ(host_of(c, StepPart::kBackward).module_calls, 0);
 }
 
 TEST(Cost, TheHostIssuesEveryKernelAndTheWorkBetween) {

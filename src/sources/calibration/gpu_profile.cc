@@ -131,12 +131,13 @@ Result<GpuProfile> parse_document(const json& doc) {
         {"grad_edge_s", &p.grad_edge_s},
         {"param_loop_s", &p.param_loop_s},
         {"mode_call_share", &p.mode_call_share},
+        {"module_call_share", &p.module_call_share},
         {"sync_s", &p.sync_s},
         {"cudnn_call_s", &p.cudnn_call_s}};
     for (const auto& [key, value] : fields) {
       if (!h.has(key)) continue;
       // A share may pass 1 (a mode that more than doubles a call); the seconds stay under one.
-      const double max = std::string_view(key) == "mode_call_share" ? 100 : 1;
+      const double max = std::string_view(key).ends_with("_share") ? 100 : 1;
       TF_ASSIGN_OR_RETURN(*value, h.positive(key, max));
     }
   }
@@ -163,6 +164,7 @@ KernelCost product(MathPath math, int64_t m, int64_t n, int64_t k, double bytes)
 GpuTiming measured_peaks(const GpuProfile& p) {
   GpuTiming t;
   t.peaks.sm_count = p.sm_count;
+  t.sm = p.compute_capability;
   for (const TimedKernel& tk : profile_kernels(p)) {
     const KernelCost& k = tk.kernel;
     if (!k.is_gemm) {
@@ -234,7 +236,12 @@ std::vector<TimedKernel> profile_kernels(const GpuProfile& p) {
     const double elem = element_bytes(c.math);
     const double bytes =
         static_cast<double>(c.n * c.c * c.h * c.w + c.out_channels * k + m * c.out_channels) * elem;
-    out.push_back({product(c.math, m, c.out_channels, k, bytes), c.seconds});
+    KernelCost kc = product(c.math, m, c.out_channels, k, bytes);
+    // Too few channels for 16-byte loads: the im2col is gathered (lower/cost.h).
+    if ((c.c * static_cast<int64_t>(elem)) % 16 != 0) {
+      kc.gathered_bytes = static_cast<double>(m * k) * elem;
+    }
+    out.push_back({kc, c.seconds});
   }
   for (const CopyTiming& c : p.copies) {
     KernelCost kc;
@@ -277,6 +284,7 @@ Result<CalibratedTiming> fit_gpu_profile(const GpuProfile& p, const std::optiona
       {&p.grad_edge_s, &c.timing.grad_edge_s},
       {&p.param_loop_s, &c.timing.param_loop_s},
       {&p.mode_call_share, &c.timing.mode_call_share},
+      {&p.module_call_share, &c.timing.module_call_share},
       {&p.sync_s, &c.timing.sync_s},
       {&p.cudnn_call_s, &c.timing.cudnn_call_s}};
   for (const auto& [measured, constant] : host) {
@@ -285,7 +293,7 @@ Result<CalibratedTiming> fit_gpu_profile(const GpuProfile& p, const std::optiona
   GpuEfficiency& e = c.timing.efficiency;
   // Bandwidth first: products are bounded by it as well. Two rounds settle the coupling.
   for (int round = 0; round < 2; ++round) {
-    for (double* knob : {&e.bandwidth, &e.fp32_gemm, &e.tensor_gemm}) {
+    for (double* knob : {&e.bandwidth, &e.fp32_gemm, &e.tensor_gemm, &e.im2col_gather}) {
       fit_knob(kernels, c.timing, knob);
     }
   }

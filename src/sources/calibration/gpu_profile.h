@@ -59,7 +59,8 @@ struct GpuProfile {
   double host_op_s = 0;        // host time per eager op with autograd recording, launch included
   double autograd_node_s = 0;  // host time per backward node, launch included
   // The host's other work ("host": GpuTiming's constants of the same names), where measured.
-  std::optional<double> view_s, grad_edge_s, param_loop_s, mode_call_share, sync_s, cudnn_call_s;
+  std::optional<double> view_s, grad_edge_s, param_loop_s, mode_call_share, module_call_share,
+      sync_s, cudnn_call_s;
 };
 
 // The profile in `text`; `source` (the file, as given) names it in errors and command lines.

@@ -35,6 +35,7 @@ TEST(GpuProfile, ParsesWhatCalibrateWrites) {
   EXPECT_DOUBLE_EQ(got->host_op_s, 9e-6);
   EXPECT_EQ(got->view_s, 1.5e-6);
   EXPECT_EQ(got->mode_call_share, 1.2);
+  EXPECT_EQ(got->module_call_share, 0.4);
   EXPECT_FALSE(got->grad_edge_s.has_value());
 }
 
@@ -55,6 +56,7 @@ TEST(GpuProfile, TheFitFindsTheConstantsThatMadeTheTimings) {
   EXPECT_DOUBLE_EQ(c->timing.view_s, 1.5e-6);
   EXPECT_DOUBLE_EQ(c->timing.sync_s, 30e-6);
   EXPECT_DOUBLE_EQ(c->timing.mode_call_share, 1.2);
+  EXPECT_DOUBLE_EQ(c->timing.module_call_share, 0.4);
   EXPECT_DOUBLE_EQ(c->timing.grad_edge_s, GpuTiming{}.grad_edge_s);
   EXPECT_DOUBLE_EQ(c->timing.cudnn_call_s, GpuTiming{}.cudnn_call_s);
   EXPECT_LT(c->calibration.median_error, 0.01);

@@ -49,6 +49,7 @@ inline GpuProfile synthetic_a100_profile() {
   p.view_s = 1.5e-6;
   p.sync_s = 30e-6;
   p.mode_call_share = 1.2;
+  p.module_call_share = 0.4;
   // The timings the chosen constants give.
   const GpuTiming t = chosen_a100_timing();
   const std::vector<TimedKernel> kernels = profile_kernels(p);
@@ -78,6 +79,7 @@ inline nlohmann::json to_json(const GpuProfile& p) {
       {"grad_edge_s", p.grad_edge_s},
       {"param_loop_s", p.param_loop_s},
       {"mode_call_share", p.mode_call_share},
+      {"module_call_share", p.module_call_share},
       {"sync_s", p.sync_s},
       {"cudnn_call_s", p.cudnn_call_s}};
   for (const auto& [key, value] : host) {
