@@ -46,15 +46,15 @@ TEST(StepTime, AGatheredIm2colIsReadThroughTheSmsCaches) {
 TEST(StepTime, ManySmallBlocksRunInWavesOfWhatTheSmsHold) {
   GpuTiming gpu = a100();
   KernelCost k;
-  k.bytes = 1e6;                 // under a microsecond of traffic
-  k.grid = {108 * 32 * 10, 32};  // ten waves of 32 one-warp blocks on each of 108 SMs
+  k.bytes = 1e6;                          // under a microsecond of traffic
+  k.grid = {int64_t{108} * 32 * 10, 32};  // ten waves of 32 one-warp blocks on each of 108 SMs
   EXPECT_NEAR(kernel_seconds(k, gpu), 10 * gpu.kernel_overhead_s + gpu.kernel_overhead_s, 1e-12);
   // Turing holds 16 blocks an SM: twice the waves.
   gpu.sm = 75;
   EXPECT_NEAR(kernel_seconds(k, gpu), 20 * gpu.kernel_overhead_s + gpu.kernel_overhead_s, 1e-12);
   // Blocks of 512 threads: four an SM on sm80 (2,048 threads).
   gpu.sm = 80;
-  k.grid = {108 * 4 * 3, 512};
+  k.grid = {int64_t{108} * 4 * 3, 512};
   EXPECT_NEAR(kernel_seconds(k, gpu), 3 * gpu.kernel_overhead_s + gpu.kernel_overhead_s, 1e-12);
   // Where the traffic takes longer than the waves, the traffic counts.
   k.bytes = 1e9;
