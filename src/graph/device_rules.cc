@@ -161,6 +161,10 @@ uint64_t cudnn_problem_key(const ConvProblem& conv, int direction) {
   return h;
 }
 
+bool cudnn_gathers_im2col(int64_t channels_per_group, int64_t element_bytes) {
+  return (channels_per_group * element_bytes) % 16 != 0;
+}
+
 ConvWorkspaces cudnn_conv_rule(const ConvProblem& conv) {
   constexpr int64_t kAlignment = 16;   // the converted tensors' padding
   constexpr int64_t kPlaneAlign = 16;  // a GEMM on NCHW planes wants 16-byte rows

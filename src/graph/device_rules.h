@@ -147,6 +147,15 @@ ConvWorkspaces cudnn_conv_rule(const ConvProblem& conv);
 // measured take their recorded workspaces (cudnn_measured.inc); the rule gives the rest.
 ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm);
 
+// Note [cuDNN's im2col gather]
+//  cuDNN's implicit-GEMM kernels load a convolution's input in 16-byte vectors of channels.
+//  Where the input channels per group times the element size are no whole number of 16 bytes
+//  (an image's 3 channels in fp32 or fp16), it runs kernels that read the im2col element by
+//  element through the caches, M x K elements of each product, forward and backward-filter
+//  (sm80_xmma_fprop_implicit_gemm_indexed_wo_smem in the H100 profile of ACT's first
+//  convolutions: 257 us a camera where the product's rate gives 29).
+bool cudnn_gathers_im2col(int64_t channels_per_group, int64_t element_bytes);
+
 // Note [Reductions' staging]
 //  A CUDA reduction (at::sum and friends, Reduce.cuh) sizes its grid by the device
 //  (setReduceConfig): when too few blocks would share out the work, it splits each output's

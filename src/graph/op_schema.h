@@ -224,6 +224,10 @@ struct OpSchema {
   // operation per element of each output that is not a view.
   GemmFn gemm;
   ReadBytesFn read_bytes;  // optional: without it the forward reads each input once
+  // Optional: whether its products read their M x K operand element by element, without
+  // reuse in shared memory, when it computes with elements of `element_bytes` (Note [cuDNN's
+  // im2col gather]).
+  std::function<bool(const OpCall&, int64_t element_bytes)> gathers_im2col;
   // Optional: the grid of a backward kernel of many small blocks, which runs in waves of what
   // the SMs hold at once however few bytes each block moves (group_norm's per-channel sums).
   GridFn backward_grid;

@@ -157,6 +157,13 @@ OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial
     return g;
   };
   s.uses_cudnn = true;
+  // A transposed convolution's forward is backward-data, whose operand is the gradient: its
+  // channels are the output's, and no recording shows it gathered.
+  if (!transposed) {
+    s.gathers_im2col = [](const OpCall& c, int64_t element_bytes) {
+      return cudnn_gathers_im2col(c.in(1).shape[1], element_bytes);
+    };
+  }
   // Note [cuDNN convolution workspaces] (device_rules.h). A transposed convolution's forward is
   // backward-data, its input gradient a forward convolution.
   s.workspace = [spatial, transposed](const OpCall& call) -> int64_t {

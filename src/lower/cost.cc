@@ -44,17 +44,12 @@ size_t first_operand(const GemmShape& g) {
   return static_cast<size_t>(std::countr_zero(g.operands));
 }
 
-// A convolution whose input channels per group (times the element size of its math) are not a
-// whole number of 16-byte vectors: cuDNN's kernels for it read the im2col element by element
-// (sm80_xmma_fprop_implicit_gemm_indexed_wo_smem in the H100 profile of ACT's first
-// convolutions), M x K elements of each product. Transposed convolutions are left out.
-double gathered_im2col_bytes(const Graph& g, const Node& node, const GemmShape& gemm,
-                             MathPath math) {
-  if (!node.op->uses_cudnn || node.op->name.find("transpose") != std::string_view::npos) return 0;
-  const Dims& w = g.value(node.inputs[1]).shape;
-  if (w.size() < 2) return 0;
-  const int64_t elem = math == MathPath::kFp16 || math == MathPath::kBf16 ? 2 : 4;
-  if ((w[1] * elem) % 16 == 0) return 0;
+// The M x K operand a product reads element by element, as its op says (Note [cuDNN's im2col
+// gather]): bytes of each product.
+double gathered_bytes(const OpSchema& op, const OpCall& call, const GemmShape& gemm,
+                      MathPath math) {
+  const int64_t elem = math_element_bytes(math);
+  if (!op.gathers_im2col || !op.gathers_im2col(call, elem)) return 0;
   return static_cast<double>(gemm.batch) * static_cast<double>(gemm.m) *
          static_cast<double>(gemm.k) * static_cast<double>(elem);
 }
@@ -201,7 +196,7 @@ void CostBuilder::forward(NodeId n, StepPart part) {
     k.is_gemm = true;
     k.gemm = op.gemm(call, g_.value(node.outputs[0]).shape);
     k.math = gemm_math(node, k.gemm);
-    k.gathered_bytes = gathered_im2col_bytes(g_, node, k.gemm, k.math);
+    k.gathered_bytes = gathered_bytes(op, call, k.gemm, k.math);
     if (op.uses_cudnn) host().cudnn_calls += 1;
   }
   add(k);
@@ -260,7 +255,8 @@ void CostBuilder::backward(NodeId n) {
       k.flops = k.gemm.flops();
       k.bytes = incoming + saved + grad;
       k.math = gemm_math(node, forward_gemm);
-      k.gathered_bytes = gathered_im2col_bytes(g_, node, forward_gemm, k.math);
+      // The weight gradient reads the im2col as forward does; the input gradient does not.
+      if (!first) k.gathered_bytes = gathered_bytes(op, call, forward_gemm, k.math);
       if (op.uses_cudnn) host().cudnn_calls += 1;
       add(k);
       if (channels_first_conv(node)) {
@@ -500,6 +496,10 @@ Result<StepCost> CostBuilder::run() {
 }
 
 }  // namespace
+
+int64_t math_element_bytes(MathPath math) {
+  return math == MathPath::kFp16 || math == MathPath::kBf16 ? 2 : 4;
+}
 
 int64_t multi_tensor_launches(const std::vector<int64_t>& numels, int depth) {
   const int64_t max_tensors =

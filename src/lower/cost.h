@@ -21,7 +21,8 @@
 // - gradient accumulation: forward, backward and recompute once per micro-batch, and each
 //   micro-batch after the first adds its gradients into .grad.
 // - convolutions whose input channels fill less than a 16-byte vector (3 channels of an image):
-//   cuDNN gathers every element of the im2col (M x K) from the caches, in each direction.
+//   cuDNN gathers every element of the im2col (M x K) from the caches, in forward and in the
+//   weight gradient (Note [cuDNN's im2col gather]).
 // - channels_first convolutions on tensor cores (TF32, fp16, bf16): cuDNN's kernels take NHWC,
 //   so their activations are transposed on the way in and out (channels_last avoids it).
 #pragma once
@@ -53,6 +54,9 @@ inline constexpr auto kMathPathNames = enum_names<MathPath>({{MathPath::kFp32, "
                                                              {MathPath::kTf32, "tf32"},
                                                              {MathPath::kFp16, "fp16"},
                                                              {MathPath::kBf16, "bf16"}});
+
+// The bytes of one operand element a product computes with: 2 for fp16 and bf16, else 4.
+int64_t math_element_bytes(MathPath math);
 
 struct CostOptions {
   // torch.backends.cuda.matmul.allow_tf32: off by default since PyTorch 1.12 (--tf32 sets it,

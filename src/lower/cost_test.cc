@@ -166,6 +166,29 @@ TEST(Cost, ConvolutionsAreImplicitGemmsAndTf32FollowsPyTorchsDefaults) {
   EXPECT_EQ(gathered, 2);  // the input needs no gradient: no backward-data
 }
 
+TEST(Cost, OnlyForwardAndTheWeightGradientGatherTheIm2col) {
+  GraphBuilder b("convs", {});
+  ValueId y = b.input("x", {2, 3, 16, 16}, DType::kFloat32);
+  for (const char* name : {"conv1", "conv2"}) {
+    auto conv = b.module(name, "Conv2d");
+    y = b.call1("conv2d", {y}, {{"out_channels", int64_t{3}}, {"kernel_size", int64_t{3}}});
+  }
+  b.set_loss(b.call1("sum", {y}));
+  const Graph g = *std::move(b).finish();
+  const StepCost c = *step_cost(g, TrainingConfig{}, {});
+  // Both convolutions take 3 channels: forward and weight gradient gather, conv2's input
+  // gradient (a product of the gradient and the weight) does not.
+  int gathered = 0;
+  int products = 0;
+  for (const KernelCost& k : c.kernels) {
+    if (!k.is_gemm) continue;
+    ++products;
+    if (k.gathered_bytes > 0) ++gathered;
+  }
+  EXPECT_EQ(products, 5);
+  EXPECT_EQ(gathered, 4);
+}
+
 TEST(Cost, GroupNormsBackwardRunsABlockPerSampleAndChannel) {
   GraphBuilder b("gn", {});
   ValueId y = b.input("x", {64, 512, 16}, DType::kFloat32);
@@ -189,17 +212,27 @@ TEST(Cost, GroupNormsBackwardRunsABlockPerSampleAndChannel) {
 }
 
 TEST(Cost, EveryModuleIsCalledWhereItsFirstOpRuns) {
-  ModelRequest m;
-  m.name = "resnet18";
-  m.batch = 2;
-  const Graph g = *build_model(m);
-  int called = 0;
-  for (const Module& mod : g.modules) {
-    if (mod.parent != kNone && mod.first_node < mod.end_node) ++called;
+  GraphBuilder b("modules", {});
+  ValueId y = b.input("x", {4, 8}, DType::kFloat32);
+  {
+    auto model = b.module("", "Net");
+    auto block = b.module("block", "Sequential");
+    {
+      auto fc = b.module("fc", "Linear");
+      y = b.call1("linear", {y}, {{"out_features", int64_t{8}}});
+    }
+    {
+      auto act = b.module("act", "ReLU");
+      y = b.call1("relu", {y});
+    }
   }
-  ASSERT_GT(called, 20);
+  b.set_loss(b.call1("sum", {y}));
+  const Graph g = *std::move(b).finish();
   const StepCost c = *step_cost(g, TrainingConfig{}, {});
-  EXPECT_EQ(host_of(c, StepPart::kForward).module_calls, called);
+  // block and block.fc are entered at the linear, block.act at the relu; the model itself is
+  // the script's call, as is the sum. Backward calls no module.
+  EXPECT_EQ(host_of(c, StepPart::kForward).module_calls, 3);
+  EXPECT_EQ(host_of(c, StepPart::kForward).dispatches, 3);
   EXPECT_EQ(host_of(c, StepPart::kBackward).module_calls, 0);
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "graph/device_rules.h"
 #include "sources/json_fields.h"
 
 namespace trainfit {
@@ -144,10 +145,6 @@ Result<GpuProfile> parse_document(const json& doc) {
   return p;
 }
 
-double element_bytes(MathPath math) {
-  return math == MathPath::kFp16 || math == MathPath::kBf16 ? 2 : 4;
-}
-
 KernelCost product(MathPath math, int64_t m, int64_t n, int64_t k, double bytes) {
   KernelCost kc;
   kc.is_gemm = true;
@@ -223,7 +220,7 @@ Result<GpuProfile> parse_gpu_profile(std::string_view text, std::string_view sou
 std::vector<TimedKernel> profile_kernels(const GpuProfile& p) {
   std::vector<TimedKernel> out;
   for (const GemmTiming& g : p.gemms) {
-    const double elem = element_bytes(g.math);
+    const auto elem = static_cast<double>(math_element_bytes(g.math));
     const double bytes = static_cast<double>(g.m * g.k + g.k * g.n + g.m * g.n) * elem;
     out.push_back({product(g.math, g.m, g.n, g.k, bytes), g.seconds});
   }
@@ -233,14 +230,12 @@ std::vector<TimedKernel> profile_kernels(const GpuProfile& p) {
     const int64_t wo = (c.w + 2 * c.padding - c.kernel) / c.stride + 1;
     const int64_t m = c.n * ho * wo;
     const int64_t k = c.c * c.kernel * c.kernel;
-    const double elem = element_bytes(c.math);
+    const int64_t elem_bytes = math_element_bytes(c.math);
+    const auto elem = static_cast<double>(elem_bytes);
     const double bytes =
         static_cast<double>(c.n * c.c * c.h * c.w + c.out_channels * k + m * c.out_channels) * elem;
     KernelCost kc = product(c.math, m, c.out_channels, k, bytes);
-    // Too few channels for 16-byte loads: the im2col is gathered (lower/cost.h).
-    if ((c.c * static_cast<int64_t>(elem)) % 16 != 0) {
-      kc.gathered_bytes = static_cast<double>(m * k) * elem;
-    }
+    if (cudnn_gathers_im2col(c.c, elem_bytes)) kc.gathered_bytes = static_cast<double>(m * k) * elem;
     out.push_back({kc, c.seconds});
   }
   for (const CopyTiming& c : p.copies) {
