@@ -199,8 +199,8 @@ KNOWN_GAPS = {
             "why": "reserved over 25 steps of a timing run, which this replay does not play; the "
                    "step: its kernels take 37.3 ms a step (the profile) and the cost model's 27, "
                    "short on cuDNN's layout conversions around the U-Net's 1-D convolutions (9.0 "
-                   "ms in the profile, 5.8 modelled: weights of 5 taps and activations of 16 "
-                   "positions transpose far below copy speed) and on their products, which the "
+                   "ms in the profile, counted at copy speed: weights of 5 taps and activations "
+                   "of 16 positions likely transpose far below it) and on their products, which the "
                    "profile's totals per kernel name cannot apportion to shapes; and the host, "
                    "whose per-op costs the profile gives only as inflated by the profiler"},
         "T:qwen0.5b-bf16-sdpa-s1024-b8": {

@@ -235,7 +235,8 @@ std::vector<TimedKernel> profile_kernels(const GpuProfile& p) {
     const double bytes =
         static_cast<double>(c.n * c.c * c.h * c.w + c.out_channels * k + m * c.out_channels) * elem;
     KernelCost kc = product(c.math, m, c.out_channels, k, bytes);
-    if (cudnn_gathers_im2col(c.c, elem_bytes)) kc.gathered_bytes = static_cast<double>(m * k) * elem;
+    if (cudnn_gathers_im2col(c.c, elem_bytes))
+      kc.gathered_bytes = static_cast<double>(m * k) * elem;
     out.push_back({kc, c.seconds});
   }
   for (const CopyTiming& c : p.copies) {
