@@ -203,10 +203,6 @@ KNOWN_GAPS = {
                    "of 16 positions likely transpose far below it) and on their products, which the "
                    "profile's totals per kernel name cannot apportion to shapes; and the host, "
                    "whose per-op costs the profile gives only as inflated by the profiler"},
-        "T:qwen0.5b-bf16-sdpa-s1024-b8": {
-            "bounds": {"step": (-0.12, 0.10)},
-            "why": "the step with the catalog's H100 figures is 11% short (6% with the H100's "
-                   "calibration)"},
         "T:act-seed000-b8": {"bounds": {"reserved": (-0.045, 0.03)}, "why": _RULE},
         "T:resnet50-b64-momentum": {"bounds": {"reserved": (-0.095, 0.03)}, "why": _RULE},
     },

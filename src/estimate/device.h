@@ -22,6 +22,7 @@ struct TimingCalibration {
   std::string file;         // the profile as given
   std::string measured_on;  // the device it names
   int kernels = 0;          // timings the constants were fitted to
+  int host_bound = 0;       // timings left out: shorter than the host takes to issue them
   double median_error = 0;  // |predicted / measured - 1| over them, with the fitted constants
   std::optional<double> catalog_median_error;  // the same with the catalog's (a catalog card)
 };

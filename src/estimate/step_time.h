@@ -36,6 +36,9 @@ struct GpuTiming {
   GpuEfficiency efficiency;
   double kernel_overhead_s = 2e-6;  // per kernel on the GPU: launch latency, ramp and tail
   int sm = 80;                      // compute capability: how many blocks an SM holds
+  // A product writes its output after its main loop, not overlapped with the math (Note [A
+  // product's epilogue] in step_time.cc): Hopper's, and where a calibration shows it.
+  bool serial_epilogue = false;
   // Host side, per eager op: Python and the dispatcher with autograd recording, the autograd
   // engine per backward node, and cudaLaunchKernel per kernel. The op and the node are the H100
   // calibration's (PyTorch 2.11 on that card's host: 10.1 us an op and 17.2 us a node with

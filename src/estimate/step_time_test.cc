@@ -31,6 +31,35 @@ TEST(StepTime, AKernelTakesTheLongerOfComputeAndMemoryPlusItsOverhead) {
   EXPECT_GT(kernel_seconds(gemm, gpu), 5 * tf32);
 }
 
+TEST(StepTime, AHopperProductWritesItsOutputAfterItsMath) {
+  const GpuTiming h100 = catalog_timing(*find_gpu("h100-80gb"));
+  ASSERT_TRUE(h100.serial_epilogue);
+  KernelCost gemm;
+  gemm.is_gemm = true;
+  gemm.gemm = GemmShape{1, 8192, 8192, 768};
+  gemm.flops = gemm.gemm.flops();
+  gemm.math = MathPath::kBf16;
+  const double out = 8192.0 * 8192 * 2;
+  gemm.bytes = 2 * 8192.0 * 768 * 2 + out;
+  // 64 x 64 tiles on 132 SMs: 32 waves. The operands stream in under the math; the output
+  // follows it at the card's bandwidth.
+  const double waves = 4096.0 / (32 * 132);
+  const double bandwidth = 3350e9 * h100.efficiency.bandwidth;
+  const double math = gemm.flops / (989.4e12 * h100.efficiency.tensor_gemm * waves);
+  EXPECT_NEAR(kernel_seconds(gemm, h100), math + out / bandwidth + 2e-6, 1e-12);
+  // Where the operands take longer than the math, the product moves bytes, as any kernel.
+  KernelCost skinny = gemm;
+  skinny.gemm = GemmShape{1, 65536, 8, 4096};
+  skinny.flops = skinny.gemm.flops();
+  skinny.bytes = (65536.0 * 4096 + 4096.0 * 8 + 65536.0 * 8) * 2;
+  EXPECT_NEAR(kernel_seconds(skinny, h100), skinny.bytes / bandwidth + 2e-6, 1e-12);
+  // Cards no calibration has shown it on keep the write under the math.
+  GpuTiming overlapped = h100;
+  overlapped.serial_epilogue = false;
+  EXPECT_NEAR(kernel_seconds(gemm, overlapped), math + 2e-6, 1e-12);
+  EXPECT_FALSE(a100().serial_epilogue);
+}
+
 TEST(StepTime, AGatheredIm2colIsReadThroughTheSmsCaches) {
   const GpuTiming gpu = a100();
   KernelCost conv;

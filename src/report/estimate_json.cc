@@ -203,6 +203,7 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
       j["gpu_profile"] = {{"file", c->file},
                           {"measured_on", c->measured_on},
                           {"kernels", c->kernels},
+                          {"host_bound_kernels", c->host_bound},
                           {"median_error", c->median_error}};
       if (c->catalog_median_error)
         j["gpu_profile"]["catalog_median_error"] = *c->catalog_median_error;

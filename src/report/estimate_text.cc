@@ -55,11 +55,12 @@ std::string time_text(const EstimateHeader& h, const StepTime& t,
     out += l + '\n';
   };
   if (const std::optional<TimingCalibration>& c = h.device.calibration) {
-    out += fmt::format("  constants fitted to {} ({}): median error {:.1f}% over its {} timings",
+    out += fmt::format("  constants fitted to {} ({}): median error {:.1f}% over {} timings",
                        c->file, c->measured_on, 100 * c->median_error, c->kernels);
     if (c->catalog_median_error) {
       out += fmt::format(" ({:.1f}% with the catalog's)", 100 * *c->catalog_median_error);
     }
+    if (c->host_bound > 0) out += fmt::format("; {} more time the host", c->host_bound);
     out += '\n';
   }
   line("step", format_duration(t.step_s),

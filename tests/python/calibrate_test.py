@@ -48,7 +48,9 @@ class Calibrate(unittest.TestCase):
             self.assertEqual(done.returncode, 0, done.stderr)
             report = json.loads(done.stdout)
             self.assertEqual(report["gpu_profile"]["file"], path)
-            self.assertEqual(report["gpu_profile"]["kernels"], timings)
+            fitted = report["gpu_profile"]["kernels"]
+            self.assertGreater(fitted, 0)
+            self.assertEqual(fitted + report["gpu_profile"]["host_bound_kernels"], timings)
             self.assertGreater(report["step_time_s"], 0)
 
 

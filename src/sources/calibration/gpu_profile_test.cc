@@ -62,7 +62,49 @@ TEST(GpuProfile, TheFitFindsTheConstantsThatMadeTheTimings) {
   EXPECT_LT(c->calibration.median_error, 0.01);
   ASSERT_TRUE(c->calibration.catalog_median_error.has_value());
   EXPECT_GT(*c->calibration.catalog_median_error, 0.05);
-  EXPECT_EQ(c->calibration.kernels, 12 * 4 + 6 + 4);
+  // Of the 58 timings, those the GPU finishes before the host issues the next fit nothing.
+  EXPECT_GT(c->calibration.host_bound, 0);
+  EXPECT_EQ(c->calibration.kernels + c->calibration.host_bound, 12 * 4 + 6 + 4);
+  EXPECT_FALSE(c->timing.serial_epilogue);
+}
+
+TEST(GpuProfile, TimingsTheHostSetsFitNothing) {
+  // An eager loop of 256-cubed products runs at the host's pace: 9 us a call, not the GPU's.
+  GpuProfile p = synthetic_a100_profile();
+  const Result<CalibratedTiming> clean = fit_gpu_profile(p, *find_gpu("a100-80gb"));
+  for (GemmTiming& g : p.gemms) {
+    if (g.m == 256) g.seconds = p.host_op_s * 2;
+  }
+  const Result<CalibratedTiming> c = fit_gpu_profile(p, *find_gpu("a100-80gb"));
+  ASSERT_TRUE(clean.ok() && c.ok());
+  EXPECT_EQ(c->calibration.kernels, clean->calibration.kernels);
+  EXPECT_DOUBLE_EQ(c->timing.efficiency.tensor_gemm, clean->timing.efficiency.tensor_gemm);
+  EXPECT_DOUBLE_EQ(c->timing.efficiency.fp32_gemm, clean->timing.efficiency.fp32_gemm);
+  EXPECT_DOUBLE_EQ(c->calibration.median_error, clean->calibration.median_error);
+  // A profile that times nothing but the host is refused.
+  for (GemmTiming& g : p.gemms) g.m = g.n = g.k = 16;
+  p.convs.clear();
+  p.copies = {{64, 1e-6}};
+  const Result<CalibratedTiming> none = fit_gpu_profile(p, *find_gpu("a100-80gb"));
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("none measures the GPU"), std::string::npos)
+      << none.status().message();
+}
+
+TEST(GpuProfile, TheFitFindsWhetherProductsWriteTheirOutputAfterTheMath) {
+  // The same constants with the epilogue after the math (Note [A product's epilogue]).
+  GpuTiming serial = chosen_a100_timing();
+  serial.serial_epilogue = true;
+  GpuProfile p = synthetic_a100_profile();
+  const std::vector<TimedKernel> kernels = profile_kernels(p);
+  size_t i = 0;
+  for (GemmTiming& g : p.gemms) g.seconds = kernel_seconds(kernels[i++].kernel, serial);
+  for (ConvTiming& c : p.convs) c.seconds = kernel_seconds(kernels[i++].kernel, serial);
+  const Result<CalibratedTiming> c = fit_gpu_profile(p, *find_gpu("a100-80gb"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->timing.serial_epilogue);
+  EXPECT_NEAR(c->timing.efficiency.tensor_gemm, serial.efficiency.tensor_gemm, 0.01);
+  EXPECT_LT(c->calibration.median_error, 0.01);
 }
 
 TEST(GpuProfile, ACardNotInTheCatalogTakesItsPeaksFromTheTimings) {
