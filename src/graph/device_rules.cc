@@ -112,6 +112,29 @@ const Entry* find_measured(const Entry (&table)[N], const ConvProblem& conv, int
   return it != end && it->key == *key ? it : nullptr;
 }
 
+// The problem recorded at another batch: its workspace scaled by the batch ratio (Note [cuDNN
+// convolution workspaces]), from the largest recorded batch under `conv`'s, else the smallest
+// above it.
+std::optional<int64_t> scaled_from_another_batch(const ConvProblem& conv, int kind) {
+  const std::optional<MeasuredKey> key = measured_key(conv, kind);
+  if (!key) return std::nullopt;
+  constexpr size_t kBatch = 2;
+  const MeasuredWorkspace* below = nullptr;
+  const MeasuredWorkspace* above = nullptr;
+  for (const MeasuredWorkspace& m : kMeasured) {
+    MeasuredKey k = m.key;
+    k[kBatch] = (*key)[kBatch];
+    if (k != *key) continue;
+    const int64_t b = m.key[kBatch];
+    if (b < conv.batch && (!below || b > below->key[kBatch])) below = &m;
+    if (b > conv.batch && (!above || b < above->key[kBatch])) above = &m;
+  }
+  const MeasuredWorkspace* from = below ? below : above;
+  if (!from) return std::nullopt;
+  return static_cast<int64_t>(static_cast<double>(from->bytes) * static_cast<double>(conv.batch) /
+                              static_cast<double>(from->key[kBatch]));
+}
+
 }  // namespace
 
 ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm) {
@@ -122,6 +145,8 @@ ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm) {
     if (const MeasuredWorkspace* m = find_measured(kMeasured, conv, kind)) {
       *directions[kind] = m->bytes;
       ++ws.measured;
+    } else if (const std::optional<int64_t> scaled = scaled_from_another_batch(conv, kind)) {
+      *directions[kind] = *scaled;
     }
   }
   return ws;

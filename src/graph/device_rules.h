@@ -41,6 +41,14 @@
 //  engines, 60 smaller (X + W, or none) and 12 larger (up to 1.8x, 13 MB at most in those runs).
 //  channels_last tensors need no conversion: forward and backward-data take none, backward-
 //  filter only its partials (not measured). Elsewhere than Hopper this is an estimate.
+//  On Hopper the recorded problems take their recorded workspaces (cudnn_measured.inc), and a
+//  recorded problem at another batch takes its recording scaled by the batch ratio, from the
+//  largest recorded batch below, else the smallest above: the converted tensors grow with the
+//  batch, and the engine is the one cuDNN picked nearest that batch. Between batch 8 and 32 the
+//  recordings grow 4x for most problems but 1x to 3x for some, where cuDNN picks another
+//  engine at batch 8, so a line through both would carry that change further (resnet50's
+//  timing run at batch 64: reserved +3.5% through the line, +0.6% scaled from batch 32, -8.8%
+//  with the rule).
 //
 // Note [Dropout's mask]
 //  CUDA's fused kernel (native_dropout) keeps a bool mask, a byte per element; CPU, the
@@ -118,7 +126,7 @@ struct ConvWorkspaces {
   int64_t forward = 0;
   int64_t backward_data = 0;
   int64_t backward_filter = 0;
-  int measured = 0;  // how many of the three an H100 recording gave (the rest: the rule)
+  int measured = 0;  // how many of the three an H100 recording gave (the rest: scaled or rule)
 };
 // Note [cuDNN benchmark mode]
 //  With torch.backends.cudnn.benchmark = True the first call of each problem (its plan-cache

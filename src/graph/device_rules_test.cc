@@ -87,7 +87,25 @@ TEST(DeviceRules, ConvolutionsConvertNchwTensorsInTheirWorkspace) {
   EXPECT_EQ(h100.measured, 3);
   EXPECT_EQ(h100.forward, 26279952);
   EXPECT_EQ(h100.backward_filter, 34538151);
+  // The same problem at a batch no run recorded: the recording of the nearest batch below (32,
+  // or 8 for 16), else above (8 for 4), scaled by the batch ratio.
+  ConvProblem b64 = c;
+  b64.batch = 64;
+  EXPECT_EQ(cudnn_conv_workspaces(b64, 90).measured, 0);
+  EXPECT_EQ(cudnn_conv_workspaces(b64, 90).forward, 2 * 26279952);
+  EXPECT_EQ(cudnn_conv_workspaces(b64, 90).backward_filter, 2 * 34538151);
+  ConvProblem b16 = c;
+  b16.batch = 16;
+  EXPECT_EQ(cudnn_conv_workspaces(b16, 90).forward, 2 * 7012368);
+  ConvProblem b4 = c;
+  b4.batch = 4;
+  EXPECT_EQ(cudnn_conv_workspaces(b4, 90).forward, 7012368 / 2);
+  // A problem no batch recorded takes the rule.
+  ConvProblem unrecorded = b64;
+  unrecorded.in_channels = 96;
+  EXPECT_EQ(cudnn_conv_workspaces(unrecorded, 90).forward, cudnn_conv_rule(unrecorded).forward);
   // Other architectures take the rule.
+  EXPECT_EQ(cudnn_conv_workspaces(b64, 80).forward, cudnn_conv_rule(b64).forward);
   EXPECT_EQ(cudnn_conv_workspaces(c, 80).measured, 0);
   EXPECT_EQ(cudnn_conv_workspaces(c, 80).backward_filter, rule.backward_filter);
   // A pointwise convolution is a GEMM on NCHW planes: its weight gradient sums fp32 partials
