@@ -118,12 +118,11 @@ double gather_peak(const GpuPeaks& p) {
 // 0.80 of 3.35 TB/s are the math of 330 K steps at 0.80 of 989 TFLOP/s, and fp16 efficiency
 // K / (K + 330) of 0.80 is what the calibration's products show (0.53 at K = 768, 0.61 at 1,024,
 // 0.68 at 2,048, 0.78 at 4,096; validation/gpu_results/NVIDIA_H100_80GB_HBM3/h100-profile.json).
-// With it the catalog's H100 figures time the calibration's 64 kernels within 9.5% (median;
-// 14.6% without). GpuTiming::serial_epilogue says where this holds: Hopper's kernels, as
-// measured; a card's calibration decides for itself (fit_gpu_profile keeps whichever way times
-// its kernels better). On other cards, unmeasured, the overlapped form stays: the public
-// table's RTX 3090 rows, already predicted slower than timm measured them, would move further
-// off with it.
+// GpuTiming::serial_epilogue says where this holds: Hopper's kernels, as measured; a card's
+// calibration decides for itself (fit_gpu_profile keeps whichever way times its kernels
+// better). On other cards, unmeasured, the overlapped form stays: the public table's RTX 3090
+// rows, already predicted slower than timm measured them, would only move further off (the
+// write adds time).
 double product_output_bytes(const KernelCost& k) {
   const double elements = static_cast<double>(k.gemm.count * k.gemm.batch) *
                           static_cast<double>(k.gemm.m) * static_cast<double>(k.gemm.n);

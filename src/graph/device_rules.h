@@ -47,8 +47,8 @@
 //  batch, and the engine is the one cuDNN picked nearest that batch. Between batch 8 and 32 the
 //  recordings grow 4x for most problems but 1x to 3x for some, where cuDNN picks another
 //  engine at batch 8, so a line through both would carry that change further (resnet50's
-//  timing run at batch 64: reserved +3.5% through the line, +0.6% scaled from batch 32, -8.8%
-//  with the rule).
+//  timing run at batch 64: reserved +0.6% scaled from batch 32, -8.8% with the rule;
+//  validation/gpu_cases.py compare).
 //
 // Note [Dropout's mask]
 //  CUDA's fused kernel (native_dropout) keeps a bool mask, a byte per element; CPU, the
