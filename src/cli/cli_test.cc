@@ -115,6 +115,13 @@ TEST(Cli, GpuProfileReplacesTheCatalogsConstants) {
   EXPECT_NE(text.out.find("constants fitted to " + path + " (NVIDIA A100-SXM4-80GB)"),
             std::string::npos)
       << text.out;
+  // The profile's smallest products are shorter than its host's op: the report counts them out.
+  const int host_bound = fitted["gpu_profile"]["host_bound_kernels"].get<int>();
+  EXPECT_GT(host_bound, 0);
+  EXPECT_EQ(fitted["gpu_profile"]["kernels"].get<int>() + host_bound, 12 * 4 + 6 + 4);
+  EXPECT_NE(text.out.find("; " + std::to_string(host_bound) + " left out as host-bound"),
+            std::string::npos)
+      << text.out;
   // Without --gpu the profile names the card: its memory, its constants.
   const nlohmann::json alone =
       run_json({"estimate", "--model", "resnet50", "--batch", "64", "--gpu-profile", path});

@@ -60,7 +60,7 @@ std::string time_text(const EstimateHeader& h, const StepTime& t,
     if (c->catalog_median_error) {
       out += fmt::format(" ({:.1f}% with the catalog's)", 100 * *c->catalog_median_error);
     }
-    if (c->host_bound > 0) out += fmt::format("; {} more time the host", c->host_bound);
+    if (c->host_bound > 0) out += fmt::format("; {} left out as host-bound", c->host_bound);
     out += '\n';
   }
   line("step", format_duration(t.step_s),

@@ -69,7 +69,8 @@ TEST(GpuProfile, TheFitFindsTheConstantsThatMadeTheTimings) {
 }
 
 TEST(GpuProfile, TimingsTheHostSetsFitNothing) {
-  // An eager loop of 256-cubed products runs at the host's pace: 9 us a call, not the GPU's.
+  // An eager loop of 256-cubed products runs at the host's pace (here twice its 9 us an op),
+  // not the GPU's: the fit must not move.
   GpuProfile p = synthetic_a100_profile();
   const Result<CalibratedTiming> clean = fit_gpu_profile(p, *find_gpu("a100-80gb"));
   for (GemmTiming& g : p.gemms) {
