@@ -224,6 +224,19 @@ def within(error, above, below):
     return -below <= error <= above
 
 
+def print_phases(case, ours):
+    """A traced step's phases (validation/gpu_step_trace.py), each timed alone, beside trainfit's
+    parts: the host until the call returned, and the GPU's kernels under the profiler."""
+    phases, kernels = case["phases"], case["kernels"]["per_step"]
+    t = ours["time_breakdown"]
+    for part, measured in (("forward", ("forward",)), ("backward", ("backward",)),
+                           ("optimizer", ("optimizer", "zero_grad"))):
+        host = sum(phases[p]["host_s"] for p in measured)
+        gpu = sum(kernels[p]["gpu_s"] for p in measured)
+        print(f"       {part:9s} host {host * 1e3:8.2f} ms (trainfit {t[part + '_host_s'] * 1e3:8.2f})"
+              f"  GPU {gpu * 1e3:8.2f} ms (trainfit {t[part + '_gpu_s'] * 1e3:8.2f})")
+
+
 def compare(args):
     files = sorted(glob.glob(os.path.join(RESULTS, "*.json")))
     if not files:
@@ -237,10 +250,11 @@ def compare(args):
         device = data["device"]
         print(f"{device['name']} (torch {device['torch']}, CUDA {device['cuda']}): {card}")
         cases = [("", c) for c in data["cases"]]
-        more = os.path.join(RESULTS, card, "more_cases.json")
-        if os.path.exists(more):
-            with open(more) as f:
-                cases += [("more ", c) for c in json.load(f)["cases"]]
+        for where, name in (("more ", "more_cases.json"), ("trace ", "step_traces.json")):
+            more = os.path.join(RESULTS, card, name)
+            if os.path.exists(more):
+                with open(more) as f:
+                    cases += [(where, c) for c in json.load(f)["cases"]]
         errors = {"allocated": [], "reserved": [], "device used": [], "step": [], "step profiled": []}
         gaps = KNOWN_GAPS.get(card, {})
         profiles = glob.glob(os.path.join(RESULTS, card, "*profile.json"))
@@ -250,8 +264,10 @@ def compare(args):
                     [args.trainfit, "estimate", *recorded_args(card, case), *gpu_flags(device),
                      *extra, "--json"], capture_output=True, text=True, check=True).stdout)
             ours = estimate()
-            figures = {"allocated": ours["peak_allocated_bytes"] / case["max_memory_allocated"] - 1,
-                       "reserved": ours["peak_reserved_bytes"] / case["max_memory_reserved"] - 1}
+            figures = {}
+            if "max_memory_allocated" in case:
+                figures["allocated"] = ours["peak_allocated_bytes"] / case["max_memory_allocated"] - 1
+                figures["reserved"] = ours["peak_reserved_bytes"] / case["max_memory_reserved"] - 1
             if "device_used" in case:
                 figures["device used"] = ours["device_used_bytes"] / case["device_used"] - 1
             # A timing run's median step, against the catalog's card and the card's calibration.
@@ -279,9 +295,13 @@ def compare(args):
                         f" (known gap: {gap['why']})")
                 failures += status == "FAIL"
                 print(f"  {status} {where}{case['id']:40s} {line}{note}")
+                if "phases" in case:
+                    print_phases(case, ours)
                 continue
             failures += not ok
             print(f"  {'ok  ' if ok else 'FAIL'} {where}{case['id']:40s} {line}")
+            if "phases" in case:
+                print_phases(case, ours)
         for key, values in errors.items():
             if values:
                 print(f"  {key}: median error {statistics.median(values):+.2%}, "

@@ -83,6 +83,20 @@ TEST(Cli, EstimateOnAGpuHasTheStepTime) {
     parts += j.at("time_breakdown").at(key).get<double>();
   }
   EXPECT_NEAR(parts, step, 1e-12);
+  // Each part's two clocks: the kernels add up to the GPU's busy time, and the step lasts as
+  // long as both the host and the GPU take (a part's host work may overlap the part before it).
+  const auto& t = j.at("time_breakdown");
+  double gpu = 0;
+  double host = 0;
+  for (const char* part : {"forward", "backward", "recompute", "optimizer"}) {
+    const std::string p = part;
+    EXPECT_GE(t.at(p + "_host_s").get<double>(), 0) << p;
+    gpu += t.at(p + "_gpu_s").get<double>();
+    host += t.at(p + "_host_s").get<double>();
+  }
+  EXPECT_GT(t.at("forward_host_s").get<double>(), 0);
+  EXPECT_NEAR(gpu, t.at("gpu_busy_s").get<double>(), 1e-12);
+  EXPECT_LE(std::max(gpu, host), step + 1e-12);
   EXPECT_EQ(j.at("epoch_steps").get<int64_t>(), 125);
   EXPECT_NEAR(j.at("epoch_time_s").get<double>(), 125 * step, 1e-9);
   // Without a GPU there is nothing to time.

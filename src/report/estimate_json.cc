@@ -168,6 +168,12 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
       j["time_breakdown"][fmt::format("{}_s", kTimeShareNames.name(static_cast<TimeShare>(s)))] =
           t.share_s[s];
     }
+    // Each part's two clocks: the GPU running its kernels and the host issuing them.
+    for (size_t p = 0; p < kStepPartCount; ++p) {
+      const std::string_view part = kStepPartNames.name(static_cast<StepPart>(p));
+      j["time_breakdown"][fmt::format("{}_gpu_s", part)] = t.gpu_s[p];
+      j["time_breakdown"][fmt::format("{}_host_s", part)] = t.cpu_s[p];
+    }
     if (t.comm) {
       const CommTime& c = *t.comm;
       int64_t bytes = 0;
