@@ -151,8 +151,12 @@ with profile(activities=activities, record_shapes=True) as prof:
             opt.zero_grad(set_to_none=True)
     sync()
 events = list(prof.events())
+# The phases' ranges on the host's clock (on CUDA each range also shows as an annotation on the
+# GPU's timeline, whose span is the kernels', not the host's).
+from torch.autograd import DeviceType
 ranges = sorted((e.time_range.start, e.time_range.end, e.name[len("trainfit:"):])
-                for e in events if e.name.startswith("trainfit:"))
+                for e in events
+                if e.name.startswith("trainfit:") and e.device_type == DeviceType.CPU)
 def phase_at(t):
     for start, end, name in ranges:
         if start <= t <= end:
