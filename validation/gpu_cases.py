@@ -180,11 +180,12 @@ KNOWN_GAPS = {
             "bounds": {"reserved": (-0.035, 0.03)},
             "why": "no bf16 recording: its convolutions take the fp16 run's workspaces"},
         "vit_b_16-b32-adamw-amp-fp16": {
-            "bounds": {"allocated": (-0.01, 0.035)},
-            "why": "no recording of ViT under autocast; the cause is not found (PyTorch 2.11 may "
-                   "run cuDNN's attention for 16-bit inputs on Hopper, trainfit the flash kernel)"},
+            "bounds": {"reserved": (-0.0125, 0.03)},
+            "why": "cuDNN's attention (first on Hopper) is modelled with the frontend's backward "
+                   "scratch (dq accumulator and row sums); no recording of ViT under autocast "
+                   "gives its engine's own workspaces, and reserved comes out 1.02% low"},
         "vit_b_16-b32-adamw-amp-bf16": {
-            "bounds": {"allocated": (-0.01, 0.035)},
+            "bounds": {"reserved": (-0.0125, 0.03)},
             "why": "as vit_b_16-b32-adamw-amp-fp16"},
         "resnet50-b32-adamw-freeze": {
             "bounds": {"reserved": (-0.015, 0.03)},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <iterator>
 #include <optional>
 
@@ -351,10 +352,21 @@ bool host_tensors_use_device_memory(const KernelTarget& target) {
   return !cuda(target);
 }
 
-SdpaBackend cuda_sdpa_backend(DType dtype, bool mask, int64_t head_dim, bool grouped_heads) {
-  const bool low = dtype == DType::kFloat16 || dtype == DType::kBFloat16;
-  if (low && !mask && head_dim <= 256 && head_dim % 8 == 0) return SdpaBackend::kFlash;
-  if (head_dim % 4 == 0 && !grouped_heads) return SdpaBackend::kEfficient;
+// What cuDNN's attention plans asked for beyond the frontend's tensors, forward and backward, in
+// every recording (validation/gpu_results/NVIDIA_H100_80GB_HBM3/snapshots.tar.xz, F_*).
+constexpr int64_t kCudnnAttentionPlanBytes = 256;
+
+SdpaBackend cuda_sdpa_backend(const SdpaProblem& p) {
+  const bool low = p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16;
+  const int major = p.sm / 10;
+  const bool cudnn_first = major == 9 || major == 10;
+  const int64_t value_dim = p.value_dim > 0 ? p.value_dim : p.head_dim;
+  if (cudnn_first && low && p.head_dim % 8 == 0 && value_dim % 8 == 0 && p.head_dim <= 128 &&
+      value_dim <= 128 && p.keys != 1 && p.dropout * 16 == std::floor(p.dropout * 16)) {
+    return SdpaBackend::kCudnn;
+  }
+  if (low && !p.mask && p.head_dim <= 256 && p.head_dim % 8 == 0) return SdpaBackend::kFlash;
+  if (p.head_dim % 4 == 0 && !p.grouped_heads) return SdpaBackend::kEfficient;
   return SdpaBackend::kMath;
 }
 
@@ -370,6 +382,13 @@ FusedAttentionBytes fused_attention_bytes(SdpaBackend backend, int64_t rows, int
     b.backward_workspace = 4 * rows * queries;
     if (dtype != DType::kFloat32 && value_dim > 64)
       b.forward_workspace = 4 * rows * queries * value_dim;
+  } else if (backend == SdpaBackend::kCudnn) {
+    // The H100's recordings of Qwen2.5-0.5B and Llama-3.2-1B (PyTorch 2.11, cuDNN 9.19): 256
+    // bytes forward, and the frontend's scratch plus 256 backward, one block per call.
+    b.logsumexp = 4 * rows * queries;
+    b.forward_workspace = kCudnnAttentionPlanBytes;
+    b.backward_workspace =
+        4 * rows * queries + 4 * rows * queries * head_dim + kCudnnAttentionPlanBytes;
   }
   return b;
 }

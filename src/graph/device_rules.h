@@ -65,6 +65,21 @@
 //  dq_accum (B, L rounded to 128, H, E); memory-efficient: delta (B, H, L)), and memory-efficient
 //  accumulates fp16/bf16 outputs wider than 64 in an fp32 buffer during forward
 //  (kernel_forward.h kNeedsOutputAccumulatorBuffer).
+//  On Hopper and datacenter Blackwell (compute capability 9.x and 10.x), PyTorch builds whose
+//  cuDNN is newer than 9.15 (the CUDA 13 wheels carry 9.19) try cuDNN's attention before flash
+//  (sdp_utils.cpp check_prefer_cudnn_attention; TORCH_CUDNN_SDPA_DEPRIORITIZED=1 turns it off):
+//  fp16/bf16, head dims in multiples of 8 up to 128 (cuDNN before 9.22 trains no wider), a key
+//  length above 1, dropout in steps of 1/16; masks and grouped heads are taken. Its output
+//  copies q's layout (MHA.cpp alloc_with_matching_layout), so nn.MultiheadAttention's
+//  permute(2, 0, 1, 3).contiguous() of it is a view where flash's needs a copy; it keeps an fp32
+//  (B, H, L, 1) softmax statistic and its philox seed and offset (int64, on the device), and its
+//  backward accumulates dq in an fp32 (B, H, L, E) buffer beside an fp32 (B, H, L) row sum and,
+//  with grouped heads, dk and dv expanded to every query head (cudnn-frontend's SDPA backward
+//  node: dQ_accum, softmax_sum, dK_fullhead, dV_fullhead), one workspace per call. The H100's
+//  recordings (PyTorch 2.11, cuDNN 9.19) show it: Qwen2.5-0.5B's and Llama-3.2-1B's layers
+//  allocate the seed and offset, the output, the statistics and a 256-byte workspace forward,
+//  and that scratch plus 256 bytes backward, to the byte; and ViT-B/16 under autocast measured
+//  113 MB below flash's copies of the output (116 MB at batch 32).
 //
 // Note [Summing gradients]
 //  Two gradients for one tensor meet in the autograd engine's InputBuffer. PyTorch 2.x adds
@@ -189,8 +204,18 @@ struct ReduceScratch {
 ReduceScratch cuda_reduce_scratch(const ReduceProblem& reduce);
 
 // Note [Fused attention]: the kernel scaled_dot_product_attention runs on CUDA.
-enum class SdpaBackend : uint8_t { kFlash, kEfficient, kMath };
-SdpaBackend cuda_sdpa_backend(DType dtype, bool mask, int64_t head_dim, bool grouped_heads);
+enum class SdpaBackend : uint8_t { kFlash, kEfficient, kMath, kCudnn };
+struct SdpaProblem {
+  DType dtype = DType::kFloat32;
+  bool mask = false;
+  int64_t head_dim = 0;
+  int64_t value_dim = 0;
+  int64_t keys = 0;  // the key sequence's length
+  bool grouped_heads = false;
+  double dropout = 0;
+  int sm = 0;  // compute capability x 10
+};
+SdpaBackend cuda_sdpa_backend(const SdpaProblem& p);
 
 // Note [Fused attention]: what a fused kernel allocates over batch x heads rows of `queries`
 // queries (head dim `head_dim`, values `value_dim` wide, in `dtype`), beside its output and the

@@ -1,6 +1,6 @@
 // Attention: multi_head_attention (nn.MultiheadAttention, a composite), and
 // scaled_dot_product_attention (a composite that picks a backend) with its fused backends
-// sdpa_flash and sdpa_efficient.
+// sdpa_flash, sdpa_efficient and sdpa_cudnn.
 //
 // nn.MultiheadAttention (torch/nn/functional.py multi_head_attention_forward) decomposes
 // differently by version, and the differences are memory:
@@ -13,7 +13,9 @@
 //    the output and an fp32 logsumexp.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "base/size_math.h"
 #include "graph/builder.h"
@@ -38,20 +40,33 @@ Result<SdpaBackend> choose_backend(const GraphBuilder& b, std::span<const ValueI
   if (name == "flash") return SdpaBackend::kFlash;
   if (name == "efficient") return SdpaBackend::kEfficient;
   if (name == "math") return SdpaBackend::kMath;
+  if (name == "cudnn") {
+    if (b.options().target.device == Device::kCpu) {
+      return unsupported("cuDNN's attention runs on CUDA GPUs only",
+                         "use backend=flash or math on the cpu profile");
+    }
+    return SdpaBackend::kCudnn;
+  }
   if (name != "auto") {
     return invalid_argument(fmt::format("unknown attention backend '{}'", name),
-                            "use auto, flash, efficient or math");
+                            "use auto, cudnn, flash, efficient or math");
   }
   const bool has_mask = in.size() > 3;
-  const DType dtype = b.value(in[0]).dtype;
-  const int64_t head_dim = b.shape(in[0]).back();
   if (b.options().target.device == Device::kCpu) {
     // PyTorch 2.x on CPU: the flash kernel when there is no mask, else the math path.
     return has_mask ? SdpaBackend::kMath : SdpaBackend::kFlash;
   }
   // Note [Fused attention]: fp32 and masked grouped-query attention take the math path and
   // materialize the scores.
-  return cuda_sdpa_backend(dtype, has_mask, head_dim, grouped(b, in, attrs));
+  const Dims& k = b.shape(in[1]);
+  return cuda_sdpa_backend({.dtype = b.value(in[0]).dtype,
+                            .mask = has_mask,
+                            .head_dim = b.shape(in[0]).back(),
+                            .value_dim = b.shape(in[2]).back(),
+                            .keys = k[k.size() - 2],
+                            .grouped_heads = grouped(b, in, attrs),
+                            .dropout = attrs.get_float("dropout_p"),
+                            .sm = b.options().target.sm});
 }
 
 // x.repeat_interleave(n, dim=-3) to q's heads, as an index_select would: one copy of the
@@ -167,7 +182,9 @@ std::vector<ValueId> sdpa_decompose(GraphBuilder& b, std::span<const ValueId> in
     auto fallback = b.module("math_fallback", "SDPAMathFallback");
     return sdpa_math(b, in, attrs);
   }
-  const char* op = *backend == SdpaBackend::kFlash ? "sdpa_flash" : "sdpa_efficient";
+  const char* op = *backend == SdpaBackend::kFlash   ? "sdpa_flash"
+                   : *backend == SdpaBackend::kCudnn ? "sdpa_cudnn"
+                                                     : "sdpa_efficient";
   if (*backend == SdpaBackend::kFlash && in.size() > 3) {
     b.fail(unsupported("the flash attention backend takes no attention mask"));
     return {kNone};
@@ -195,8 +212,26 @@ GemmShape attention_products(int64_t rows, int64_t queries, int64_t keys, int64_
   return g;
 }
 
-// Fused kernels return an output laid out as (B, L, H, E) and viewed as (B, H, L, E).
-Status fused_infer(const OpCall& call, std::vector<OutputSpec>& out, bool flash) {
+// Strides of cuDNN's output (MHA.cpp alloc_with_matching_layout): q's own when the shapes
+// agree (empty_like), else dense in the order of q's strides.
+Dims matching_layout(const Value& q, const Dims& shape) {
+  if (q.shape == shape) return empty_like_strides(q.shape, q.strides);
+  std::vector<size_t> order(shape.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return q.strides[a] < q.strides[b]; });
+  Dims strides(shape.size());
+  int64_t step = 1;
+  for (const size_t d : order) {
+    strides[d] = step;
+    step *= shape[d];
+  }
+  return strides;
+}
+
+// Flash and memory-efficient return an output laid out as (B, L, H, E) and viewed as
+// (B, H, L, E); cuDNN lays it out as q is.
+Status fused_infer(const OpCall& call, std::vector<OutputSpec>& out, SdpaBackend backend) {
   for (size_t i = 0; i < 3; ++i) {
     if (call.in(i).shape.size() != 4) {
       return invalid_argument(fmt::format("fused attention needs 4-D (B, H, L, E) inputs, got {}",
@@ -206,58 +241,73 @@ Status fused_infer(const OpCall& call, std::vector<OutputSpec>& out, bool flash)
   const Dims& q = call.in(0).shape;
   const Dims& k = call.in(1).shape;
   const Dims& v = call.in(2).shape;
-  // Flash takes fewer key/value heads (grouped-query attention); efficient takes the same.
-  if (k[1] != v[1] || k[1] == 0 || (flash ? q[1] % k[1] != 0 : q[1] != k[1])) {
+  // Flash and cuDNN take fewer key/value heads (grouped-query attention); efficient the same.
+  const bool takes_groups = backend != SdpaBackend::kEfficient;
+  if (k[1] != v[1] || k[1] == 0 || (takes_groups ? q[1] % k[1] != 0 : q[1] != k[1])) {
     return invalid_argument(fmt::format("fused attention: q {}, k {} and v {} do not match",
                                         shape_string(q), shape_string(k), shape_string(v)));
   }
   const int64_t batch = q[0], heads = q[1], len = q[2], ev = v[3];
-  out.push_back(OutputSpec::fresh_strided({batch, heads, len, ev},
-                                          {len * heads * ev, ev, heads * ev, 1}, call.in(0).dtype));
-  // logsumexp: fp32 (B, H, L); the memory-efficient kernel pads L to a multiple of 32.
-  const int64_t lse_len = flash ? len : ceil_div(len, 32) * 32;
-  out.push_back(OutputSpec::aux({batch, heads, lse_len}, DType::kFloat32));
+  const Dims shape{batch, heads, len, ev};
+  const Dims strides = backend == SdpaBackend::kCudnn ? matching_layout(call.in(0), shape)
+                                                      : Dims{len * heads * ev, ev, heads * ev, 1};
+  out.push_back(OutputSpec::fresh_strided(shape, strides, call.in(0).dtype));
+  // logsumexp: fp32 (B, H, L); the memory-efficient kernel pads L to a multiple of 32, cuDNN
+  // keeps it as (B, H, L, 1).
+  const int64_t padded = backend == SdpaBackend::kEfficient ? ceil_div(len, 32) * 32 : len;
+  out.push_back(backend == SdpaBackend::kCudnn
+                    ? OutputSpec::aux({batch, heads, len, 1}, DType::kFloat32)
+                    : OutputSpec::aux({batch, heads, padded}, DType::kFloat32));
+  if (backend == SdpaBackend::kCudnn) {
+    // The philox seed and offset (_cudnn_attention_forward makes them on the device).
+    out.push_back(OutputSpec::aux({1}, DType::kInt64));
+    out.push_back(OutputSpec::aux({1}, DType::kInt64));
+  }
   return {};
 }
 
-OpSchema fused_schema(std::string_view name, std::string_view doc, bool flash) {
+OpSchema fused_schema(std::string_view name, std::string_view doc, SdpaBackend backend) {
   OpSchema s;
   s.name = name;
   s.family = "attention";
   s.doc = doc;
   s.min_inputs = 3;
-  s.max_inputs = flash ? 3 : 4;
+  s.max_inputs = backend == SdpaBackend::kFlash ? 3 : 4;
   s.attrs = {{"dropout_p", AttrKind::kFloat, AttrValue{0.0}, "attention dropout"},
              {"is_causal", AttrKind::kBool, AttrValue{false}, "causal mask"}};
-  s.infer = [flash](const OpCall& c, std::vector<OutputSpec>& out) {
-    return fused_infer(c, out, flash);
+  s.infer = [backend](const OpCall& c, std::vector<OutputSpec>& out) {
+    return fused_infer(c, out, backend);
   };
   s.gemm = [](const OpCall& c, const Dims&) {
     const Dims& q = c.in(0).shape;
     const Dims& k = c.in(1).shape;
     return attention_products(q[0] * q[1], q[2], k[k.size() - 2], q[3]);
   };
-  s.saved = [](const OpCall& call) {
+  s.saved = [backend](const OpCall& call) {
     SavedList saved{saved_input(0), saved_input(1), saved_input(2)};
     if (call.inputs.size() > 3) saved.push_back(saved_input(3));
     saved.push_back(saved_output(0));
     saved.push_back(saved_output(1));
+    if (backend == SdpaBackend::kCudnn) {
+      saved.push_back(saved_output(2));
+      saved.push_back(saved_output(3));
+    }
     return saved;
   };
   // Backward: new gradients for q, k and v, plus fp32 scratch (Note [Fused attention]); flash
-  // with fewer key/value heads also expands dk and dv to every query head (B, S, H, E) before
-  // they are summed. Not yet measured on a GPU.
-  const auto bytes = [flash](const OpCall& call) {
+  // and cuDNN with fewer key/value heads also expand dk and dv to every query head (B, S, H, E)
+  // before they are summed (cuDNN's frontend: dK_fullhead, dV_fullhead).
+  const auto bytes = [backend](const OpCall& call) {
     const Dims& q = call.in(0).shape;
-    return fused_attention_bytes(flash ? SdpaBackend::kFlash : SdpaBackend::kEfficient, q[0] * q[1],
-                                 q[2], q[3], call.in(2).shape[3], call.in(2).dtype);
+    return fused_attention_bytes(backend, q[0] * q[1], q[2], q[3], call.in(2).shape[3],
+                                 call.in(2).dtype);
   };
-  s.backward = [flash, bytes](const OpCall& call) {
+  s.backward = [backend, bytes](const OpCall& call) {
     BackwardSpec spec = backward_of(OpSchema{}, call);
     const Dims& q = call.in(0).shape;
     const Dims& k = call.in(1).shape;
     spec.workspace_bytes = bytes(call).backward_workspace;
-    if (flash && k[1] != q[1]) {
+    if (backend != SdpaBackend::kEfficient && k[1] != q[1]) {
       const int64_t expanded = k[0] * q[1] * k[2] * dtype_bytes(call.in(1).dtype);
       spec.workspace_bytes += expanded * (k[3] + call.in(2).shape[3]);
     }
@@ -579,19 +629,26 @@ void add_attention_ops(std::vector<OpSchema>& ops) {
                 {"is_causal", AttrKind::kBool, AttrValue{false}, "causal mask"},
                 {"scale", AttrKind::kFloat, AttrValue{0.0}, "softmax scale (0: 1/sqrt(E))"},
                 {"backend", AttrKind::kString, AttrValue{std::string("auto")},
-                 "auto, flash, efficient or math"},
+                 "auto, cudnn, flash, efficient or math"},
                 {"enable_gqa", AttrKind::kBool, AttrValue{false},
                  "k and v with fewer heads than q, each serving a group of query heads"}};
   sdpa.autocast = Autocast::kLower;
   sdpa.decompose = sdpa_decompose;
   ops.push_back(std::move(sdpa));
 
-  ops.push_back(fused_schema(
-      "sdpa_flash", "flash attention kernel; keeps q, k, v, output and fp32 logsumexp", true));
+  ops.push_back(fused_schema("sdpa_flash",
+                             "flash attention kernel; keeps q, k, v, output and fp32 logsumexp",
+                             SdpaBackend::kFlash));
   ops.push_back(flash_attn_schema());
   ops.push_back(fused_schema(
       "sdpa_efficient",
-      "memory-efficient attention kernel; keeps q, k, v, mask, output and fp32 logsumexp", false));
+      "memory-efficient attention kernel; keeps q, k, v, mask, output and fp32 logsumexp",
+      SdpaBackend::kEfficient));
+  ops.push_back(fused_schema(
+      "sdpa_cudnn",
+      "cuDNN's attention (Hopper, Blackwell); output laid out as q, keeps q, k, v, mask, output "
+      "and fp32 softmax statistics",
+      SdpaBackend::kCudnn));
 }
 
 }  // namespace trainfit

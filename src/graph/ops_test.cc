@@ -142,8 +142,8 @@ TEST(OpCases, MatchPyTorchOnCpu) {
 // Ops whose cases cannot run on PyTorch 1.13 CPU; covered by the CUDA and bitsandbytes tests
 // below (the 4-bit ops also by validation/check_llm.py's QLoRA cases).
 const std::set<std::string> kSpecCases = {"scaled_dot_product_attention", "sdpa_flash",
-                                          "sdpa_efficient", "flash_attn", "dequantize_4bit",
-                                          "matmul_4bit",
+                                          "sdpa_efficient", "sdpa_cudnn", "flash_attn",
+                                          "dequantize_4bit", "matmul_4bit",
                                           // A Python autograd.Function: check_llm.py measures it
                                           // in models, and the lowering test its timeline.
                                           "fused_linear_cross_entropy"};
@@ -378,6 +378,92 @@ TEST(CudaOps, EfficientAttentionPadsLogsumexpTo32) {
   const Node& n = b.graph.nodes.back();
   EXPECT_EQ(n.op->name, "sdpa_efficient");
   EXPECT_EQ(b.graph.value(n.outputs[1]).shape, (Dims{1, 2, 64}));
+}
+
+// Note [Fused attention]: on Hopper PyTorch tries cuDNN's attention first, which lays its
+// output out as q is, keeps an fp32 (B, H, L, 1) statistic and accumulates dq in fp32.
+TEST(CudaOps, CudnnAttentionOnHopperLaysItsOutputOutAsQ) {
+  BuildOptions hopper;
+  hopper.precision = Precision::kBf16;
+  hopper.target.sm = 90;
+  // q, k and v (2, 8, 64, 32) viewed from (64, 2, 8, 32) storage, as nn.MultiheadAttention's.
+  GraphBuilder b("case", hopper);
+  std::vector<ValueId> qkv;
+  for (const char* name : {"q", "k", "v"}) {
+    const ValueId x = b.input(name, {64, 2, 8, 32}, DType::kBFloat16, true);
+    qkv.push_back(b.call1("permute", {x}, {{"dims", Dims{1, 2, 0, 3}}}));
+  }
+  const ValueId out = b.call1("scaled_dot_product_attention", qkv, {});
+  const Graph g = *std::move(b).finish();
+  const Node& n = g.nodes.back();
+  ASSERT_EQ(n.op->name, "sdpa_cudnn");
+  EXPECT_EQ(g.value(out).strides, g.value(qkv[0]).strides);
+  EXPECT_EQ(g.value(n.outputs[1]).shape, (Dims{2, 8, 64, 1}));
+  EXPECT_EQ(g.value(n.outputs[1]).dtype, DType::kFloat32);
+  std::vector<const Value*> inputs;
+  for (ValueId v : n.inputs) inputs.push_back(&g.value(v));
+  const OpCall call{n.attrs, inputs, g.target, g.precision};
+  // dQ_accum (2, 8, 64, 32) and the row sums (2, 8, 64) in fp32, no padding, and the 256 bytes
+  // the H100's plans asked for besides; 256 forward.
+  EXPECT_EQ(backward_of(*n.op, call).workspace_bytes,
+            int64_t{4} * 2 * 8 * 64 * 32 + int64_t{4} * 2 * 8 * 64 + 256);
+  EXPECT_EQ(n.op->workspace(call), 256);
+  // Kept besides q, k and v: the bf16 output, the statistics and the int64 seed and offset.
+  EXPECT_EQ(kept_by_all_nodes(g).new_bytes,
+            int64_t{2} * 8 * 64 * 32 * 2 + int64_t{2} * 8 * 64 * 4 + 2 * 8);
+
+  // What cuDNN declines goes on to flash: a head dim above 128, a dropout not in 1/16 steps, a
+  // single key; fp32 to the memory-efficient kernel; and an Ampere card never asks cuDNN.
+  const auto backend = [&](Dims q, Dims kv, const Attrs& attrs, BuildOptions o) {
+    const Built c =
+        build_one("scaled_dot_product_attention", {{q, true}, {kv, true}, {kv, true}}, attrs, o);
+    return std::string(c.graph.nodes.back().op->name);
+  };
+  EXPECT_EQ(backend({1, 2, 16, 256}, {1, 2, 16, 256}, {}, hopper), "sdpa_flash");
+  EXPECT_EQ(backend({1, 2, 16, 64}, {1, 2, 16, 64}, {{"dropout_p", 0.1}}, hopper), "sdpa_flash");
+  EXPECT_EQ(backend({1, 2, 16, 64}, {1, 2, 16, 64}, {{"dropout_p", 0.125}}, hopper), "sdpa_cudnn");
+  EXPECT_EQ(backend({1, 2, 16, 64}, {1, 2, 1, 64}, {}, hopper), "sdpa_flash");
+  BuildOptions fp32 = hopper;
+  fp32.precision = Precision::kFp32;
+  EXPECT_EQ(backend({1, 2, 16, 64}, {1, 2, 16, 64}, {}, fp32), "sdpa_efficient");
+  BuildOptions ampere = hopper;
+  ampere.target.sm = 80;
+  EXPECT_EQ(backend({1, 2, 16, 64}, {1, 2, 16, 64}, {}, ampere), "sdpa_flash");
+  BuildOptions blackwell = hopper;
+  blackwell.target.sm = 100;
+  EXPECT_EQ(backend({1, 2, 16, 64}, {1, 2, 16, 64}, {}, blackwell), "sdpa_cudnn");
+
+  // Asked for by name on the cpu profile: refused in one line.
+  BuildOptions cpu;
+  cpu.target.device = Device::kCpu;
+  GraphBuilder refused("case", cpu);
+  const ValueId x = refused.input("x", {1, 2, 16, 64}, DType::kFloat32, true);
+  refused.call1("scaled_dot_product_attention", {x, x, x}, {{"backend", std::string("cudnn")}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("CUDA GPUs only"), std::string::npos);
+}
+
+// nn.MultiheadAttention without weights under autocast: flash's (B, L, H, E) output needs the
+// permute(2, 0, 1, 3).contiguous() copy before out_proj; cuDNN's, laid out as the packed q,
+// does not, and the copy's bytes are no longer kept for out_proj's backward (ViT-B/16 on the
+// H100: 113 MB less at batch 32, validation/gpu_cases.py).
+TEST(CudaOps, MhaOnHopperKeepsNoCopyOfCudnnsOutput) {
+  const auto kept = [](int sm) {
+    BuildOptions o;
+    o.precision = Precision::kAmpFp16;
+    o.target.sm = sm;
+    GraphBuilder b("mha", o);
+    const ValueId x = b.input("x", {4, 16, 64}, DType::kFloat32, true);
+    b.call("multi_head_attention", {x, x, x},
+           {{"embed_dim", int64_t{64}},
+            {"num_heads", int64_t{4}},
+            {"batch_first", true},
+            {"need_weights", false}});
+    const Graph g = *std::move(b).finish();
+    return kept_by_all_nodes(g).new_bytes;
+  };
+  // The copy's bytes, less cuDNN's int64 seed and offset.
+  EXPECT_EQ(kept(80) - kept(90), int64_t{16} * 4 * 64 * 2 - 2 * 8);
 }
 
 TEST(CudaOps, MathAttentionMaterializesScores) {

@@ -219,7 +219,14 @@ Result<FusedReplay> plan_fused_attention(const Trace& t, int64_t batch,
     const int64_t head_dim = q->back();
     const DType dtype =
         e.dtype >= 0 ? parse_dtype(t.dtypes[e.dtype]).value_or(DType::kFloat32) : DType::kFloat32;
-    const SdpaBackend backend = cuda_sdpa_backend(dtype, core.mask, head_dim, false);
+    // The trace gives no dropout probability; the backend is chosen as without one. (cuDNN's
+    // output takes q's layout, which can spare a later copy; the replay keeps the trace's.)
+    const SdpaBackend backend = cuda_sdpa_backend({.dtype = dtype,
+                                                   .mask = core.mask,
+                                                   .head_dim = head_dim,
+                                                   .value_dim = v->back(),
+                                                   .keys = (*v)[v->size() - 2],
+                                                   .sm = target.sm});
     if (backend == SdpaBackend::kMath) continue;  // 2.x runs it op by op too
     FusedCore fused;
     fused.backward_end = grads.back();
