@@ -168,7 +168,6 @@ _PLACEMENT = ("the event list matches PyTorch's; the allocator puts blocks elsew
               "best fit breaks ties between equal cached blocks by address, and CUDA's choice "
               "of addresses is not modelled (new segments at the lowest address match these "
               "runs and miss others)")
-_RULE = "convolutions of shapes no recording measured take the rule's cuDNN workspaces"
 KNOWN_GAPS = {
     "NVIDIA_H100_80GB_HBM3": {
         "resnet50-b8-momentum": {"bounds": {"reserved": (-0.01, 0.08)}, "why": _PLACEMENT},
@@ -204,7 +203,6 @@ KNOWN_GAPS = {
                    "of 16 positions likely transpose far below it) and on their products, which the "
                    "profile's totals per kernel name cannot apportion to shapes; and the host, "
                    "whose per-op costs the profile gives only as inflated by the profiler"},
-        "T:act-seed000-b8": {"bounds": {"reserved": (-0.035, 0.03)}, "why": _RULE},
     },
 }
 

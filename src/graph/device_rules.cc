@@ -397,6 +397,10 @@ bool kernels_take_workspaces(const KernelTarget& target) {
   return cuda(target);
 }
 
+bool softmax_backward_takes_product(const KernelTarget& target) {
+  return cuda(target);
+}
+
 bool uses_grad_scaler(const KernelTarget& target, Precision precision) {
   return cuda(target) && precision == Precision::kAmpFp16;
 }

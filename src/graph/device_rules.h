@@ -237,6 +237,14 @@ bool host_tensors_use_device_memory(const KernelTarget& target);
 // Memory a kernel takes for itself while it runs (cuDNN and cuBLAS scratch): CUDA only.
 bool kernels_take_workspaces(const KernelTarget& target);
 
+// Note [Softmax's backward]
+//  CUDA's softmax backward (SoftMax.cu softmax_backward_cuda_out) multiplies the incoming
+//  gradient by the saved output into a temporary of the full size before its kernel, after the
+//  gradient it returns is allocated, and frees it when done; log_softmax's and the CPU's take
+//  none. The H100's recording of ACT (batch 32, snapshots.tar.xz L_act-default-b32) shows it in
+//  every attention's backward: the gradient, then the 93 MB product, freed at once.
+bool softmax_backward_takes_product(const KernelTarget& target);
+
 // torch.amp.GradScaler goes with fp16 autocast on CUDA: it scales the loss and unscales the
 // gradients before the step.
 bool uses_grad_scaler(const KernelTarget& target, Precision precision);

@@ -131,6 +131,18 @@ OpSchema softmax_schema(std::string_view name, std::string_view doc) {
     return Status();
   };
   s.saved = [](const OpCall&) { return SavedList{saved_output(0)}; };
+  if (name == "softmax") {
+    // Note [Softmax's backward]: on CUDA, grad * output in the output's dtype first.
+    s.backward = [](const OpCall& call) {
+      BackwardSpec spec = backward_of(OpSchema{}, call);
+      if (softmax_backward_takes_product(call.target) && !spec.grads.empty()) {
+        const Value& x = call.in(0);
+        const DType dtype = softmax_dtype(call).ok() ? *softmax_dtype(call) : x.dtype;
+        spec.grads[0].workspace.push_back(checked_numel(x.shape).value_or(0) * dtype_bytes(dtype));
+      }
+      return spec;
+    };
+  }
   s.workspace = [](const OpCall& call) -> int64_t {
     const Value& x = call.in(0);
     const DType dtype = softmax_dtype(call).ok() ? *softmax_dtype(call) : x.dtype;

@@ -466,6 +466,26 @@ TEST(CudaOps, MhaOnHopperKeepsNoCopyOfCudnnsOutput) {
   EXPECT_EQ(kept(80) - kept(90), int64_t{16} * 4 * 64 * 2 - 2 * 8);
 }
 
+// Note [Softmax's backward]: CUDA multiplies grad by output into a temporary first; log_softmax
+// and the CPU do not.
+TEST(CudaOps, SoftmaxBackwardTakesAProductOnCuda) {
+  const auto product = [](std::string_view op, Device device) {
+    BuildOptions o;
+    o.target.device = device;
+    const Built b = build_one(op, {{{4, 6, 10}, true}}, {{"dim", int64_t{-1}}}, o);
+    const Node& n = b.graph.nodes.back();
+    std::vector<const Value*> inputs;
+    for (ValueId v : n.inputs) inputs.push_back(&b.graph.value(v));
+    const OpCall call{n.attrs, inputs, b.graph.target, b.graph.precision};
+    const BackwardSpec spec = backward_of(*n.op, call);
+    EXPECT_EQ(spec.grads.size(), 1U);
+    return spec.grads.empty() ? std::vector<int64_t>{} : spec.grads[0].workspace;
+  };
+  EXPECT_EQ(product("softmax", Device::kCuda), std::vector<int64_t>{4 * 6 * 10 * 4});
+  EXPECT_TRUE(product("softmax", Device::kCpu).empty());
+  EXPECT_TRUE(product("log_softmax", Device::kCuda).empty());
+}
+
 TEST(CudaOps, MathAttentionMaterializesScores) {
   const Built b = build_one("scaled_dot_product_attention",
                             {{{1, 2, 5, 8}, true}, {{1, 2, 5, 8}, true}, {{1, 2, 5, 8}, true}},
