@@ -410,11 +410,12 @@ TEST(CudaOps, CudnnAttentionOnHopperLaysItsOutputOutAsQ) {
   EXPECT_EQ(n.op->workspace(call), 256);
   // Kept besides q, k and v: the bf16 output, the statistics and the int64 seed and offset.
   EXPECT_EQ(kept_by_all_nodes(g).new_bytes,
-            int64_t{2} * 8 * 64 * 32 * 2 + int64_t{2} * 8 * 64 * 4 + 2 * 8);
+            int64_t{2} * 8 * 64 * 32 * 2 + int64_t{2} * 8 * 64 * 4 + int64_t{2} * 8);
 
   // What cuDNN declines goes on to flash: a head dim above 128, a dropout not in 1/16 steps, a
   // single key; fp32 to the memory-efficient kernel; and an Ampere card never asks cuDNN.
-  const auto backend = [&](Dims q, Dims kv, const Attrs& attrs, BuildOptions o) {
+  const auto backend = [&](const Dims& q, const Dims& kv, const Attrs& attrs,
+                           const BuildOptions& o) {
     const Built c =
         build_one("scaled_dot_product_attention", {{q, true}, {kv, true}, {kv, true}}, attrs, o);
     return std::string(c.graph.nodes.back().op->name);
@@ -463,7 +464,7 @@ TEST(CudaOps, MhaOnHopperKeepsNoCopyOfCudnnsOutput) {
     return kept_by_all_nodes(g).new_bytes;
   };
   // The copy's bytes, less cuDNN's int64 seed and offset.
-  EXPECT_EQ(kept(80) - kept(90), int64_t{16} * 4 * 64 * 2 - 2 * 8);
+  EXPECT_EQ(kept(80) - kept(90), int64_t{16} * 4 * 64 * 2 - int64_t{2} * 8);
 }
 
 // Note [Softmax's backward]: CUDA multiplies grad by output into a temporary first; log_softmax
@@ -481,7 +482,7 @@ TEST(CudaOps, SoftmaxBackwardTakesAProductOnCuda) {
     EXPECT_EQ(spec.grads.size(), 1U);
     return spec.grads.empty() ? std::vector<int64_t>{} : spec.grads[0].workspace;
   };
-  EXPECT_EQ(product("softmax", Device::kCuda), std::vector<int64_t>{4 * 6 * 10 * 4});
+  EXPECT_EQ(product("softmax", Device::kCuda), std::vector<int64_t>{int64_t{4} * 6 * 10 * 4});
   EXPECT_TRUE(product("softmax", Device::kCpu).empty());
   EXPECT_TRUE(product("log_softmax", Device::kCuda).empty());
 }
