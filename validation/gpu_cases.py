@@ -191,8 +191,12 @@ KNOWN_GAPS = {
             "why": "no recording of the frozen run; reserved 1.1% low"},
         "L:act-default-b32": {
             "bounds": {"reserved": (-0.01, 0.08)},
-            "why": "ACT's attention (math path, weights returned) frees its tensors in another "
-                   "order than PyTorch, so blocks land elsewhere"},
+            "why": "ACT's attention (math path, weights returned): in PyTorch the gradients of "
+                   "q, k and v arrive transposed and their view's backward copies them (the "
+                   "recording allocates 19 more (32, 302, 512) fp32 blocks an iteration than "
+                   "trainfit), and q's projection lives until multi_head_attention_forward "
+                   "returns; trainfit hands the gradients on as views, as it does not follow "
+                   "their layout"},
         "T:diffusion-default-b64": {
             "bounds": {"reserved": (-0.03, 0.03), "step": (-0.31, 0.10),
                        "step profiled": (-0.31, 0.08)},
