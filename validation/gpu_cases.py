@@ -103,12 +103,17 @@ def trainfit_args(case):
     return args
 
 
+def device_info(torch):
+    """The card and the software a recording was made with."""
+    props = torch.cuda.get_device_properties(0)
+    return {"name": props.name, "total_bytes": props.total_memory,
+            "sm": props.major * 10 + props.minor, "torch": torch.__version__,
+            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
+
+
 def measure(args):
     import torch
-    props = torch.cuda.get_device_properties(0)
-    device = {"name": props.name, "total_bytes": props.total_memory, "sm": props.major * 10 + props.minor,
-              "torch": torch.__version__, "cuda": torch.version.cuda,
-              "cudnn": torch.backends.cudnn.version()}
+    device = device_info(torch)
     results = []
     for case in CASES:
         if args.only and args.only not in case[0]:
@@ -125,7 +130,7 @@ def measure(args):
         print(f"  {case[0]:36s} allocated {measured['max_memory_allocated']:>14,} "
               f"reserved {measured['max_memory_reserved']:>14,}{timing}", flush=True)
     os.makedirs(RESULTS, exist_ok=True)
-    path = os.path.join(RESULTS, props.name.replace(" ", "_") + ".json")
+    path = os.path.join(RESULTS, device["name"].replace(" ", "_") + ".json")
     with open(path, "w") as f:
         json.dump({"device": device, "cases": results}, f, indent=1)
         f.write("\n")

@@ -37,6 +37,8 @@ import os
 import subprocess
 import sys
 
+from gpu_cases import device_info
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "gpu_results")
 
@@ -196,15 +198,6 @@ result["kernels"] = {{"per_step": totals, "columns": ["phase", "op", "input_shap
                                                      "calls", "us"], "rows": rows}}
 print(json.dumps(result))
 '''
-
-
-def device_info(torch):
-    if not torch.cuda.is_available():
-        return {"name": "cpu", "torch": torch.__version__}
-    props = torch.cuda.get_device_properties(0)
-    return {"name": props.name, "total_bytes": props.total_memory,
-            "sm": props.major * 10 + props.minor, "torch": torch.__version__,
-            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
 
 
 def check_recording(case_id, measured):

@@ -198,6 +198,33 @@ Built build_one(std::string_view op, const std::vector<std::pair<Dims, bool>>& i
   return {std::move(*g), out};
 }
 
+// A built node as its schema sees it: the call, and the backward the call gives.
+class NodeCall {
+ public:
+  NodeCall(const Graph& g, const Node& n) : g_(g), n_(n) {
+    for (ValueId v : n.inputs) inputs_.push_back(&g.value(v));
+  }
+  OpCall call() const { return {n_.attrs, inputs_, g_.target, g_.precision}; }
+  BackwardSpec backward() const { return backward_of(*n_.op, call()); }
+
+ private:
+  const Graph& g_;
+  const Node& n_;
+  std::vector<const Value*> inputs_;
+};
+
+// nn.MultiheadAttention over x, batch first, without weights (as torchvision's ViT calls it).
+Graph build_mha(const BuildOptions& options, const Dims& x_shape, int64_t heads) {
+  GraphBuilder b("mha", options);
+  const ValueId x = b.input("x", x_shape, DType::kFloat32, true);
+  b.call("multi_head_attention", {x, x, x},
+         {{"embed_dim", x_shape.back()},
+          {"num_heads", heads},
+          {"batch_first", true},
+          {"need_weights", false}});
+  return *std::move(b).finish();
+}
+
 TEST(CudaOps, DropoutKeepsAOneByteMask) {
   // Dropout.cpp: CUDA takes native_dropout (is_fused_kernel_acceptable), whose mask is bool.
   const Built b = build_one("dropout", {{{2, 4, 6, 6}, true}}, {{"p", 0.1}});
@@ -265,14 +292,12 @@ TEST(CudaOps, GroupedQueryAttentionRunsFlashOrTheMathPath) {
   // Kept besides q, k and v: the bf16 output and the fp32 (B, H, L) logsumexp.
   EXPECT_EQ(kept_by_all_nodes(flash.graph).new_bytes,
             int64_t{2} * 8 * 64 * 32 * 2 + int64_t{2} * 8 * 64 * 4);
-  std::vector<const Value*> inputs;
-  for (ValueId v : n.inputs) inputs.push_back(&flash.graph.value(v));
-  const OpCall call{n.attrs, inputs, flash.graph.target, flash.graph.precision};
+  const NodeCall call(flash.graph, n);
   // softmax_d (2, 8, 128) and dq_accum (2, 128, 8, 32) in fp32; dk and dv expanded to the eight
   // query heads, (2, 64, 8, 32) in bf16 each.
-  EXPECT_EQ(backward_of(*n.op, call).workspace_bytes, int64_t{4} * 2 * 8 * 128 +
-                                                          int64_t{4} * 2 * 128 * 8 * 32 +
-                                                          2 * (int64_t{2} * 64 * 8 * 32 * 2));
+  EXPECT_EQ(call.backward().workspace_bytes, int64_t{4} * 2 * 8 * 128 +
+                                                 int64_t{4} * 2 * 128 * 8 * 32 +
+                                                 2 * (int64_t{2} * 64 * 8 * 32 * 2));
 
   const Built math = build_one("scaled_dot_product_attention", qkv, {{"enable_gqa", true}});
   bool fused = false;
@@ -320,10 +345,8 @@ TEST(CudaOps, FlashAttnKeepsUnrepeatedKeysAndExpandsTheirGradients) {
   // Kept besides q, k and v: the bf16 output, the fp32 (B, H, L) logsumexp, the RNG state.
   EXPECT_EQ(kept_by_all_nodes(b.graph).new_bytes,
             int64_t{2} * 64 * 8 * 32 * 2 + int64_t{2} * 8 * 64 * 4 + int64_t{2} * 8);
-  std::vector<const Value*> inputs;
-  for (ValueId v : n.inputs) inputs.push_back(&b.graph.value(v));
-  const OpCall call{n.attrs, inputs, b.graph.target, b.graph.precision};
-  const BackwardSpec spec = backward_of(*n.op, call);
+  const NodeCall call(b.graph, n);
+  const BackwardSpec spec = call.backward();
   EXPECT_EQ(spec.grads.size(), 3U);
   // softmax_d (2, 8, 128) and dq_accum (2, 128, 8, 32) in fp32, 64 tokens rounded to 128; dk
   // and dv expanded to the eight query heads, (2, 64, 8, 32) in bf16 each.
@@ -351,10 +374,8 @@ TEST(CudaOps, LigerLossKeepsOnlyTheGradientsItMadeInForward) {
   EXPECT_EQ(g.value(loss).dtype, DType::kFloat32);
   EXPECT_EQ(kept_by_all_nodes(g).new_bytes, int64_t{100} * 16 * 2 + int64_t{64} * 16 * 2);
   const Node& n = g.nodes.back();
-  std::vector<const Value*> inputs;
-  for (ValueId v : n.inputs) inputs.push_back(&g.value(v));
-  const OpCall call{n.attrs, inputs, g.target, g.precision};
-  const BackwardSpec spec = backward_of(*n.op, call);
+  const NodeCall call(g, n);
+  const BackwardSpec spec = call.backward();
   ASSERT_EQ(spec.grads.size(), 2U);
   EXPECT_TRUE(spec.grads[0].from_saved && spec.grads[1].from_saved);
   // torch.equal(grad_output, torch.tensor(1.0)) on CUDA: three 512-byte blocks.
@@ -400,14 +421,12 @@ TEST(CudaOps, CudnnAttentionOnHopperLaysItsOutputOutAsQ) {
   EXPECT_EQ(g.value(out).strides, g.value(qkv[0]).strides);
   EXPECT_EQ(g.value(n.outputs[1]).shape, (Dims{2, 8, 64, 1}));
   EXPECT_EQ(g.value(n.outputs[1]).dtype, DType::kFloat32);
-  std::vector<const Value*> inputs;
-  for (ValueId v : n.inputs) inputs.push_back(&g.value(v));
-  const OpCall call{n.attrs, inputs, g.target, g.precision};
+  const NodeCall call(g, n);
   // dQ_accum (2, 8, 64, 32) and the row sums (2, 8, 64) in fp32, no padding, and the 256 bytes
   // the H100's plans asked for besides; 256 forward.
-  EXPECT_EQ(backward_of(*n.op, call).workspace_bytes,
+  EXPECT_EQ(call.backward().workspace_bytes,
             int64_t{4} * 2 * 8 * 64 * 32 + int64_t{4} * 2 * 8 * 64 + 256);
-  EXPECT_EQ(n.op->workspace(call), 256);
+  EXPECT_EQ(n.op->workspace(call.call()), 256);
   // Kept besides q, k and v: the bf16 output, the statistics and the int64 seed and offset.
   EXPECT_EQ(kept_by_all_nodes(g).new_bytes,
             int64_t{2} * 8 * 64 * 32 * 2 + int64_t{2} * 8 * 64 * 4 + int64_t{2} * 8);
@@ -453,15 +472,7 @@ TEST(CudaOps, MhaOnHopperKeepsNoCopyOfCudnnsOutput) {
     BuildOptions o;
     o.precision = Precision::kAmpFp16;
     o.target.sm = sm;
-    GraphBuilder b("mha", o);
-    const ValueId x = b.input("x", {4, 16, 64}, DType::kFloat32, true);
-    b.call("multi_head_attention", {x, x, x},
-           {{"embed_dim", int64_t{64}},
-            {"num_heads", int64_t{4}},
-            {"batch_first", true},
-            {"need_weights", false}});
-    const Graph g = *std::move(b).finish();
-    return kept_by_all_nodes(g).new_bytes;
+    return kept_by_all_nodes(build_mha(o, {4, 16, 64}, 4)).new_bytes;
   };
   // The copy's bytes, less cuDNN's int64 seed and offset.
   EXPECT_EQ(kept(80) - kept(90), int64_t{16} * 4 * 64 * 2 - int64_t{2} * 8);
@@ -475,10 +486,8 @@ TEST(CudaOps, SoftmaxBackwardTakesAProductOnCuda) {
     o.target.device = device;
     const Built b = build_one(op, {{{4, 6, 10}, true}}, {{"dim", int64_t{-1}}}, o);
     const Node& n = b.graph.nodes.back();
-    std::vector<const Value*> inputs;
-    for (ValueId v : n.inputs) inputs.push_back(&b.graph.value(v));
-    const OpCall call{n.attrs, inputs, b.graph.target, b.graph.precision};
-    const BackwardSpec spec = backward_of(*n.op, call);
+    const NodeCall call(b.graph, n);
+    const BackwardSpec spec = call.backward();
     EXPECT_EQ(spec.grads.size(), 1U);
     return spec.grads.empty() ? std::vector<int64_t>{} : spec.grads[0].workspace;
   };
@@ -498,14 +507,7 @@ TEST(CudaOps, MathAttentionMaterializesScores) {
 
 TEST(CudaOps, MhaWithoutWeightsUsesSdpaOnTorch2) {
   // functional.py (2.x): need_weights=False calls scaled_dot_product_attention.
-  GraphBuilder b("mha", {});
-  const ValueId x = b.input("x", {2, 5, 8}, DType::kFloat32, true);
-  b.call("multi_head_attention", {x, x, x},
-         {{"embed_dim", int64_t{8}},
-          {"num_heads", int64_t{2}},
-          {"batch_first", true},
-          {"need_weights", false}});
-  const Graph g = *std::move(b).finish();
+  const Graph g = build_mha({}, {2, 5, 8}, 2);
   bool fused = false, softmax = false;
   for (const Node& n : g.nodes) {
     fused |= n.op->name == "sdpa_efficient";
@@ -602,20 +604,15 @@ TEST(BitsAndBytes, TheWeightPacksTwoCodesPerByteBesideItsQuantState) {
 TEST(BitsAndBytes, BackwardDequantizesAgainForTheInputOnly) {
   const FourBit q = four_bit(96, 200, true, true);
   const Node& mm = q.graph.nodes.back();
-  std::vector<const Value*> inputs;
-  for (ValueId v : mm.inputs) inputs.push_back(&q.graph.value(v));
-  const OpCall call{mm.attrs, inputs, q.graph.target, q.graph.precision};
-  const BackwardSpec spec = backward_of(*mm.op, call);
+  const BackwardSpec spec = NodeCall(q.graph, mm).backward();
   ASSERT_EQ(spec.grads.size(), 1U);
   EXPECT_EQ(spec.grads[0].input, 0);
   EXPECT_EQ(spec.scratch, (std::vector<int64_t>{int64_t{300} * 4, int64_t{96} * 200 * 2}));
   // Without double quantization the absmax is fp32 already: only the weight is made.
   const FourBit plain = four_bit(96, 200, false, true);
   const Node& mm2 = plain.graph.nodes.back();
-  std::vector<const Value*> inputs2;
-  for (ValueId v : mm2.inputs) inputs2.push_back(&plain.graph.value(v));
-  const OpCall call2{mm2.attrs, inputs2, plain.graph.target, plain.graph.precision};
-  EXPECT_EQ(backward_of(*mm2.op, call2).scratch, (std::vector<int64_t>{int64_t{96} * 200 * 2}));
+  EXPECT_EQ(NodeCall(plain.graph, mm2).backward().scratch,
+            (std::vector<int64_t>{int64_t{96} * 200 * 2}));
   // An input that needs no gradient: MatMul4Bit is not recorded.
   EXPECT_FALSE(four_bit(96, 200, true, false).graph.nodes.back().recorded);
 }
