@@ -111,18 +111,28 @@ def workspaces(events, convs, itemsize):
         if not conv["weight_grad"]:
             continue
         w = nbytes(conv["w"], itemsize)
+        x = nbytes(conv["x"], itemsize)
+        y = nbytes(conv["y"], itemsize)
+        # grad_weight comes after the convolution's gradient arrived (y bytes) or after
+        # grad_input (x bytes): a weight-sized gradient before either is another layer's (ACT's
+        # 512x512 linears before its 1x1 input projection).
+        seen = False
         j = pos
-        while j < end and not (ev[j][0] == "alloc" and ev[j][2] == w and j not in transient):
+        while j < end and not (seen and ev[j][0] == "alloc" and ev[j][2] == w
+                               and j not in transient):
+            seen = seen or (ev[j][0] == "alloc" and ev[j][2] in (x, y) and j not in transient)
             j += 1
         if j >= end:
             break
         nxt = next((t for t in range(j + 1, end) if ev[t][0] == "alloc"), None)
         found[(c, "backward_filter")] = ev[nxt][2] if nxt in transient else 0
-        x = nbytes(conv["x"], itemsize)
         g = max((t for t in range(pos, j) if ev[t][0] == "alloc" and ev[t][2] == x
                  and t not in transient), default=None)
         if g is not None:
             nxt = next((t for t in range(g + 1, j) if ev[t][0] == "alloc"), None)
+            # A gradient that arrived out of order is copied dense after grad_input.
+            if nxt is not None and nxt not in transient and ev[nxt][2] == y:
+                nxt = next((t for t in range(nxt + 1, j) if ev[t][0] == "alloc"), None)
             found[(c, "backward_data")] = ev[nxt][2] if nxt in transient else 0
         pos = j + 1
         if itemsize == 2:

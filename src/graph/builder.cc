@@ -484,6 +484,11 @@ void GraphBuilder::param_order(std::vector<std::string> prefixes) {
   param_order_ = std::move(prefixes);
 }
 
+void GraphBuilder::hold(ValueId value) {
+  if (!ok() || value == kNone || graph_.nodes.size() == 0) return;
+  graph_.held_until.emplace_back(value, static_cast<NodeId>(graph_.nodes.size() - 1));
+}
+
 void GraphBuilder::mark_outputs_since(NodeId first, ValueRole role) {
   if (!ok()) return;
   for (size_t n = static_cast<size_t>(first); n < graph_.nodes.size(); ++n) {

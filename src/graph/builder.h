@@ -135,6 +135,9 @@ class GraphBuilder {
   // model.parameters() and so the optimizer see: by the first prefix that matches, then in
   // creation order. Without it, parameters keep the order the forward pass creates them in.
   void param_order(std::vector<std::string> prefixes);
+  // A Python local still references `value` here: its storage lives at least until the last
+  // node made so far has run.
+  void hold(ValueId value);
   // Gives every output of the nodes made since `first` the role `role`.
   void mark_outputs_since(NodeId first, ValueRole role);
   NodeId node_count() const { return graph_.nodes.next_id(); }

@@ -83,8 +83,10 @@
 //
 // Note [Summing gradients]
 //  Two gradients for one tensor meet in the autograd engine's InputBuffer. PyTorch 2.x adds
-//  the new one into the old in place when the buffer holds the only reference to it
-//  (input_buffer.cpp can_accumulate_inplace); 1.13 always computes old + new into a new tensor.
+//  the new one into the old in place when the buffer holds the only reference to it and to its
+//  storage (input_buffer.cpp can_accumulate_inplace): not when the old one is a view, which
+//  keeps its base and so its storage referenced twice (a view's backward, linear's gradient of
+//  a 3-D input). 1.13 always computes old + new into a new tensor.
 #pragma once
 
 #include <cstdint>

@@ -155,6 +155,9 @@ struct Graph {
   // Tensors the model returns beside its output (transformers' key/value cache): the training
   // loop holds them with the output until the end of the step.
   std::vector<ValueId> returned;
+  // Python locals that keep a tensor alive past its last op: (value, node) holds the value's
+  // storage until that node has run (multi_head_attention_forward's q, freed when it returns).
+  std::vector<std::pair<ValueId, NodeId>> held_until;
   std::vector<GraphFact> facts;
 
   const Value& value(ValueId id) const { return values[id]; }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace trainfit {
 
 OutputSpec OutputSpec::fresh(Dims shape, DType dtype) {
@@ -55,6 +57,15 @@ BackwardSpec alias_backward(const OpCall& call) {
     if (call.requires_grad(i)) spec.grads.push_back({static_cast<int>(i), 0});
   }
   return spec;
+}
+
+void order_grads(BackwardSpec& spec, std::initializer_list<int> order) {
+  auto rank = [&](const GradRule& r) {
+    const auto* at = std::find(order.begin(), order.end(), r.input);
+    return at - order.begin();
+  };
+  std::stable_sort(spec.grads.begin(), spec.grads.end(),
+                   [&](const GradRule& a, const GradRule& b) { return rank(a) < rank(b); });
 }
 
 Result<Dims> spatial_attr(const Attrs& attrs, std::string_view name, size_t n) {

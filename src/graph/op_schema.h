@@ -116,6 +116,10 @@ struct GradRule {
   // computes its gradients in the forward): no new memory. It is made after the node releases
   // its saved tensors, in the bytes they free.
   bool from_saved = false;
+  // The gradient is a view of a tensor the kernel made (linear over more than two dims
+  // reshapes mm's result back to the input's shape). A view keeps its base, so PyTorch 2.x
+  // adds another gradient to it out of place (Note [Summing gradients]).
+  bool view = false;
   // The scratch of the kernel that computes this gradient (CUDA: cuDNN's backward-data and
   // backward-filter workspaces, a reduction's staging buffer and semaphores): allocated in
   // order right after the gradient, freed last first when it is done.
@@ -203,6 +207,9 @@ struct OpSchema {
   InferFn infer;          // primitive ops
   SavedFn saved;          // primitive ops
   WorkspaceFn workspace;  // primitive ops
+  // The workspace is made before the outputs (layer_norm's contiguous copy of its input),
+  // not between them and the kernel.
+  bool workspace_first = false;
   // Optional: the forward kernel's plan search under cuDNN's benchmark mode (convolutions).
   PlanSearchFn plan_search;
   DecomposeFn decompose;  // composite ops (instead of infer/saved/workspace)
@@ -244,6 +251,10 @@ struct OpSchema {
 BackwardSpec backward_of(const OpSchema& schema, const OpCall& call);
 // A rule making every input that needs a gradient a view of output 0's gradient.
 BackwardSpec alias_backward(const OpCall& call);
+// The rules of `spec` in the order a backward node computes them: PyTorch's generated code runs
+// derivatives.yaml's formulas in sorted order of the names they are for (bmm: mat2 before
+// self; addmm: mat1, mat2, self), so `order` lists input indices by their names' order.
+void order_grads(BackwardSpec& spec, std::initializer_list<int> order);
 
 // Rule helpers shared by the op families.
 Result<Dims> spatial_attr(const Attrs& attrs, std::string_view name, size_t n);

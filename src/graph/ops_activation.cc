@@ -207,6 +207,14 @@ OpSchema dropout_schema() {
     if (dropout_is_identity(call)) return SavedList{};
     return SavedList{saved_output(1)};
   };
+  // The mask (CUDA's dropout_cuda) or the noise (_dropout_impl) is made before the output.
+  s.forward_steps = [](const OpCall& call) {
+    std::vector<ForwardStep> steps;
+    if (!dropout_is_identity(call)) {
+      steps = {{ForwardStep::Kind::kOutput, 1}, {ForwardStep::Kind::kOutput, 0}};
+    }
+    return steps;
+  };
   s.backward = [](const OpCall& call) {
     return dropout_is_identity(call) ? alias_backward(call) : backward_of(OpSchema{}, call);
   };

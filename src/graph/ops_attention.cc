@@ -563,27 +563,36 @@ std::vector<ValueId> mha_decompose(GraphBuilder& b, std::span<const ValueId> in,
     b.mark_outputs_since(scores_from, ValueRole::kAttentionMatrix);
     out = b.call1("bmm", {attn, v});
     out = b.call1("transpose", {out}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
-    if (need_weights) {
-      weights = b.call1("view", {attn}, {{"shape", Dims{batch, m.heads, len, src}}});
-      if (attrs.get_bool("average_attn_weights")) {
-        if (torch2) {
-          weights = b.call1("mean", {weights}, {{"dims", Dims{1}}});
-        } else {
-          weights = b.call1("sum", {weights}, {{"dims", Dims{1}}});
-          weights = b.call1("div_scalar", {weights}, {{"value", static_cast<double>(m.heads)}});
-        }
-      }
-    }
+    weights = attn;
   }
   out = b.call1("contiguous", {out});
   out = b.call1("view", {out}, {{"shape", Dims{len * batch, e}}});
   std::vector<ValueId> out_params{m.out_w};
   if (m.bias) out_params.push_back(m.out_b);
   out = b.call1("linear", {out}, {{"out_features", e}, {"bias", m.bias}}, out_params);
+  // The weights are averaged once the output is projected (the output's view, which allocates
+  // nothing, is made last so that it is what the module returns).
+  if (need_weights) {
+    weights = b.call1("view", {weights}, {{"shape", Dims{batch, m.heads, len, src}}});
+    if (attrs.get_bool("average_attn_weights")) {
+      if (torch2) {
+        weights = b.call1("mean", {weights}, {{"dims", Dims{1}}});
+      } else {
+        weights = b.call1("sum", {weights}, {{"dims", Dims{1}}});
+        weights = b.call1("div_scalar", {weights}, {{"value", static_cast<double>(m.heads)}});
+      }
+    }
+  } else {
+    weights = kNone;
+  }
   out = b.call1("view", {out}, {{"shape", Dims{len, batch, e}}});
   if (attrs.get_bool("batch_first")) {
     out = b.call1("transpose", {out}, {{"dim0", int64_t{1}}, {"dim1", int64_t{0}}});
   }
+  // Until the call returns, its arguments and the function's locals stay referenced: the
+  // inputs, q (the projection it views), the float masks and the weights (which the caller
+  // drops).
+  for (ValueId held : {in[0], in[1], in[2], kpm, mask, q, weights}) b.hold(held);
   return {out, weights};
 }
 

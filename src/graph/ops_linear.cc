@@ -313,15 +313,34 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
   linear.first_ready_input = 2;
   linear.infer = linear_infer;
   linear.saved = linear_saved;
+  // A folded copy of the input (output 1) is made before the product it feeds.
+  linear.forward_steps = [](const OpCall& call) {
+    std::vector<ForwardStep> steps;
+    if (call.in(0).shape.size() >= 3 && fold_copies(call.in(0), call.requires_grad(1))) {
+      steps = {{ForwardStep::Kind::kOutput, 1}, {ForwardStep::Kind::kOutput, 0}};
+    }
+    return steps;
+  };
   linear.gemm = rows_gemm;
   // at::linear with a bias on a 2-D or contiguous input is addmm, which cuBLASLt runs with
   // its bias epilogue.
   // The bias's gradient sums the output's gradient over every row, a reduction that stages
   // partial sums on CUDA when the rows are many (device_rules.h, Note [Reductions' staging]).
+  // Over more than two dims the input is folded into rows (a reshape), so its gradient is a
+  // view of mm's result.
+  // at::linear is addmm for a 2-D input with a bias (and, on 2.x, a contiguous one): the
+  // gradients of mat1, mat2 and self in that order. Otherwise matmul then add_(bias): the
+  // bias's first (its node runs first), then mm's mat2 before self.
   linear.backward = [](const OpCall& call) {
     BackwardSpec spec = backward_of(OpSchema{}, call);
+    const Value& in = call.in(0);
+    const Dims& x = in.shape;
+    for (GradRule& rule : spec.grads) rule.view = rule.input == 0 && x.size() > 2;
+    const bool addmm =
+        call.has_input(2) &&
+        (x.size() == 2 || (call.target.torch == TorchVersion::k2 && is_contiguous(x, in.strides)));
+    if (!addmm) order_grads(spec, {2, 1, 0});
     if (!call.on_cuda() || !call.has_input(2)) return spec;
-    const Dims& x = call.in(0).shape;
     const int64_t out = call.attrs.get_int("out_features");
     ReduceProblem r;
     r.outputs = out;
@@ -350,6 +369,11 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
   matmul.gemm = [](const OpCall& c, const Dims& out) {
     return product(out, c.in(0).shape.back(), 0, 1);
   };
+  matmul.backward = [](const OpCall& call) {
+    BackwardSpec spec = backward_of(OpSchema{}, call);
+    order_grads(spec, {1, 0});  // mm's and bmm's mat2, then self
+    return spec;
+  };
   ops.push_back(std::move(matmul));
 
   OpSchema bmm =
@@ -361,13 +385,19 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
     out.push_back(OutputSpec::fresh(std::move(shape), c.in(0).dtype));
     return Status();
   };
+  // Released in the order the generated node declares them, by name: mat2_, then self_.
   bmm.saved = [](const OpCall& c) {
     SavedList saved;
-    if (c.requires_grad(1)) saved.push_back(saved_input(0));
     if (c.requires_grad(0)) saved.push_back(saved_input(1));
+    if (c.requires_grad(1)) saved.push_back(saved_input(0));
     return saved;
   };
   bmm.gemm = [](const OpCall& c, const Dims& out) { return product(out, c.in(0).shape[2], 0, 1); };
+  bmm.backward = [](const OpCall& call) {
+    BackwardSpec spec = backward_of(OpSchema{}, call);
+    order_grads(spec, {1, 0});  // mat2, then self
+    return spec;
+  };
   ops.push_back(std::move(bmm));
 
   OpSchema baddbmm = matrix_schema(
@@ -394,6 +424,11 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
   };
   baddbmm.gemm = [](const OpCall& c, const Dims& out) {
     return product(out, c.in(1).shape[2], 1, 2);
+  };
+  baddbmm.backward = [](const OpCall& call) {
+    BackwardSpec spec = backward_of(OpSchema{}, call);
+    order_grads(spec, {1, 2, 0});  // batch1, batch2, self
+    return spec;
   };
   ops.push_back(std::move(baddbmm));
 

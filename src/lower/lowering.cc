@@ -11,6 +11,7 @@
 #include "base/size_math.h"
 #include "graph/device_rules.h"
 #include "graph/op_registry.h"
+#include "lower/grad_layout.h"
 #include "lower/optimizer_step.h"
 
 namespace trainfit {
@@ -64,7 +65,24 @@ class Lowerer : public EventSink {
   void make_output(NodeId n, ValueId o);
   void backward();
   void recompute(size_t segment);
-  void route_gradient(ValueId value, BufferId buffer, bool shared_tensor, NodeId node);
+  // A dense copy of the gradient that arrived for `value` (Note [Gradient layouts]).
+  BufferId alloc_dense_copy(ValueId value, NodeId node) {
+    return alloc_new(value_bytes(g_.value(value)), Category::kWorkspace, node);
+  }
+  // The staging of a convolution bias's sum over a gradient whose channels are its innermost
+  // dim: every channel's inputs are strided (Note [Reductions' staging]).
+  ReduceScratch strided_bias_sum(const Value& grad) const {
+    ReduceProblem r;
+    r.outputs = grad.shape.size() > 1 ? grad.shape[1] : 1;
+    r.inputs_per_output = checked_numel(grad.shape).value_or(0) / std::max<int64_t>(r.outputs, 1);
+    r.contiguous_inputs = false;
+    r.itemsize = dtype_bytes(grad.dtype);
+    r.sm_count = g_.target.sm_count;
+    r.sm = g_.target.sm;
+    return cuda_reduce_scratch(r);
+  }
+  void route_gradient(ValueId value, BufferId buffer, bool shared_tensor, NodeId node, Dims strides,
+                      bool view);
   void optimizer_step(bool first_step, bool skipped);
   bool uses_grad_scaler() const;
   void scale_loss();
@@ -154,6 +172,8 @@ class Lowerer : public EventSink {
   IdVector<int> recomputed_refs_;
   IdVector<bool> recomputed_;
   IdVector<BufferId> grad_slot_;   // per value: buffer of its accumulated gradient
+  IdVector<Dims> grad_strides_;    // per value: that gradient's strides (Note [Gradient layouts])
+  IdVector<bool> grad_is_view_;    // per value: that gradient is a view, which keeps its base
   IdVector<int> grad_refs_;        // per buffer: references by gradient slots
   IdVector<BufferId> param_grad_;  // per param: its .grad
   IdVector<int> received_grads_;   // per param, this backward
@@ -296,6 +316,10 @@ void Lowerer::analyze() {
       seen.push_back(s);
       ++forward_savers_[s];
     }
+  }
+  for (const auto& [v, n] : g_.held_until) {
+    NodeId& last = last_use_[g_.value(v).storage];
+    last = std::max(last, n);
   }
   for (const Segment& s : segments_) {
     if (s.last_to_run == kNone) continue;
@@ -462,11 +486,16 @@ void Lowerer::forward() {
         }
       }
     }
+    const bool early = options_.op_workspaces && node.op->workspace_first;
+    const BufferId early_workspace = early && node.workspace_bytes > 0
+                                         ? alloc_new(node.workspace_bytes, Category::kWorkspace, n)
+                                         : kNoBuffer;
     for (ValueId o : node.outputs) make_output(n, o);
     // The kernel runs once its outputs exist: a library handle's first use takes its
     // workspace, then the call its own scratch (device_rules.h).
     library_workspaces(node, /*autograd_thread=*/false);
-    if (options_.op_workspaces) {
+    free_buffer(early_workspace, n);
+    if (options_.op_workspaces && !early) {
       int64_t workspace = node.workspace_bytes;
       if (config_.cudnn_benchmark && node.op->plan_search) {
         std::vector<const Value*> in_values;
@@ -567,16 +596,19 @@ void Lowerer::recompute(size_t index) {
   }
 }
 
-void Lowerer::route_gradient(ValueId value, BufferId buffer, bool same_tensor, NodeId node) {
+void Lowerer::route_gradient(ValueId value, BufferId buffer, bool same_tensor, NodeId node,
+                             Dims strides, bool view) {
   const int p = param_index_[value];
   BufferId& slot = grad_slot_[value];
   if (slot == kNoBuffer) {
     slot = buffer;
+    grad_strides_[value] = std::move(strides);
+    grad_is_view_[value] = view;
   } else {
     // Gradients for one value meet in the autograd engine's InputBuffer (device_rules.h Note
     // [Summing gradients]; the op cases show 1.13's aten.add).
     same_tensor = false;
-    if (adds_gradient_in_place(g_.target, grad_refs_[slot] == 1)) {
+    if (adds_gradient_in_place(g_.target, grad_refs_[slot] == 1 && !grad_is_view_[value])) {
       unref_grad(buffer, node);
     } else {
       const BufferId sum = alloc_new(value_bytes(g_.value(value)),
@@ -585,6 +617,11 @@ void Lowerer::route_gradient(ValueId value, BufferId buffer, bool same_tensor, N
       unref_grad(slot, node);
       unref_grad(buffer, node);
       slot = sum;
+      grad_is_view_[value] = false;
+      // old + new: laid out as both where they agree (TensorIterator), else contiguous.
+      if (strides != grad_strides_[value]) {
+        grad_strides_[value] = contiguous_strides(g_.value(value).shape);
+      }
     }
   }
   if (p < 0) return;
@@ -627,6 +664,7 @@ void Lowerer::backward() {
   const BufferId seed = alloc_new(value_bytes(g_.value(g_.loss)), Category::kTemporary, kNone);
   grad_refs_[seed] = 2;
   grad_slot_[g_.loss] = seed;
+  grad_strides_[g_.loss] = contiguous_strides(g_.value(g_.loss).shape);
   std::fill(received_grads_.begin(), received_grads_.end(), 0);
   for (FsdpUnit& unit : units_) {
     unit.waiting = unit.trainable;
@@ -656,6 +694,20 @@ void Lowerer::backward() {
       }
       free_buffer(hook, n);
     }
+    // A gradient this node needs dense (Note [Gradient layouts]): a view's backward before it
+    // copies it, or its kernel does.
+    const ValueId out0 = node.outputs.empty() ? kNone : node.outputs.front();
+    GradCopy copy = out0 == kNone || grad_slot_[out0] == kNoBuffer
+                        ? GradCopy::kNoCopy
+                        : grad_copy(g_, node, grad_strides_[out0]);
+    if (copy != GradCopy::kBeforeNode && !options_.op_workspaces) copy = GradCopy::kNoCopy;
+    if (copy == GradCopy::kBeforeNode) {
+      const BufferId dense = alloc_new(value_bytes(g_.value(out0)), Category::kTemporary, n);
+      grad_refs_[dense] = 1;
+      unref_grad(grad_slot_[out0], n);
+      grad_slot_[out0] = dense;
+      grad_strides_[out0] = contiguous_strides(g_.value(out0).shape);
+    }
     const int seg = segment_of_[i];
     if (seg >= 0 && !recomputed_[seg] &&
         (segments_[static_cast<size_t>(seg)].reentrant || !node.saved.empty())) {
@@ -674,6 +726,8 @@ void Lowerer::backward() {
       ValueId value;
       BufferId buffer;
       bool same_tensor;
+      Dims strides;
+      bool view;
     };
     std::vector<Produced> produced;
     // A parameter's only gradient this step, with no .grad yet, becomes its .grad.
@@ -690,15 +744,36 @@ void Lowerer::backward() {
       if (rule.from_saved) continue;  // made below, once the saved tensors are released
       const ValueId v = node.inputs[static_cast<size_t>(rule.input)];
       BufferId b = kNoBuffer;
+      std::optional<Dims> strides;
       if (rule.alias_output >= 0) {
-        b = grad_slot_[node.outputs[static_cast<size_t>(rule.alias_output)]];
+        const ValueId o = node.outputs[static_cast<size_t>(rule.alias_output)];
+        b = grad_slot_[o];
         if (b == kNoBuffer) continue;
+        strides = view_grad_strides(g_, node, rule.input, grad_strides_[o]);
+      }
+      if (strides) {
         ++grad_refs_[b];
-      } else {
+      } else if (rule.alias_output >= 0) {
+        // A reshape of a gradient its strides do not allow: the view's backward copies it.
         b = new_grad(v);
+      } else {
+        // cuDNN's backward-data makes grad_input, then a dense copy of the gradient;
+        // backward-filter copies it first, then makes grad_weight. The bias's sum reads the
+        // gradient as it is, which a reduction over strided inputs stages.
+        const bool per_kernel = copy == GradCopy::kPerKernel && rule.input < 2;
+        BufferId dense = per_kernel && rule.input == 1 ? alloc_dense_copy(out0, n) : kNoBuffer;
+        b = new_grad(v);
+        if (per_kernel && rule.input == 0) dense = alloc_dense_copy(out0, n);
         // The kernel that fills it: the handle's workspace at its first use, then its scratch.
         library_workspaces(node, /*autograd_thread=*/true);
-        if (options_.op_workspaces && config_.cudnn_benchmark && rule.plan_search) {
+        if (copy == GradCopy::kPerKernel && rule.input == 2) {
+          const ReduceScratch staged = strided_bias_sum(g_.value(out0));
+          if (staged.buffer > 0) {
+            const BufferId buffer = alloc_new(staged.buffer, Category::kWorkspace, n);
+            free_buffer(alloc_new(staged.semaphores, Category::kWorkspace, n), n);
+            free_buffer(buffer, n);
+          }
+        } else if (options_.op_workspaces && config_.cudnn_benchmark && rule.plan_search) {
           search_plans(*rule.plan_search, n);
           if (rule.plan_search->chosen_bytes > 0) {
             free_buffer(alloc_new(rule.plan_search->chosen_bytes, Category::kWorkspace, n), n);
@@ -712,10 +787,18 @@ void Lowerer::backward() {
             free_buffer(*s, n);
           }
         }
+        free_buffer(dense, n);
       }
-      produced.push_back({v, b, rule.alias_output >= 0 && rule.same_tensor});
+      const bool view =
+          strides ? !rule.same_tensor && hands_on_view(node) : rule.alias_output < 0 && rule.view;
+      produced.push_back({v, b, strides && rule.same_tensor,
+                          strides ? *std::move(strides) : contiguous_strides(g_.value(v).shape),
+                          view});
     }
     library_workspaces(node, /*autograd_thread=*/true);
+    if (copy == GradCopy::kKernelLast) {
+      free_buffer(alloc_new(value_bytes(g_.value(out0)), Category::kWorkspace, n), n);
+    }
     if (options_.op_workspaces && spec.workspace_bytes > 0) {
       free_buffer(alloc_new(spec.workspace_bytes, Category::kWorkspace, n), n);
     }
@@ -770,9 +853,11 @@ void Lowerer::backward() {
     for (const GradRule& rule : spec.grads) {
       if (!rule.from_saved) continue;
       const ValueId v = node.inputs[static_cast<size_t>(rule.input)];
-      produced.push_back({v, new_grad(v), false});
+      produced.push_back({v, new_grad(v), false, contiguous_strides(g_.value(v).shape), false});
     }
-    for (const Produced& pr : produced) route_gradient(pr.value, pr.buffer, pr.same_tensor, n);
+    for (Produced& pr : produced) {
+      route_gradient(pr.value, pr.buffer, pr.same_tensor, n, std::move(pr.strides), pr.view);
+    }
     grads_to_buckets(n);
   }
   // Gradients that reached a value nothing consumes (inputs that need a gradient). A leaf the
@@ -1280,6 +1365,8 @@ Result<EventList> Lowerer::run() {
   recomputed_refs_.assign(g_.storages.size(), 0);
   recomputed_.assign(segments_.size(), false);
   grad_slot_.assign(g_.values.size(), kNoBuffer);
+  grad_strides_.assign(g_.values.size(), Dims{});
+  grad_is_view_.assign(g_.values.size(), false);
   param_grad_.assign(g_.params.size(), kNoBuffer);
   received_grads_.assign(g_.params.size(), 0);
   out_.events.reserve(g_.nodes.size() * 6 * static_cast<size_t>(config_.iterations));

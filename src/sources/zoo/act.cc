@@ -63,7 +63,11 @@ ValueId sublayer(GraphBuilder& b, ValueId x, const char* norm, const char* dropo
                  F&& f) {
   const ValueId y = f(a.pre_norm ? nn::layer_norm(b, norm, x) : x);
   x = nn::add(b, x, nn::dropout(b, dropout, y, a.dropout));
-  return a.pre_norm ? x : nn::layer_norm(b, norm, x);
+  if (!a.pre_norm) x = nn::layer_norm(b, norm, x);
+  // f's output is a local of the sub-block (validation/lerobot_reference.py residual) until it
+  // returns.
+  b.hold(y);
+  return x;
 }
 
 ValueId encoder_layer(GraphBuilder& b, ValueId x, ValueId pos, ValueId key_padding_mask,

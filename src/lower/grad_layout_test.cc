@@ -1,0 +1,219 @@
+#include "lower/grad_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "graph/builder.h"
+#include "lower/lowering.h"
+
+namespace trainfit {
+namespace {
+
+constexpr KernelTarget kCpu{Device::kCpu, TorchVersion::k1_13};
+constexpr KernelTarget kCuda{Device::kCuda, TorchVersion::k2};
+constexpr int64_t kL = 5, kB = 3, kE = 8, kHeads = 2;
+
+// x (L, B, E) -> linear E -> `body` -> sum: the loss.
+Graph chain(KernelTarget target, const std::function<ValueId(GraphBuilder&, ValueId)>& body) {
+  BuildOptions o;
+  o.target = target;
+  GraphBuilder b("chain", o);
+  ValueId x = b.input("x", {kL, kB, kE}, DType::kFloat32);
+  {
+    auto root = b.module("", "Chain");
+    {
+      auto proj = b.module("proj", "Linear");
+      x = b.call1("linear", {x}, {{"out_features", kE}});
+    }
+    x = body(b, x);
+  }
+  b.set_loss(b.call1("sum", {x}));
+  return *std::move(b).finish();
+}
+
+struct Alloc {
+  int64_t bytes;
+  Category category;
+  NodeId node;
+};
+
+// The first iteration's backward allocations, in order.
+std::vector<Alloc> backward_allocs(const Graph& g, bool workspaces) {
+  TrainingConfig c;
+  c.iterations = 1;
+  LoweringOptions o;
+  o.op_workspaces = workspaces;
+  const Result<EventList> events = lower_training_step(g, c, o);
+  EXPECT_TRUE(events.ok()) << events.status().to_string();
+  std::vector<Alloc> out;
+  for (const Event& e : events->events) {
+    if (!e.alloc || e.phase != Phase::kBackward) continue;
+    const Buffer& b = events->buffers[e.buffer];
+    out.push_back({b.bytes, b.category, e.node});
+  }
+  return out;
+}
+
+NodeId node_of(const Graph& g, std::string_view op, int nth = 0) {
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (g.nodes[n].op->name == op && nth-- == 0) return static_cast<NodeId>(n);
+  }
+  return kNone;
+}
+
+int allocs_at(const std::vector<Alloc>& allocs, NodeId node, int64_t bytes) {
+  int count = 0;
+  for (const Alloc& a : allocs) count += a.node == node && a.bytes == bytes ? 1 : 0;
+  return count;
+}
+
+constexpr int64_t kActivation = kL * kB * kE * 4;
+
+// The heads of nn.MultiheadAttention: (L, B, E) -> (L, B*H, d) -> (B*H, L, d), scaled.
+ValueId heads(GraphBuilder& b, ValueId x) {
+  x = b.call1("view", {x}, {{"shape", Dims{kL, kB * kHeads, kE / kHeads}}});
+  x = b.call1("transpose", {x}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
+  return b.call1("mul_scalar", {x}, {{"value", 0.5}});
+}
+
+TEST(GradLayout, AViewOfATransposedGradientCopiesIt) {
+  // mul_scalar's gradient is contiguous (B*H, L, d); transposed back it is (L, B*H, d) out of
+  // order, and view's backward reshapes it to (L, B, E): a copy, on every device.
+  for (KernelTarget t : {kCpu, kCuda}) {
+    const Graph g = chain(t, heads);
+    const std::vector<Alloc> allocs = backward_allocs(g, t.device == Device::kCuda);
+    EXPECT_EQ(allocs_at(allocs, node_of(g, "view"), kActivation), 1);
+  }
+}
+
+TEST(GradLayout, AViewOfAnInOrderGradientIsAView) {
+  const Graph g = chain(kCpu, [](GraphBuilder& b, ValueId x) {
+    x = b.call1("view", {x}, {{"shape", Dims{kL, kB * kHeads, kE / kHeads}}});
+    return b.call1("mul_scalar", {x}, {{"value", 0.5}});
+  });
+  const std::vector<Alloc> allocs = backward_allocs(g, false);
+  EXPECT_EQ(allocs_at(allocs, node_of(g, "view"), kActivation), 0);
+}
+
+TEST(GradLayout, TransposedTwiceReshapesAsAViewAndTheNextLinearCopiesIt) {
+  // k's path: a gradient made as (B*H, d, L) comes back through two transposes as (L, B*H, d)
+  // with strides (1, d*L, L): (L, B, E) is a view of that, but the linear before it cannot fold
+  // (L, B) into rows without a copy, which view's backward makes before the linear's node.
+  const Graph g = chain(kCpu, [](GraphBuilder& b, ValueId x) {
+    x = b.call1("view", {x}, {{"shape", Dims{kL, kB * kHeads, kE / kHeads}}});
+    x = b.call1("transpose", {x}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
+    x = b.call1("transpose", {x}, {{"dim0", int64_t{-2}}, {"dim1", int64_t{-1}}});
+    return b.call1("mul_scalar", {x}, {{"value", 0.5}});
+  });
+  const std::vector<Alloc> allocs = backward_allocs(g, false);
+  EXPECT_EQ(allocs_at(allocs, node_of(g, "view"), kActivation), 0);
+  const NodeId linear = node_of(g, "linear");
+  ASSERT_FALSE(allocs.empty());
+  const auto first =
+      std::find_if(allocs.begin(), allocs.end(), [&](const Alloc& a) { return a.node == linear; });
+  ASSERT_NE(first, allocs.end());
+  EXPECT_EQ(first->bytes, kActivation);
+  EXPECT_EQ(first->category, Category::kTemporary);
+}
+
+TEST(GradLayout, LayerNormCopiesAnOutOfOrderGradientInItsCudaKernel) {
+  const auto body = [](GraphBuilder& b, ValueId x) {
+    x = b.call1("layer_norm", {x}, {{"normalized_shape", Dims{kE}}});
+    x = b.call1("transpose", {x}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
+    return b.call1("mul_scalar", {x}, {{"value", 0.5}});
+  };
+  const Graph cuda = chain(kCuda, body);
+  const std::vector<Alloc> on_cuda = backward_allocs(cuda, true);
+  const NodeId norm = node_of(cuda, "layer_norm");
+  // dX, then the kernel's dY.contiguous() (after dgamma and dbeta).
+  EXPECT_EQ(allocs_at(on_cuda, norm, kActivation), 2);
+  int64_t last = 0;
+  for (const Alloc& a : on_cuda) {
+    if (a.node == norm) last = a.bytes;
+  }
+  EXPECT_EQ(last, kActivation);
+  // The CPU's checks see no kernel's temporaries.
+  const Graph cpu = chain(kCpu, body);
+  EXPECT_EQ(allocs_at(backward_allocs(cpu, false), node_of(cpu, "layer_norm"), kActivation), 1);
+}
+
+TEST(GradLayout, BmmMakesMat2sGradientFirst) {
+  // derivatives.yaml's formulas run in sorted order of their names: mat2 before self.
+  const Graph g = chain(kCpu, [](GraphBuilder& b, ValueId x) {
+    const ValueId a = b.call1("transpose", {x}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
+    const ValueId w = b.call1("linear", {a}, {{"out_features", int64_t{2}}});  // (B, L, 2)
+    const ValueId wt = b.call1("transpose", {w}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}});
+    return b.call1("bmm", {wt, a});  // (B, 2, L) @ (B, L, E)
+  });
+  const std::vector<Alloc> allocs = backward_allocs(g, false);
+  const NodeId bmm = node_of(g, "bmm");
+  std::vector<int64_t> sizes;
+  for (const Alloc& a : allocs) {
+    if (a.node == bmm) sizes.push_back(a.bytes);
+  }
+  ASSERT_EQ(sizes.size(), 2u);
+  EXPECT_EQ(sizes[0], kB * kL * kE * 4);  // mat2 (B, L, E)
+  EXPECT_EQ(sizes[1], kB * 2 * kL * 4);   // self (B, 2, L)
+}
+
+TEST(GradLayout, HeldValuesLiveUntilTheNodeThatHoldsThem) {
+  BuildOptions o;
+  o.target = kCpu;
+  GraphBuilder b("held", o);
+  ValueId x = b.input("x", {kB, kE}, DType::kFloat32);
+  ValueId r = kNone;
+  {
+    auto root = b.module("", "Held");
+    x = b.call1("linear", {x}, {{"out_features", kE}});
+    r = b.call1("add_scalar", {x}, {{"value", 1.0}});  // saved by nothing
+    x = b.call1("mul_scalar", {r}, {{"value", 2.0}});
+    x = b.call1("mul_scalar", {x}, {{"value", 3.0}});
+    b.hold(r);
+  }
+  b.set_loss(b.call1("sum", {x}));
+  const Graph g = *std::move(b).finish();
+  TrainingConfig c;
+  c.iterations = 1;
+  const Result<EventList> events = lower_training_step(g, c, {});
+  ASSERT_TRUE(events.ok());
+  // Without the hold, add_scalar's output would go once the first mul_scalar has read it.
+  const NodeId made = node_of(g, "add_scalar");
+  std::vector<NodeId> freed_at;
+  for (const Event& e : events->events) {
+    const Buffer& buf = events->buffers[e.buffer];
+    if (!e.alloc && e.phase == Phase::kForward && buf.node == made) freed_at.push_back(e.node);
+  }
+  EXPECT_EQ(freed_at, std::vector<NodeId>{node_of(g, "mul_scalar", 1)});
+}
+
+TEST(GradLayout, CudaDropoutMakesItsMaskBeforeItsOutput) {
+  BuildOptions o;
+  o.target = kCuda;
+  GraphBuilder b("dropout", o);
+  ValueId x = b.input("x", {kB, kE}, DType::kFloat32);
+  {
+    auto root = b.module("", "Dropout");
+    x = b.call1("linear", {x}, {{"out_features", kE}});
+    x = b.call1("dropout", {x}, {{"p", 0.1}});
+  }
+  b.set_loss(b.call1("sum", {x}));
+  const Graph g = *std::move(b).finish();
+  TrainingConfig c;
+  c.iterations = 1;
+  const Result<EventList> events = lower_training_step(g, c, {});
+  ASSERT_TRUE(events.ok());
+  const NodeId dropout = node_of(g, "dropout");
+  std::vector<int64_t> sizes;
+  for (const Event& e : events->events) {
+    if (e.alloc && e.phase == Phase::kForward && e.node == dropout) {
+      sizes.push_back(events->buffers[e.buffer].bytes);
+    }
+  }
+  EXPECT_EQ(sizes, (std::vector<int64_t>{kB * kE, kB * kE * 4}));
+}
+
+}  // namespace
+}  // namespace trainfit
