@@ -139,6 +139,20 @@ struct BackwardSpec {
 };
 using BackwardFn = std::function<BackwardSpec(const OpCall&)>;
 
+// Gradients' layouts (Note [Gradient layouts], src/lower/grad_layout.h). A view's backward: the
+// strides of the gradient it hands to an input of shape `in`, given the strides `incoming` of
+// the gradient that arrived for its output of shape `out`; nullopt where it must copy (a
+// reshape the strides do not allow).
+using GradLayoutFn = std::function<std::optional<Dims>(const Attrs&, const Dims& in,
+                                                       const Dims& out, const Dims& incoming)>;
+// What a backward kernel does with a gradient of its output that is not contiguous.
+enum class DenseGrad : uint8_t {
+  kAsIs,        // reads it as it is
+  kFoldRows,    // folds all but the last dim into rows: a copy before the node when not a view
+  kCopyLast,    // copies it after making its gradients (layer_norm's CUDA dY.contiguous())
+  kCudnnCopies  // cuDNN's backward-data and backward-filter each copy it (CUDA)
+};
+
 // The tensors an op's Python forward makes around its outputs (Liger's fused linear
 // cross-entropy: its gradient buffers, then a chunk of logits at a time, then the loss), in
 // order. Outputs a plan does not place are made after its steps; what it leaves allocated is
@@ -215,6 +229,13 @@ struct OpSchema {
   DecomposeFn decompose;  // composite ops (instead of infer/saved/workspace)
   // Optional: without it, every input that needs a gradient gets a new tensor.
   BackwardFn backward;
+  // With an alias rule: how the gradient's strides cross it (optional: the same strides when
+  // the input's shape is the output's, else contiguous), and whether what it hands on is a
+  // view of the incoming gradient, which keeps it as its base (transpose, reshape, cat), rather
+  // than the very tensor (add's pass-through, contiguous).
+  GradLayoutFn grad_layout;
+  bool grad_is_view = false;
+  DenseGrad dense_grad = DenseGrad::kAsIs;
   // Optional: the op's own tensors in forward, around its outputs (see ForwardStep).
   ForwardStepsFn forward_steps;
   // When several of its parameters get their gradients in one backward node, the input whose

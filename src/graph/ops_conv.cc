@@ -157,6 +157,7 @@ OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial
     return g;
   };
   s.uses_cudnn = true;
+  s.dense_grad = DenseGrad::kCudnnCopies;
   // A transposed convolution's forward is backward-data, whose operand is the gradient: its
   // channels are the output's, and no recording shows it gathered.
   if (!transposed) {

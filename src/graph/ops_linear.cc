@@ -310,6 +310,7 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
   linear.attrs = {{"out_features", AttrKind::kInt, std::nullopt, "output features"},
                   {"bias", AttrKind::kBool, AttrValue{true}, "learnable bias"}};
   linear.params = linear_params;
+  linear.dense_grad = DenseGrad::kFoldRows;
   linear.first_ready_input = 2;
   linear.infer = linear_infer;
   linear.saved = linear_saved;

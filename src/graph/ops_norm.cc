@@ -236,6 +236,7 @@ void add_norm_ops(std::vector<OpSchema>& ops) {
   // The kernel reads input.contiguous(): a transient copy when the input is not contiguous,
   // made before the output, mean and rstd (layer_norm_cuda's expect_contiguous).
   ln.workspace_first = true;
+  ln.dense_grad = DenseGrad::kCopyLast;
   ln.workspace = [](const OpCall& call) -> int64_t {
     const Value& x = call.in(0);
     if (is_contiguous(x.shape, x.strides)) return 0;

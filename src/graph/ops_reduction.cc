@@ -60,6 +60,7 @@ void add_reduction_ops(std::vector<OpSchema>& ops) {
   OpSchema sum = reduce_schema("sum", "sum over dims; keeps nothing");
   sum.saved = [](const OpCall&) { return SavedList{}; };
   sum.backward = alias_backward;  // grad.expand(input shape): a view
+  sum.grad_is_view = true;
   ops.push_back(std::move(sum));
   OpSchema mean =
       reduce_schema("mean", "mean over dims; keeps its input on PyTorch 1.13 when dims are given");

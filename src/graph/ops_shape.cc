@@ -38,6 +38,46 @@ OpSchema shape_schema(std::string_view name, std::string_view doc, InferFn infer
   return s;
 }
 
+// Gradients' layouts through views (Note [Gradient layouts]): view's backward is
+// grad.reshape(self's sizes), transpose's and permute's put the dims back, stack's selects
+// along its dim, cat's and pad's narrow (the same strides).
+std::optional<Dims> reshape_grad(const Attrs&, const Dims& in, const Dims& out, const Dims& g) {
+  return view_strides(out, g, in);
+}
+std::optional<Dims> same_grad(const Attrs&, const Dims&, const Dims&, const Dims& g) {
+  return g;
+}
+std::optional<Dims> transpose_grad(const Attrs& a, const Dims& in, const Dims&, const Dims& g) {
+  const auto rank = static_cast<int64_t>(in.size());
+  const Result<int64_t> d0 = wrap_dim(a.get_int("dim0"), rank);
+  const Result<int64_t> d1 = wrap_dim(a.get_int("dim1"), rank);
+  if (!d0.ok() || !d1.ok()) return contiguous_strides(in);
+  Dims s = g;
+  std::swap(s[static_cast<size_t>(*d0)], s[static_cast<size_t>(*d1)]);
+  return s;
+}
+std::optional<Dims> permute_grad(const Attrs& a, const Dims& in, const Dims&, const Dims& g) {
+  const Dims& dims = a.get_ints("dims");
+  Dims s(in.size(), 0);
+  for (size_t i = 0; i < dims.size() && i < g.size(); ++i) {
+    const Result<int64_t> d = wrap_dim(dims[i], static_cast<int64_t>(in.size()));
+    if (!d.ok()) return contiguous_strides(in);
+    s[static_cast<size_t>(*d)] = g[i];
+  }
+  return s;
+}
+std::optional<Dims> stack_grad(const Attrs& a, const Dims& in, const Dims&, const Dims& g) {
+  const Result<int64_t> d = wrap_dim(a.get_int("dim"), static_cast<int64_t>(in.size()) + 1);
+  if (!d.ok()) return contiguous_strides(in);
+  Dims s = g;
+  s.erase(s.begin() + *d);
+  return s;
+}
+void view_grad(OpSchema& s, GradLayoutFn layout) {
+  s.grad_layout = std::move(layout);
+  s.grad_is_view = true;
+}
+
 // select/slice backward scatter into zeros of the input's shape; split/chunk backward cat the
 // pieces' gradients: both are new tensors (the default rule).
 void new_grad_backward(OpSchema& s) {
@@ -346,27 +386,33 @@ void add_shape_ops(std::vector<OpSchema>& ops) {
   OpSchema view =
       shape_schema("view", "a view with another shape; errors when a copy is needed", view_infer);
   view.attrs = {shape_attr};
+  view_grad(view, reshape_grad);
   ops.push_back(std::move(view));
   OpSchema reshape =
       shape_schema("reshape", "a view if the strides allow it, else a copy", reshape_infer);
   reshape.attrs = {shape_attr};
+  view_grad(reshape, reshape_grad);
   ops.push_back(std::move(reshape));
   OpSchema flatten =
       shape_schema("flatten", "merge dims start_dim..end_dim (a view or a copy)", flatten_infer);
   flatten.attrs = {{"start_dim", AttrKind::kInt, AttrValue{int64_t{0}}, "first dim merged"},
                    {"end_dim", AttrKind::kInt, AttrValue{int64_t{-1}}, "last dim merged"}};
+  view_grad(flatten, reshape_grad);
   ops.push_back(std::move(flatten));
   OpSchema unflatten =
       shape_schema("unflatten", "split one dim into several (a view)", unflatten_infer);
   unflatten.attrs = {{"dim", AttrKind::kInt, std::nullopt, "dim to split"},
                      {"sizes", AttrKind::kInts, std::nullopt, "new sizes (one -1 allowed)"}};
+  view_grad(unflatten, reshape_grad);
   ops.push_back(std::move(unflatten));
   OpSchema permute = shape_schema("permute", "reorder dims (a view)", permute_infer);
   permute.attrs = {{"dims", AttrKind::kInts, std::nullopt, "the new order"}};
+  view_grad(permute, permute_grad);
   ops.push_back(std::move(permute));
   OpSchema transpose = shape_schema("transpose", "swap two dims (a view)", transpose_infer);
   transpose.attrs = {{"dim0", AttrKind::kInt, std::nullopt, "first dim"},
                      {"dim1", AttrKind::kInt, std::nullopt, "second dim"}};
+  view_grad(transpose, transpose_grad);
   ops.push_back(std::move(transpose));
   ops.push_back(shape_schema("contiguous", "the input if contiguous, else a contiguous copy",
                              contiguous_infer));
@@ -404,9 +450,11 @@ void add_shape_ops(std::vector<OpSchema>& ops) {
   ops.push_back(std::move(slice));
   OpSchema unsqueeze = shape_schema("unsqueeze", "insert a size-1 dim (a view)", unsqueeze_infer);
   unsqueeze.attrs = {{"dim", AttrKind::kInt, std::nullopt, "where"}};
+  view_grad(unsqueeze, reshape_grad);
   ops.push_back(std::move(unsqueeze));
   OpSchema squeeze = shape_schema("squeeze", "drop a size-1 dim (a view)", squeeze_infer);
   squeeze.attrs = {{"dim", AttrKind::kInt, std::nullopt, "which"}};
+  view_grad(squeeze, reshape_grad);
   ops.push_back(std::move(squeeze));
   OpSchema chunk = shape_schema("chunk", "split into equal pieces along dim (views)", chunk_infer);
   chunk.attrs = {{"chunks", AttrKind::kInt, std::nullopt, "number of pieces"},
@@ -430,6 +478,7 @@ void add_shape_ops(std::vector<OpSchema>& ops) {
       shape_schema("pad", "constant padding (F.pad); a new tensor, keeps nothing", pad_infer);
   pad.attrs = {{"pads", AttrKind::kInts, std::nullopt, "(left, right) pairs from the last dim"},
                {"value", AttrKind::kFloat, AttrValue{0.0}, "fill value"}};
+  pad.grad_layout = same_grad;
   ops.push_back(std::move(pad));
 
   OpSchema cat = shape_schema(
@@ -438,6 +487,7 @@ void add_shape_ops(std::vector<OpSchema>& ops) {
   cat.attrs = {{"dim", AttrKind::kInt, AttrValue{int64_t{0}}, "dim"}};
   cat.max_inputs = kMaxListInputs;
   cat.autocast = Autocast::kPromote;
+  view_grad(cat, same_grad);
   ops.push_back(std::move(cat));
   OpSchema stack = shape_schema(
       "stack", "stack along a new dim (a new tensor); keeps nothing",
@@ -445,6 +495,7 @@ void add_shape_ops(std::vector<OpSchema>& ops) {
   stack.attrs = {{"dim", AttrKind::kInt, AttrValue{int64_t{0}}, "dim"}};
   stack.max_inputs = kMaxListInputs;
   stack.autocast = Autocast::kPromote;
+  view_grad(stack, stack_grad);
   ops.push_back(std::move(stack));
 
   OpSchema arange = shape_schema("arange", "0, 1, ..., end-1 (torch.arange); needs no gradient",

@@ -37,14 +37,10 @@
 namespace trainfit {
 
 // The strides of the gradient a view-like backward (an alias rule) hands to `input`, given the
-// strides of the gradient that arrived for the node's output; nullopt where that backward is a
-// reshape the strides do not allow, and so a contiguous copy.
+// strides of the gradient that arrived for the node's output (its op's grad_layout); nullopt
+// where that backward is a reshape the strides do not allow, and so a contiguous copy.
 std::optional<Dims> view_grad_strides(const Graph& g, const Node& node, int input,
                                       const Dims& incoming);
-
-// Whether that gradient is a view of the incoming one (which keeps it as its base) rather than
-// the very tensor (contiguous's, add's and clone's backward hand on the gradient itself).
-bool hands_on_view(const Node& node);
 
 enum class GradCopy : uint8_t {
   kNoCopy,
@@ -55,7 +51,7 @@ enum class GradCopy : uint8_t {
 };
 
 // Whether the node's backward copies the gradient of its output 0, which arrived with the
-// strides `incoming`, before using it.
+// strides `incoming`, before using it (its op's dense_grad).
 GradCopy grad_copy(const Graph& g, const Node& node, const Dims& incoming);
 
 }  // namespace trainfit

@@ -16,12 +16,13 @@ constexpr KernelTarget kCpu{Device::kCpu, TorchVersion::k1_13};
 constexpr KernelTarget kCuda{Device::kCuda, TorchVersion::k2};
 constexpr int64_t kL = 5, kB = 3, kE = 8, kHeads = 2;
 
-// x (L, B, E) -> linear E -> `body` -> sum: the loss.
-Graph chain(KernelTarget target, const std::function<ValueId(GraphBuilder&, ValueId)>& body) {
+// x (L, B, E by default) -> linear E -> `body` -> sum: the loss.
+Graph chain(KernelTarget target, const std::function<ValueId(GraphBuilder&, ValueId)>& body,
+            const Dims& input = {kL, kB, kE}) {
   BuildOptions o;
   o.target = target;
   GraphBuilder b("chain", o);
-  ValueId x = b.input("x", {kL, kB, kE}, DType::kFloat32);
+  ValueId x = b.input("x", input, DType::kFloat32);
   {
     auto root = b.module("", "Chain");
     {
@@ -40,18 +41,24 @@ struct Alloc {
   NodeId node;
 };
 
-// The first iteration's backward allocations, in order.
-std::vector<Alloc> backward_allocs(const Graph& g, bool workspaces) {
+// One training iteration's events.
+EventList lower_once(const Graph& g, bool workspaces = false) {
   TrainingConfig c;
   c.iterations = 1;
   LoweringOptions o;
   o.op_workspaces = workspaces;
-  const Result<EventList> events = lower_training_step(g, c, o);
+  Result<EventList> events = lower_training_step(g, c, o);
   EXPECT_TRUE(events.ok()) << events.status().to_string();
+  return events.ok() ? *std::move(events) : EventList{};
+}
+
+// The first iteration's backward allocations, in order.
+std::vector<Alloc> backward_allocs(const Graph& g, bool workspaces) {
+  const EventList events = lower_once(g, workspaces);
   std::vector<Alloc> out;
-  for (const Event& e : events->events) {
+  for (const Event& e : events.events) {
     if (!e.alloc || e.phase != Phase::kBackward) continue;
-    const Buffer& b = events->buffers[e.buffer];
+    const Buffer& b = events.buffers[e.buffer];
     out.push_back({b.bytes, b.category, e.node});
   }
   return out;
@@ -160,56 +167,39 @@ TEST(GradLayout, BmmMakesMat2sGradientFirst) {
 }
 
 TEST(GradLayout, HeldValuesLiveUntilTheNodeThatHoldsThem) {
-  BuildOptions o;
-  o.target = kCpu;
-  GraphBuilder b("held", o);
-  ValueId x = b.input("x", {kB, kE}, DType::kFloat32);
-  ValueId r = kNone;
-  {
-    auto root = b.module("", "Held");
-    x = b.call1("linear", {x}, {{"out_features", kE}});
-    r = b.call1("add_scalar", {x}, {{"value", 1.0}});  // saved by nothing
-    x = b.call1("mul_scalar", {r}, {{"value", 2.0}});
-    x = b.call1("mul_scalar", {x}, {{"value", 3.0}});
-    b.hold(r);
-  }
-  b.set_loss(b.call1("sum", {x}));
-  const Graph g = *std::move(b).finish();
-  TrainingConfig c;
-  c.iterations = 1;
-  const Result<EventList> events = lower_training_step(g, c, {});
-  ASSERT_TRUE(events.ok());
+  ValueId held = kNone;
+  const Graph g = chain(kCpu,
+                        [&](GraphBuilder& b, ValueId x) {
+                          held = b.call1("add_scalar", {x}, {{"value", 1.0}});  // saved by nothing
+                          x = b.call1("mul_scalar", {held}, {{"value", 2.0}});
+                          x = b.call1("mul_scalar", {x}, {{"value", 3.0}});
+                          b.hold(held);
+                          return x;
+                        },
+                        {kB, kE});
+  const EventList events = lower_once(g);
   // Without the hold, add_scalar's output would go once the first mul_scalar has read it.
   const NodeId made = node_of(g, "add_scalar");
   std::vector<NodeId> freed_at;
-  for (const Event& e : events->events) {
-    const Buffer& buf = events->buffers[e.buffer];
+  for (const Event& e : events.events) {
+    const Buffer& buf = events.buffers[e.buffer];
     if (!e.alloc && e.phase == Phase::kForward && buf.node == made) freed_at.push_back(e.node);
   }
   EXPECT_EQ(freed_at, std::vector<NodeId>{node_of(g, "mul_scalar", 1)});
 }
 
 TEST(GradLayout, CudaDropoutMakesItsMaskBeforeItsOutput) {
-  BuildOptions o;
-  o.target = kCuda;
-  GraphBuilder b("dropout", o);
-  ValueId x = b.input("x", {kB, kE}, DType::kFloat32);
-  {
-    auto root = b.module("", "Dropout");
-    x = b.call1("linear", {x}, {{"out_features", kE}});
-    x = b.call1("dropout", {x}, {{"p", 0.1}});
-  }
-  b.set_loss(b.call1("sum", {x}));
-  const Graph g = *std::move(b).finish();
-  TrainingConfig c;
-  c.iterations = 1;
-  const Result<EventList> events = lower_training_step(g, c, {});
-  ASSERT_TRUE(events.ok());
+  const Graph g = chain(kCuda,
+                        [](GraphBuilder& b, ValueId x) {
+                          return b.call1("dropout", {x}, {{"p", 0.1}});
+                        },
+                        {kB, kE});
+  const EventList events = lower_once(g);
   const NodeId dropout = node_of(g, "dropout");
   std::vector<int64_t> sizes;
-  for (const Event& e : events->events) {
+  for (const Event& e : events.events) {
     if (e.alloc && e.phase == Phase::kForward && e.node == dropout) {
-      sizes.push_back(events->buffers[e.buffer].bytes);
+      sizes.push_back(events.buffers[e.buffer].bytes);
     }
   }
   EXPECT_EQ(sizes, (std::vector<int64_t>{kB * kE, kB * kE * 4}));

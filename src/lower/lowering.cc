@@ -790,7 +790,7 @@ void Lowerer::backward() {
         free_buffer(dense, n);
       }
       const bool view =
-          strides ? !rule.same_tensor && hands_on_view(node) : rule.alias_output < 0 && rule.view;
+          strides ? !rule.same_tensor && node.op->grad_is_view : rule.alias_output < 0 && rule.view;
       produced.push_back({v, b, strides && rule.same_tensor,
                           strides ? *std::move(strides) : contiguous_strides(g_.value(v).shape),
                           view});
