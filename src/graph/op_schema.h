@@ -127,6 +127,12 @@ struct GradRule {
   // Under cuDNN's benchmark mode, the kernel's plan search; its chosen plan's workspace then
   // replaces `workspace`.
   std::optional<PlanSearch> plan_search;
+  // A broadcast input's gradient: the formula gives it at the output's shape and the engine
+  // sums it down to the input's once the node's formulas have all run (engine.cpp
+  // validate_outputs, in input order), freeing the formula's tensor then. `formula_bytes` is
+  // that tensor (0: the formula hands on the incoming gradient itself, as add's does).
+  bool summed = false;
+  int64_t formula_bytes = 0;
 };
 struct BackwardSpec {
   std::vector<GradRule> grads;

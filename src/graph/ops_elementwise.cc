@@ -104,32 +104,38 @@ OpSchema binary_schema(std::string_view name, std::string_view doc, Binary kind)
   // add and sub hand the gradient through unless it must be reduced to a broadcast input or
   // scaled (alpha, or the negation of sub's second operand).
   //
-  // mul's formula makes each gradient at the output's shape (grad * other); the engine then sums
-  // the one of a broadcast input down to its shape (validate_outputs), so that full-size product
-  // is alive, beside the other gradient, until the sum is made.
+  // mul's and div's formulas make each gradient at the output's shape (grad * other); the
+  // engine then sums the one of a broadcast input down to its shape (validate_outputs), so that
+  // full-size tensor is alive, beside the other gradients, until the sum is made. The formulas
+  // run other's first (order_grads): the H100 recording of Diffusion Policy's FiLM
+  // (scale * out) makes out's gradient, then scale's full-size product, its sum, and frees the
+  // product, as 1.13 does on the CPU.
   s.backward = [kind](const OpCall& call) {
     BackwardSpec spec;
     Dims out = call.in(0).shape;
     if (auto b = broadcast_shapes(call.in(0).shape, call.in(1).shape); b.ok()) out = *b;
-    if (kind == Binary::kMul) {
+    const int64_t full =
+        checked_numel(out).value_or(0) * dtype_bytes(result_dtype(call.in(0), call.in(1)));
+    if (kind == Binary::kMul || kind == Binary::kDiv) {
       spec = backward_of(OpSchema{}, call);
-      const int64_t full =
-          checked_numel(out).value_or(0) * dtype_bytes(result_dtype(call.in(0), call.in(1)));
-      int64_t products = 0;
-      for (size_t i = 0; i < 2; ++i) {
-        if (call.requires_grad(i) && call.in(i).shape != out) products += full;
+      for (GradRule& rule : spec.grads) {
+        rule.summed = call.in(static_cast<size_t>(rule.input)).shape != out;
+        if (rule.summed) rule.formula_bytes = full;
       }
-      if (products > 0) spec.scratch.push_back(products);
+      order_grads(spec, {1, 0});
       return spec;
     }
-    if (kind != Binary::kAdd && kind != Binary::kSub) return backward_of(OpSchema{}, call);
     const double alpha = call.attrs.get_float("alpha");
     for (int i = 0; i < 2; ++i) {
       if (!call.requires_grad(static_cast<size_t>(i))) continue;
       const bool same = call.in(static_cast<size_t>(i)).shape == out;
       const bool scaled = i == 1 && (kind == Binary::kSub || alpha != 1.0);
-      spec.grads.push_back({i, same && !scaled ? 0 : -1, true});
+      GradRule rule{i, same && !scaled ? 0 : -1, true};
+      rule.summed = !same;
+      if (rule.summed && scaled) rule.formula_bytes = full;
+      spec.grads.push_back(std::move(rule));
     }
+    order_grads(spec, {1, 0});
     return spec;
   };
   return s;

@@ -166,6 +166,35 @@ TEST(GradLayout, BmmMakesMat2sGradientFirst) {
   EXPECT_EQ(sizes[1], kB * 2 * kL * 4);   // self (B, 2, L)
 }
 
+// FiLM's scale * out (Diffusion Policy's U-Net): the formulas run other's before self's, and the
+// engine sums the broadcast scale's full-size product down to its shape once both have run,
+// then frees the product; the H100 recording of Diffusion makes out's gradient, the product,
+// the sum, and frees the second block. Event order as 1.13 makes it on the CPU too.
+TEST(GradLayout, MulSumsABroadcastInputsGradientAfterItsFormulas) {
+  for (const KernelTarget target : {kCpu, kCuda}) {
+    const Graph g = chain(target, [](GraphBuilder& b, ValueId x) {
+      const ValueId scale = b.call1("sum", {x}, {{"dims", Dims{0}}, {"keepdim", true}});
+      return b.call1("mul", {scale, x});  // (1, B, E) * (L, B, E)
+    });
+    const NodeId mul = node_of(g, "mul");
+    const EventList events = lower_once(g);
+    std::vector<std::pair<bool, int64_t>> at_mul;  // (alloc, bytes)
+    std::vector<BufferId> buffers;
+    for (const Event& e : events.events) {
+      if (e.node != mul || e.phase != Phase::kBackward) continue;
+      at_mul.emplace_back(e.alloc, events.buffers[e.buffer].bytes);
+      buffers.push_back(e.buffer);
+    }
+    constexpr int64_t kFull = kL * kB * kE * 4;
+    ASSERT_GE(at_mul.size(), 4U);
+    EXPECT_EQ(at_mul[0], std::make_pair(true, kFull));        // out's gradient
+    EXPECT_EQ(at_mul[1], std::make_pair(true, kFull));        // scale's product
+    EXPECT_EQ(at_mul[2], std::make_pair(true, kB * kE * 4));  // summed to (1, B, E)
+    EXPECT_EQ(at_mul[3], std::make_pair(false, kFull));       // the product goes
+    EXPECT_EQ(buffers[3], buffers[1]);
+  }
+}
+
 TEST(GradLayout, HeldValuesLiveUntilTheNodeThatHoldsThem) {
   ValueId held = kNone;
   const Graph g = chain(kCpu,

@@ -740,9 +740,23 @@ void Lowerer::backward() {
       grad_refs_[b] = 1;
       return b;
     };
+    // Broadcast inputs' gradients, summed to their shapes after the formulas (GradRule::summed).
+    struct Summed {
+      int input;
+      ValueId value;
+      BufferId formula;
+    };
+    std::vector<Summed> summed;
     for (const GradRule& rule : spec.grads) {
       if (rule.from_saved) continue;  // made below, once the saved tensors are released
       const ValueId v = node.inputs[static_cast<size_t>(rule.input)];
+      if (rule.summed && rule.alias_output < 0) {
+        summed.push_back({rule.input, v,
+                          rule.formula_bytes > 0
+                              ? alloc_new(rule.formula_bytes, Category::kTemporary, n)
+                              : kNoBuffer});
+        continue;
+      }
       BufferId b = kNoBuffer;
       std::optional<Dims> strides;
       if (rule.alias_output >= 0) {
@@ -803,6 +817,13 @@ void Lowerer::backward() {
       free_buffer(alloc_new(spec.workspace_bytes, Category::kWorkspace, n), n);
     }
     free_buffer(scratch, n);
+    std::stable_sort(summed.begin(), summed.end(),
+                     [](const Summed& a, const Summed& b) { return a.input < b.input; });
+    for (const Summed& s : summed) {
+      produced.push_back(
+          {s.value, new_grad(s.value), false, contiguous_strides(g_.value(s.value).shape), false});
+      free_buffer(s.formula, n);
+    }
     for (ValueId o : node.outputs) {
       BufferId& slot = grad_slot_[o];
       unref_grad(slot, n);
