@@ -142,6 +142,10 @@ struct BackwardSpec {
   // dequantized absmax, then weight): each is made in turn; all but the last are freed before
   // the gradients are made, the last after them.
   std::vector<int64_t> scratch;
+  // A contiguous copy the backward kernel makes of a saved input that is not contiguous
+  // (CUDA; layer_norm_backward_cuda's input.expect_contiguous()), before the gradients, freed
+  // when the kernel returns.
+  int64_t input_copy_bytes = 0;
 };
 using BackwardFn = std::function<BackwardSpec(const OpCall&)>;
 

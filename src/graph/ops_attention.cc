@@ -589,10 +589,11 @@ std::vector<ValueId> mha_decompose(GraphBuilder& b, std::span<const ValueId> in,
   if (attrs.get_bool("batch_first")) {
     out = b.call1("transpose", {out}, {{"dim0", int64_t{1}}, {"dim1", int64_t{0}}});
   }
-  // Until the call returns, its arguments and the function's locals stay referenced: the
-  // inputs, q (the projection it views), the float masks and the weights (which the caller
-  // drops).
-  for (ValueId held : {in[0], in[1], in[2], kpm, mask, q, weights}) b.hold(held);
+  // Until the call returns, its arguments and the function's locals stay referenced, and they
+  // go as Python unwinds (the H100 recording of ACT): multi_head_attention_forward's merged
+  // mask and q with its frame, the module's float key-padding mask with its forward, the
+  // weights when the caller takes [0], the inputs with the caller's frame.
+  for (ValueId held : {mask, q, kpm, weights, in[0], in[1], in[2]}) b.hold(held);
   return {out, weights};
 }
 

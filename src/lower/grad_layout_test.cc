@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "graph/builder.h"
@@ -145,6 +146,108 @@ TEST(GradLayout, LayerNormCopiesAnOutOfOrderGradientInItsCudaKernel) {
   // The CPU's checks see no kernel's temporaries.
   const Graph cpu = chain(kCpu, body);
   EXPECT_EQ(allocs_at(backward_allocs(cpu, false), node_of(cpu, "layer_norm"), kActivation), 1);
+}
+
+TEST(GradLayout, LayerNormCopiesATransposedInputInItsCudaBackward) {
+  // A LayerNorm over a transposed tensor: layer_norm_backward_cuda's input.expect_contiguous()
+  // copies the saved input before dX, and frees it when the kernel returns.
+  const auto body = [](GraphBuilder& b, ValueId x) {
+    x = b.call1("transpose", {x}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
+    x = b.call1("layer_norm", {x}, {{"normalized_shape", Dims{kE}}});
+    return b.call1("mul_scalar", {x}, {{"value", 0.5}});
+  };
+  const Graph cuda = chain(kCuda, body);
+  const NodeId norm = node_of(cuda, "layer_norm");
+  const EventList events = lower_once(cuda, /*workspaces=*/true);
+  std::vector<std::pair<bool, Category>> at_norm;
+  BufferId copy = -1;
+  for (const Event& e : events.events) {
+    if (e.phase != Phase::kBackward || e.node != norm) continue;
+    const Buffer& b = events.buffers[e.buffer];
+    if (copy < 0 && e.alloc) copy = e.buffer;
+    if (b.bytes == kActivation) at_norm.emplace_back(e.alloc, b.category);
+  }
+  ASSERT_GE(copy, 0);
+  EXPECT_EQ(events.buffers[copy].bytes, kActivation);
+  EXPECT_EQ(events.buffers[copy].category, Category::kWorkspace);
+  ASSERT_GE(at_norm.size(), 2U);
+  EXPECT_EQ(at_norm[0], std::make_pair(true, Category::kWorkspace));  // the input's copy
+  EXPECT_EQ(at_norm[1].first, true);                                  // then dX
+  // The CPU's checks see no kernel's copies.
+  const Graph cpu = chain(kCpu, body);
+  EXPECT_EQ(allocs_at(backward_allocs(cpu, false), node_of(cpu, "layer_norm"), kActivation), 1);
+}
+
+// Note [A module's arguments]: the caller holds what it passes until the module returns.
+// FrozenBatchNorm2d's x * scale + bias reads x in its first op; x goes after the add, after the
+// product the add consumed. A ModuleList is never called, so its owner frees x at its last read.
+TEST(GradLayout, AModulesArgumentLivesUntilTheModuleReturns) {
+  for (const char* type : {"FrozenBatchNorm2d", "ModuleList"}) {
+    const Graph g = chain(kCpu, [&](GraphBuilder& b, ValueId x) {
+      auto scope = b.module("norm", type);
+      x = b.call1("mul_scalar", {x}, {{"value", 2.0}});
+      return b.call1("add_scalar", {x}, {{"value", 1.0}});
+    });
+    const NodeId linear = node_of(g, "linear");
+    const NodeId mul = node_of(g, "mul_scalar");
+    const NodeId add = node_of(g, "add_scalar");
+    const EventList events = lower_once(g);
+    BufferId argument = -1;
+    BufferId product = -1;
+    std::vector<BufferId> freed_at_add;
+    NodeId argument_freed_at = kNone;
+    for (const Event& e : events.events) {
+      if (e.phase != Phase::kForward || e.iteration != 0) continue;
+      if (e.alloc && e.node == linear && argument < 0) argument = e.buffer;
+      if (e.alloc && e.node == mul && product < 0) product = e.buffer;
+      if (!e.alloc && e.buffer == argument) argument_freed_at = e.node;
+      if (!e.alloc && e.node == add) freed_at_add.push_back(e.buffer);
+    }
+    ASSERT_GE(argument, 0);
+    if (std::string_view(type) == "ModuleList") {
+      EXPECT_EQ(argument_freed_at, mul);
+      continue;
+    }
+    EXPECT_EQ(argument_freed_at, add);
+    EXPECT_EQ(freed_at_add, (std::vector<BufferId>{product, argument}));
+  }
+}
+
+// GraphBuilder::hold: what the op itself consumed goes first, then the held values in the
+// order of the holds (nn.MultiheadAttention's merged mask and q with its function's frame, the
+// weights when the caller takes [0], the caller's arguments last).
+TEST(GradLayout, HeldValuesGoInTheOrderOfTheirHolds) {
+  // add saves nothing, so both operands go at it: in the order of creation when nothing holds
+  // them, in the order of the holds when something does.
+  for (const bool held : {false, true}) {
+    const Graph g = chain(kCpu,
+                          [&](GraphBuilder& b, ValueId x) {
+                            const ValueId first = b.call1("add_scalar", {x}, {{"value", 1.0}});
+                            const ValueId second = b.call1("add_scalar", {x}, {{"value", 2.0}});
+                            x = b.call1("add", {first, second});
+                            if (held) {
+                              b.hold(second);
+                              b.hold(first);
+                            }
+                            return x;
+                          },
+                          {kB, kE});
+    const NodeId sum = node_of(g, "add");
+    const NodeId add1 = node_of(g, "add_scalar", 0);
+    const NodeId add2 = node_of(g, "add_scalar", 1);
+    const EventList events = lower_once(g);
+    BufferId b1 = -1, b2 = -1;
+    std::vector<BufferId> freed;
+    for (const Event& e : events.events) {
+      if (e.phase != Phase::kForward || e.iteration != 0) continue;
+      if (e.alloc && e.node == add1 && b1 < 0) b1 = e.buffer;
+      if (e.alloc && e.node == add2 && b2 < 0) b2 = e.buffer;
+      if (!e.alloc && e.node == sum) freed.push_back(e.buffer);
+    }
+    ASSERT_GE(b1, 0);
+    ASSERT_GE(b2, 0);
+    EXPECT_EQ(freed, held ? (std::vector<BufferId>{b2, b1}) : (std::vector<BufferId>{b1, b2}));
+  }
 }
 
 TEST(GradLayout, BmmMakesMat2sGradientFirst) {

@@ -44,6 +44,9 @@ class Lowerer : public EventSink {
   // Setup and analysis.
   Status find_segments();
   void analyze();
+  // Note [A module's arguments]
+  // Returns, per storage, the depth of the module whose return releases it (-1: none).
+  std::vector<int> hold_module_arguments();
   void allocate_parameters();
 
   // Events.
@@ -321,6 +324,7 @@ void Lowerer::analyze() {
     NodeId& last = last_use_[g_.value(v).storage];
     last = std::max(last, n);
   }
+  const std::vector<int> argument_of = hold_module_arguments();
   for (const Segment& s : segments_) {
     if (s.last_to_run == kNone) continue;
     for (StorageId st : s.held_inputs) ++forward_savers_[st];
@@ -350,6 +354,65 @@ void Lowerer::analyze() {
     if (forward_savers_[s] > 0 || held_to_end_[s] || held_to_forward_end_[s]) continue;
     frees_after_[last_use_[s]].push_back(static_cast<StorageId>(s));
   }
+  // What dies as a node's op returns goes first; then what Python held until that node, in
+  // the order its last reference goes: the locals GraphBuilder::hold names, in the order of the
+  // holds, then the modules' arguments as each call returns, the innermost first.
+  std::vector<size_t> hold_rank(n_storages, 0);
+  for (size_t i = 0; i < g_.held_until.size(); ++i) {
+    const auto& [v, n] = g_.held_until[i];
+    const StorageId s = g_.value(v).storage;
+    if (last_use_[s] == n) hold_rank[static_cast<size_t>(s)] = i + 1;
+  }
+  constexpr int kDeepest = 1 << 16;
+  for (size_t s = 0; s < n_storages; ++s) {
+    if (argument_of[s] < 0) continue;
+    hold_rank[s] = g_.held_until.size() + 1 + static_cast<size_t>(kDeepest - argument_of[s]);
+  }
+  for (std::vector<StorageId>& frees : frees_after_) {
+    std::stable_sort(frees.begin(), frees.end(), [&](StorageId a, StorageId b) {
+      return hold_rank[static_cast<size_t>(a)] < hold_rank[static_cast<size_t>(b)];
+    });
+  }
+}
+
+// Note [A module's arguments]
+// A tensor handed to a module stays referenced until the module's forward returns: the
+// caller's frame (its local, or the temporary on its evaluation stack) holds the argument for
+// the whole call, whatever forward does with its own name for it. So a tensor made outside a
+// module and read inside it lives at least until the module's last op, even where its last
+// read comes earlier: torchvision's FrozenBatchNorm2d (ACT's backbone) reads x in x * scale,
+// then adds the bias, and x goes only when the caller rebinds it; the H100 recording of ACT
+// allocates both products while the 629 MB input is still there. The outermost module that
+// did not make it is the one it was passed into from outside; containers (ModuleList,
+// ModuleDict) are never called, so their owner's forward holds what it hands their children.
+std::vector<int> Lowerer::hold_module_arguments() {
+  std::vector<int> depth_of(g_.storages.size(), -1);
+  for (size_t n = 0; n < g_.nodes.size(); ++n) {
+    const Node& node = g_.nodes[n];
+    for (ValueId v : node.inputs) {
+      const StorageId s = g_.value(v).storage;
+      const Storage& st = g_.storages[s];
+      if (st.kind != StorageKind::kActivation) continue;
+      NodeId until = kNone;
+      int depth = -1;
+      for (ModuleId m = node.module; m != kNone; m = g_.modules[m].parent) {
+        const Module& mod = g_.modules[m];
+        if (st.producer != kNone && st.producer >= mod.first_node) break;
+        // A container is never called: its children are, from its owner's forward.
+        if (mod.type == "ModuleList" || mod.type == "ModuleDict") continue;
+        until = mod.end_node - 1;
+        depth = mod.depth;
+      }
+      if (until == kNone) continue;
+      if (until > last_use_[s]) {
+        last_use_[s] = until;
+        depth_of[static_cast<size_t>(s)] = depth;
+      } else if (until == last_use_[s]) {
+        depth_of[static_cast<size_t>(s)] = std::max(depth_of[static_cast<size_t>(s)], depth);
+      }
+    }
+  }
+  return depth_of;
 }
 
 // Module.cuda() moves parameters module by module, children before their parent's own tensors
@@ -722,6 +785,9 @@ void Lowerer::backward() {
       free_buffer(scratch, n);
       scratch = next;
     }
+    const BufferId input_copy = options_.op_workspaces && spec.input_copy_bytes > 0
+                                    ? alloc_new(spec.input_copy_bytes, Category::kWorkspace, n)
+                                    : kNoBuffer;
     struct Produced {
       ValueId value;
       BufferId buffer;
@@ -816,6 +882,7 @@ void Lowerer::backward() {
     if (options_.op_workspaces && spec.workspace_bytes > 0) {
       free_buffer(alloc_new(spec.workspace_bytes, Category::kWorkspace, n), n);
     }
+    free_buffer(input_copy, n);
     free_buffer(scratch, n);
     std::stable_sort(summed.begin(), summed.end(),
                      [](const Summed& a, const Summed& b) { return a.input < b.input; });

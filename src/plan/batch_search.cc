@@ -70,40 +70,24 @@ Result<BatchFit> BatchSearch::fit(const DeviceProfile& device, double margin) {
   BatchFit result;
   const int64_t budget = device.total_bytes - margin_bytes(device.total_bytes, margin);
   result.budget_bytes = budget;
-  // Invariant: lo fits (0 trivially), hi does not (kMaxSearchBatch + 1 by assumption). What
-  // earlier searches on this device class settled seeds the bracket.
+  // Invariant: lo fits (0 trivially), hi does not (kMaxSearchBatch + 1 by assumption).
+  //
+  // The search steers by its own probes only; estimates another search made are reused, not
+  // steered by. Reserved memory is not monotone in the batch (where the allocator's blocks
+  // land changes with every size), so near the limit a batch can fit where a smaller one does
+  // not, and a search seeded by other GPUs' probes would settle on another edge than the same
+  // search run alone: `fit --gpu all` must say what `fit --gpu X` says.
   int64_t lo = 0;
   int64_t hi = kMaxSearchBatch + 1;
-  const auto first = [&] {
-    return unbounded_.lower_bound(
-        std::make_tuple(device.cublas_workspace_bytes, device.context_bytes, int64_t{0}));
-  };
-  const auto same_class = [&](const auto& it) {
-    return it != unbounded_.end() && std::get<0>(it->first) == device.cublas_workspace_bytes &&
-           std::get<1>(it->first) == device.context_bytes;
-  };
-  for (auto it = first(); same_class(it); ++it) {
-    if (it->second.device_used <= budget) lo = std::max(lo, std::get<2>(it->first));
-  }
-  for (auto it = first(); same_class(it); ++it) {
-    const int64_t batch = std::get<2>(it->first);
-    if (batch > lo && it->second.allocated + device.context_bytes > budget) {
-      hi = std::min(hi, batch);
-    }
-  }
+  std::vector<int64_t> probed;
   // Device use is close to affine in the batch: the next probe is where the line through the
   // bracket's ends (or, before there is an upper end, the last two probes) crosses the budget.
   // Allocator rounding bends the line, so every guess is checked, and each probe
   // from the fourth inside a bracket bisects, so that a bent curve cannot stall the search.
-  // Guidance only (every guess is checked): a batch not yet probed on this device class takes
-  // its value from another class, whose curve differs by a constant workspace.
   const auto used = [&](int64_t batch) -> std::optional<double> {
+    if (std::find(probed.begin(), probed.end(), batch) == probed.end()) return std::nullopt;
     auto it = unbounded_.find(
         std::make_tuple(device.cublas_workspace_bytes, device.context_bytes, batch));
-    if (it == unbounded_.end()) {
-      it = std::find_if(unbounded_.begin(), unbounded_.end(),
-                        [&](const auto& e) { return std::get<2>(e.first) == batch; });
-    }
     if (it == unbounded_.end()) return std::nullopt;
     return static_cast<double>(it->second.device_used);
   };
@@ -134,7 +118,7 @@ Result<BatchFit> BatchSearch::fit(const DeviceProfile& device, double margin) {
       // largest probe of any class (nearby probes differ by allocator rounding as much as by
       // the batch).
       int64_t largest = 0;
-      for (const auto& [key, probe] : unbounded_) largest = std::max(largest, std::get<2>(key));
+      for (const int64_t b : probed) largest = std::max(largest, b);
       const std::optional<int64_t> c = largest > 1 ? crossing(1, largest) : std::nullopt;
       guess = lo == 0 ? c.value_or(1) : std::min(c.value_or(lo * 16), lo * 16);
       // The long baseline can put the crossing at or below a batch that fits (its slope is
@@ -147,6 +131,7 @@ Result<BatchFit> BatchSearch::fit(const DeviceProfile& device, double margin) {
     }
     const int64_t batch = std::clamp(guess, lo + 1, hi - 1);
     Result<bool> ok = fits(device, margin, batch);
+    probed.push_back(batch);
     if (!ok.ok()) {
       // The same configuration built at a smaller batch: a size that overflows does not fit.
       if (lo == 0) return ok.status();

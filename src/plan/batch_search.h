@@ -44,7 +44,8 @@ struct BatchFit {
 };
 
 // Searches the batch of one model and training configuration across devices. Estimates on an
-// unbounded device are shared by every GPU with the same cuBLAS workspace and CUDA context.
+// unbounded device are shared by every GPU with the same cuBLAS workspace and CUDA context;
+// each search steers by its own probes, so a GPU's answer is the same searched alone.
 class BatchSearch {
  public:
   // `request`'s device, margin and batch are the search's to set.

@@ -61,12 +61,14 @@ ValueId feed_forward(GraphBuilder& b, ValueId x, const Act& a) {
 template <typename F>
 ValueId sublayer(GraphBuilder& b, ValueId x, const char* norm, const char* dropout, const Act& a,
                  F&& f) {
+  const ValueId in = x;
   const ValueId y = f(a.pre_norm ? nn::layer_norm(b, norm, x) : x);
   x = nn::add(b, x, nn::dropout(b, dropout, y, a.dropout));
   if (!a.pre_norm) x = nn::layer_norm(b, norm, x);
   // f's output is a local of the sub-block (validation/lerobot_reference.py residual) until it
-  // returns.
+  // returns, and its argument the caller's until it rebinds x to the result.
   b.hold(y);
+  b.hold(in);
   return x;
 }
 
@@ -115,9 +117,13 @@ ValueId repeat_over_batch(GraphBuilder& b, ValueId table, int64_t batch) {
   return b.call1("reshape", {t}, {{"shape", Dims{batch, 1, -1}}});
 }
 
-// The VAE encoder's latent sample, z = mu + exp(log_sigma_x2 / 2) * eps, and (mu, log_sigma_x2).
+// The VAE encoder's latent sample, z = mu + exp(log_sigma_x2 / 2) * eps, and (mu, log_sigma_x2);
+// with the forward's locals that outlive their last use (validation/lerobot_reference.py's
+// ActModel.forward keeps each until its name is rebound or the forward returns).
 struct Latent {
   ValueId sample = kNone, mu = kNone, log_sigma_x2 = kNone;
+  std::vector<ValueId> token_list;  // `tokens`, until the encoder's token list replaces it
+  ValueId input = kNone, pos = kNone, never_pad = kNone, key_padding_mask = kNone;
 };
 
 Latent vae_latent(GraphBuilder& b, ValueId state, ValueId actions, ValueId action_is_pad,
@@ -139,13 +145,17 @@ Latent vae_latent(GraphBuilder& b, ValueId state, ValueId actions, ValueId actio
   const ValueId never_pad = no_grad_tensor(b, {a.batch, len - a.chunk}, DType::kBool);
   const ValueId key_padding_mask =
       b.call1("cat", {never_pad, action_is_pad}, {{"dim", int64_t{1}}});
+  Latent l{.token_list = tokens,
+           .input = input,
+           .pos = pos,
+           .never_pad = never_pad,
+           .key_padding_mask = key_padding_mask};
   const Attrs sequence_first{{"dims", Dims{1, 0, 2}}};
   ValueId out =
       encoder(b, "vae_encoder", b.call1("permute", {input}, sequence_first),
               b.call1("permute", {pos}, sequence_first), key_padding_mask, a.vae_layers, a);
   out = b.call1("select", {out}, {{"dim", int64_t{0}}, {"index", int64_t{0}}});
   const ValueId params = nn::linear(b, "vae_encoder_latent_output_proj", out, 2 * a.latent);
-  Latent l;
   l.mu = b.call1("slice", {params}, {{"dim", int64_t{1}}, {"end", a.latent}});
   l.log_sigma_x2 = b.call1("slice", {params}, {{"dim", int64_t{1}}, {"start", a.latent}});
   const ValueId sigma = b.call1("exp", {b.call1("div_scalar", {l.log_sigma_x2}, {{"value", 2.0}})});
@@ -156,8 +166,14 @@ Latent vae_latent(GraphBuilder& b, ValueId state, ValueId actions, ValueId actio
 }
 
 // One camera: backbone features, their 1x1 projection and position table as token lists.
+// `features` and `pos` are the forward's locals: rebinding `pos` to this camera's table
+// releases what it held before (the VAE's copy of its table, for the first camera), and the
+// last camera's two stay until the forward returns.
+struct CameraLocals {
+  ValueId features = kNone, pos = kNone;
+};
 void camera_tokens(GraphBuilder& b, ValueId image, const Act& a, std::vector<ValueId>& tokens,
-                   std::vector<ValueId>& positions) {
+                   std::vector<ValueId>& positions, CameraLocals& locals) {
   ValueId features = kNone;
   {
     auto backbone = b.module("backbone", "IntermediateLayerGetter");
@@ -176,6 +192,7 @@ void camera_tokens(GraphBuilder& b, ValueId image, const Act& a, std::vector<Val
           b.call1("to_copy", {pos}, {{"dtype", std::string(dtype_name(b.value(features).dtype))}});
     }
   }
+  b.hold(locals.pos);
   features = nn::conv2d(b, "encoder_img_feat_input_proj", features, {.out = a.dim, .kernel = 1});
   // einops.rearrange(t, "b c h w -> (h w) b c"), then list(): one view per pixel.
   const Attrs pixels_first{{"dims", Dims{2, 3, 0, 1}}};
@@ -185,6 +202,7 @@ void camera_tokens(GraphBuilder& b, ValueId image, const Act& a, std::vector<Val
                 {{"shape", Dims{h * w, 1, a.dim}}});
   for (ValueId t : b.call("unbind", {features})) tokens.push_back(t);
   for (ValueId t : b.call("unbind", {pos})) positions.push_back(t);
+  locals = {features, pos};
 }
 
 ValueId act_loss(GraphBuilder& b, ValueId actions, ValueId predicted, ValueId action_is_pad,
@@ -326,6 +344,8 @@ void build_act(GraphBuilder& b, const ModelConfig& c) {
       latent.sample = no_grad_tensor(b, {a.batch, a.latent}, b.activation_dtype());
     }
     std::vector<ValueId> tokens{nn::linear(b, "encoder_latent_input_proj", latent.sample, a.dim)};
+    // The VAE's token list goes as this one replaces it, its last item first.
+    for (auto t = latent.token_list.rbegin(); t != latent.token_list.rend(); ++t) b.hold(*t);
     const int64_t n_1d = 1 + (state != kNone ? 1 : 0) + (env != kNone ? 1 : 0);
     const ValueId table_1d = nn::module_parameter(b, "encoder_1d_feature_pos_embed", "Embedding",
                                                   "weight", {n_1d, a.dim});
@@ -336,9 +356,10 @@ void build_act(GraphBuilder& b, const ModelConfig& c) {
       tokens.push_back(nn::linear(b, "encoder_robot_state_input_proj", state, a.dim));
     if (env != kNone) tokens.push_back(nn::linear(b, "encoder_env_state_input_proj", env, a.dim));
     std::vector<int64_t> per_camera;
+    CameraLocals camera{kNone, latent.pos};
     for (ValueId image : images) {
       const size_t before = tokens.size();
-      camera_tokens(b, image, a, tokens, positions);
+      camera_tokens(b, image, a, tokens, positions, camera);
       if (!b.ok()) return;
       per_camera.push_back(static_cast<int64_t>(tokens.size() - before));
     }
@@ -360,7 +381,9 @@ void build_act(GraphBuilder& b, const ModelConfig& c) {
     const ValueId query_table =
         nn::module_parameter(b, "decoder_pos_embed", "Embedding", "weight", {a.chunk, a.dim});
     const ValueId query_pos = b.call1("unsqueeze", {query_table}, {{"dim", int64_t{1}}});
-    ValueId x = no_grad_tensor(b, {a.chunk, a.batch, a.dim}, b.value(encoder_pos).dtype);
+    const ValueId queries =
+        no_grad_tensor(b, {a.chunk, a.batch, a.dim}, b.value(encoder_pos).dtype);
+    ValueId x = queries;
     {
       auto decoder = b.module("decoder", "ACTDecoder");
       {
@@ -372,8 +395,15 @@ void build_act(GraphBuilder& b, const ModelConfig& c) {
       }
       x = nn::layer_norm(b, "norm", x);
     }
+    const ValueId out = x;
     x = b.call1("transpose", {x}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
     predicted = nn::linear(b, "action_head", x, a.action);
+    // The forward returns: its locals go in the order Python declared them (vae_in, pos,
+    // never_pad, key_padding_mask, positions, features, queries, out).
+    for (ValueId local : {latent.input, camera.pos, latent.never_pad, latent.key_padding_mask,
+                          encoder_pos, camera.features, queries, out}) {
+      b.hold(local);
+    }
   }
   b.set_loss(act_loss(b, actions, predicted, action_is_pad, latent, a));
 }

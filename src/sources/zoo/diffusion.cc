@@ -132,7 +132,11 @@ ValueId residual_block(GraphBuilder& b, std::string_view name, ValueId x, ValueI
   y = conv_block(b, "conv2", y, out, d);
   const ValueId residual =
       b.dim(x, 1) == out ? x : nn::conv1d(b, "residual_conv", x, {.out = out, .kernel = 1});
-  return nn::add(b, y, residual);
+  // out = out + self.residual_conv(x): the product is the expression's, freed by the add; the
+  // old out goes when the name is rebound to the sum.
+  const ValueId sum = nn::add(b, y, residual);
+  b.hold(y);
+  return sum;
 }
 
 // DiffusionConditionalUnet1d.forward on the noisy (B, T, A) trajectory.
