@@ -248,10 +248,7 @@ void add_norm_ops(std::vector<OpSchema>& ops) {
   // batch_first output, ACT's permuted VAE input) stays transposed into the next LayerNorm:
   // the H100 recordings of ViT-B/16 and ACT make this copy in the backward of each.
   ln.backward = [](const OpCall& call) {
-    BackwardSpec spec;
-    for (size_t i = 0; i < call.inputs.size(); ++i) {
-      if (call.requires_grad(i)) spec.grads.push_back({static_cast<int>(i), -1});
-    }
+    BackwardSpec spec = backward_of(OpSchema{}, call);
     const Value& x = call.in(0);
     if (!is_contiguous(x.shape, x.strides)) {
       spec.input_copy_bytes = checked_numel(x.shape).value_or(0) * dtype_bytes(x.dtype);

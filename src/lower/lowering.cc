@@ -47,6 +47,8 @@ class Lowerer : public EventSink {
   // Note [A module's arguments]
   // Returns, per storage, the depth of the module whose return releases it (-1: none).
   std::vector<int> hold_module_arguments();
+  // The frees at each node in the order Python makes them, given hold_module_arguments().
+  void order_frees(const std::vector<int>& argument_of);
   void allocate_parameters();
 
   // Events.
@@ -354,6 +356,11 @@ void Lowerer::analyze() {
     if (forward_savers_[s] > 0 || held_to_end_[s] || held_to_forward_end_[s]) continue;
     frees_after_[last_use_[s]].push_back(static_cast<StorageId>(s));
   }
+  order_frees(argument_of);
+}
+
+void Lowerer::order_frees(const std::vector<int>& argument_of) {
+  const size_t n_storages = g_.storages.size();
   // What dies as a node's op returns goes first; then what Python held until that node, in
   // the order its last reference goes: the locals GraphBuilder::hold names, in the order of the
   // holds, then the modules' arguments as each call returns, the innermost first.
@@ -373,6 +380,11 @@ void Lowerer::analyze() {
       return hold_rank[static_cast<size_t>(a)] < hold_rank[static_cast<size_t>(b)];
     });
   }
+}
+
+// A ModuleList or ModuleDict is never called: its children are, from its owner's forward.
+bool is_container(const Module& m) {
+  return m.type == "ModuleList" || m.type == "ModuleDict";
 }
 
 // Note [A module's arguments]
@@ -398,8 +410,7 @@ std::vector<int> Lowerer::hold_module_arguments() {
       for (ModuleId m = node.module; m != kNone; m = g_.modules[m].parent) {
         const Module& mod = g_.modules[m];
         if (st.producer != kNone && st.producer >= mod.first_node) break;
-        // A container is never called: its children are, from its owner's forward.
-        if (mod.type == "ModuleList" || mod.type == "ModuleDict") continue;
+        if (is_container(mod)) continue;
         until = mod.end_node - 1;
         depth = mod.depth;
       }
