@@ -232,6 +232,38 @@ def rule(conv, kind, itemsize):
     return converted
 
 
+def conv_of_key(key):
+    """The convolution a table key describes, as conv_problems gives it."""
+    _, _, n, c, k, groups, h, w, kh, kw, sh, sw, ph, pw, dh, dw = key
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    return {"x": [n, c, h, w], "y": [n, k, oh, ow], "w": [k, c // groups, kh, kw],
+            "stride": [sh, sw], "padding": [ph, pw], "dilation": [dh, dw], "groups": groups}
+
+
+def from_larger_batch(table, small=8, large=32):
+    """How device_rules.cc's estimate for a batch below every recording fares: each problem
+    recorded at both batches, predicted at `small` from `large` alone. Returns (problems,
+    (below, worst shortfall) of the recording scaled down by the batch ratio, the same of the
+    rule held between that and the recording)."""
+    block = lambda n: (n + 511) // 512 * 512  # noqa: E731  the allocator's rounding
+    problems, scaled_low, bounded_low = 0, [], []
+    for key, (small_bytes, *_) in table.items():
+        if key[2] != small:
+            continue
+        other = table.get(key[:2] + (large,) + key[3:])
+        if other is None:
+            continue
+        problems += 1
+        scaled = other[0] * small // large
+        bounded = min(max(rule(conv_of_key(key), KINDS[key[0]], key[1]), scaled), other[0])
+        for guess, low in ((scaled, scaled_low), (bounded, bounded_low)):
+            if block(guess) < block(small_bytes):
+                low.append(small_bytes - guess)
+    return problems, (len(scaled_low), max(scaled_low, default=0)), \
+        (len(bounded_low), max(bounded_low, default=0))
+
+
 def collect(path):
     table = {}
     benchmark = {}
@@ -296,6 +328,10 @@ def main():
     print(f"{len(table)} measured problems: the rule gives {exact} to within rounding, {over} "
           f"higher, {len(under)} lower (by {max((v[0] - v[1] for v in under), default=0):,} "
           f"bytes at most)")
+    problems, scaled, bounded = from_larger_batch(table)
+    print(f"{problems} problems recorded at batch 8 and 32, batch 8 from batch 32 alone: scaled "
+          f"down, {scaled[0]} below the recording (by {scaled[1]:,} bytes at most); the rule "
+          f"held between that and batch 32's, {bounded[0]} below (by {bounded[1]:,} at most)")
     print(f"{len(benchmark)} problems searched in benchmark mode")
     if not args.check:
         write(table, TABLE, "the workspace the call asked for", lambda v: [v[0]])

@@ -113,10 +113,12 @@ const Entry* find_measured(const Entry (&table)[N], const ConvProblem& conv, int
   return it != end && it->key == *key ? it : nullptr;
 }
 
-// The problem recorded at another batch: its workspace scaled by the batch ratio (Note [cuDNN
-// convolution workspaces]), from the largest recorded batch under `conv`'s, else the smallest
-// above it.
-std::optional<int64_t> scaled_from_another_batch(const ConvProblem& conv, int kind) {
+// The problem recorded at another batch (Note [cuDNN convolution workspaces]): from the largest
+// recorded batch under `conv`'s, its recording scaled up by the batch ratio; else from the
+// smallest above, the rule's bytes held between that recording scaled down and the recording
+// itself, since the workspace grows with the batch, never faster.
+std::optional<int64_t> scaled_from_another_batch(const ConvProblem& conv, int kind,
+                                                 int64_t rule_bytes) {
   const std::optional<MeasuredKey> key = measured_key(conv, kind);
   if (!key) return std::nullopt;
   constexpr size_t kBatch = 2;
@@ -132,8 +134,11 @@ std::optional<int64_t> scaled_from_another_batch(const ConvProblem& conv, int ki
   }
   const MeasuredWorkspace* from = below ? below : above;
   if (!from) return std::nullopt;
-  return static_cast<int64_t>(static_cast<double>(from->bytes) * static_cast<double>(conv.batch) /
-                              static_cast<double>(from->key[kBatch]));
+  const auto scaled =
+      static_cast<int64_t>(static_cast<double>(from->bytes) * static_cast<double>(conv.batch) /
+                           static_cast<double>(from->key[kBatch]));
+  if (below) return scaled;
+  return std::clamp(rule_bytes, scaled, from->bytes);
 }
 
 }  // namespace
@@ -146,7 +151,8 @@ ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm) {
     if (const MeasuredWorkspace* m = find_measured(kMeasured, conv, kind)) {
       *directions[kind] = m->bytes;
       ++ws.measured;
-    } else if (const std::optional<int64_t> scaled = scaled_from_another_batch(conv, kind)) {
+    } else if (const std::optional<int64_t> scaled =
+                   scaled_from_another_batch(conv, kind, *directions[kind])) {
       *directions[kind] = *scaled;
     }
   }

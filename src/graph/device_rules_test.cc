@@ -88,7 +88,7 @@ TEST(DeviceRules, ConvolutionsConvertNchwTensorsInTheirWorkspace) {
   EXPECT_EQ(h100.forward, 26279952);
   EXPECT_EQ(h100.backward_filter, 34538151);
   // The same problem at a batch no run recorded: the recording of the nearest batch below (32,
-  // or 8 for 16), else above (8 for 4), scaled by the batch ratio.
+  // or 8 for 16) scaled up by the batch ratio.
   ConvProblem b64 = c;
   b64.batch = 64;
   EXPECT_EQ(cudnn_conv_workspaces(b64, 90).measured, 0);
@@ -97,9 +97,20 @@ TEST(DeviceRules, ConvolutionsConvertNchwTensorsInTheirWorkspace) {
   ConvProblem b16 = c;
   b16.batch = 16;
   EXPECT_EQ(cudnn_conv_workspaces(b16, 90).forward, 2 * 7012368);
+  // Below every recorded batch: the rule (X + Y + W + 16 at batch 4), held between the nearest
+  // recording above (8) scaled down and that recording itself.
   ConvProblem b4 = c;
   b4.batch = 4;
-  EXPECT_EQ(cudnn_conv_workspaces(b4, 90).forward, 7012368 / 2);
+  EXPECT_EQ(cudnn_conv_rule(b4).forward, 2 * 1605632 + 589824 + 16);
+  EXPECT_EQ(cudnn_conv_workspaces(b4, 90).forward, 2 * 1605632 + 589824 + 16);
+  EXPECT_GT(cudnn_conv_workspaces(b4, 90).forward, 7012368 / 2);
+  // Where the rule says less than the recording scaled down, the scaled recording: resnet50's
+  // 1x1 from 256 to 128 channels at 56x56 asked 400 bytes at batch 8 (and at 32) where the
+  // rule, a GEMM on the NCHW planes, says none.
+  ConvProblem pointwise_b4 = resnet_conv(256, 128, 56, 1, 1);
+  pointwise_b4.batch = 4;
+  EXPECT_EQ(cudnn_conv_rule(pointwise_b4).forward, 0);
+  EXPECT_EQ(cudnn_conv_workspaces(pointwise_b4, 90).forward, 200);
   // A problem no batch recorded takes the rule.
   ConvProblem unrecorded = b64;
   unrecorded.in_channels = 96;
