@@ -376,25 +376,89 @@ SdpaBackend cuda_sdpa_backend(const SdpaProblem& p) {
   return SdpaBackend::kMath;
 }
 
-FusedAttentionBytes fused_attention_bytes(SdpaBackend backend, int64_t rows, int64_t queries,
-                                          int64_t head_dim, int64_t value_dim, DType dtype) {
+int64_t efficient_attention_workspace(const FusedAttentionShape& a) {
+  const bool half = a.dtype != DType::kFloat32;
+  // The first kernel of cutlassB.h's sm80 list whose head dim fits: block sizes I x J and the
+  // widest head dim it takes.
+  const int64_t widest = std::max(a.head_dim, a.value_dim);
+  int64_t block_i = 64;
+  int64_t block_j = 64;
+  int64_t max_k = 64;
+  if (widest <= 32) {
+    max_k = 32;
+  } else if (widest <= 64) {
+    max_k = 64;
+  } else if (half && widest <= 96 && (a.sm == 86 || a.sm == 89)) {
+    block_i = 128;
+    max_k = 96;
+  } else if (widest <= 128) {
+    block_i = 128;
+    block_j = half ? 128 : 64;
+    max_k = 128;
+  } else {
+    block_i = 128;
+    max_k = 65536;
+  }
+  const bool accum_q = a.sm >= 70 || half;        // kEnableSplitKeys, or an fp32 accumulator
+  const bool accum_kv = half && max_k > block_i;  // !kOutputInRF
+  int64_t splits = 1;
+  if (accum_kv) {
+    splits = ceil_div(a.keys, block_j);
+    if (a.rows >= 256 && a.keys <= 2 * block_j) splits = 1;
+    splits = std::max<int64_t>(1, std::min<int64_t>(splits, 200 / std::max<int64_t>(a.rows, 1)));
+  }
+  constexpr int64_t kLockFloats = 4;  // GradQTempStorage's lock, counter and padding
+  const int64_t dq = accum_q ? ceil_div(a.queries, block_i) * ceil_div(a.head_dim, block_j) *
+                                   (kLockFloats + block_i * block_j)
+                             : 0;
+  const auto dkv = [&](int64_t dim) {
+    return accum_kv ? splits * block_j * ceil_div(dim, block_i) * block_i : 0;
+  };
+  const int64_t per_row = ceil_div(dq + dkv(a.head_dim) + dkv(a.value_dim), 4) * 4;
+  return a.rows * per_row * 4;
+}
+
+FusedAttentionBytes fused_attention_bytes(SdpaBackend backend, const FusedAttentionShape& a) {
   FusedAttentionBytes b;
+  const int64_t rows = a.rows;
+  const int64_t queries = a.queries;
   if (backend == SdpaBackend::kFlash) {
     const int64_t padded = ceil_div(queries, 128) * 128;
     b.logsumexp = 4 * rows * queries;
-    b.backward_workspace = 4 * rows * padded + 4 * rows * padded * head_dim;
+    b.backward_workspace = 4 * rows * padded + 4 * rows * padded * a.head_dim;
   } else if (backend == SdpaBackend::kEfficient) {
     b.logsumexp = 4 * rows * ceil_div(queries, 32) * 32;
-    b.backward_workspace = 4 * rows * queries;
-    if (dtype != DType::kFloat32 && value_dim > 64)
-      b.forward_workspace = 4 * rows * queries * value_dim;
+    if (a.dtype != DType::kFloat32 && a.value_dim > 64) {
+      b.forward_workspace = 4 * rows * queries * a.value_dim;
+    }
+    // Note [Memory-efficient attention's backward].
+    using Kind = MemoryStep::Kind;
+    const int64_t delta = 4 * rows * queries;
+    int next = 0;  // kAlloc steps so far
+    int delta_step = 0;
+    if (a.dtype == DType::kFloat32) {
+      b.backward_steps = {{Kind::kAlloc, 4 * rows * queries * a.value_dim},  // grad_out * out
+                          {Kind::kAlloc, delta},                             // its sum
+                          {Kind::kAlloc, delta},                             // delta
+                          {Kind::kFree, 1},
+                          {Kind::kFree, 0}};
+      delta_step = 2;
+      next = 3;
+    } else {
+      b.backward_steps = {{Kind::kAlloc, delta}};
+      next = 1;
+    }
+    const int64_t workspace = efficient_attention_workspace(a);
+    if (workspace > 0) b.backward_steps.push_back({Kind::kAlloc, workspace});
+    b.backward_steps.push_back({Kind::kFree, delta_step});
+    if (workspace > 0) b.backward_steps.push_back({Kind::kFree, next});
   } else if (backend == SdpaBackend::kCudnn) {
     // The H100's recordings of Qwen2.5-0.5B and Llama-3.2-1B (PyTorch 2.11, cuDNN 9.19): 256
     // bytes forward, and the frontend's scratch plus 256 backward, one block per call.
     b.logsumexp = 4 * rows * queries;
     b.forward_workspace = kCudnnAttentionPlanBytes;
     b.backward_workspace =
-        4 * rows * queries + 4 * rows * queries * head_dim + kCudnnAttentionPlanBytes;
+        4 * rows * queries + 4 * rows * queries * a.head_dim + kCudnnAttentionPlanBytes;
   }
   return b;
 }

@@ -85,6 +85,27 @@
 //  and that scratch plus 256 bytes backward, to the byte; and ViT-B/16 under autocast measured
 //  113 MB below flash's copies of the output (116 MB at batch 32).
 //
+// Note [Memory-efficient attention's backward]
+//  _efficient_attention_backward (attention_backward.cu) reads its incoming gradient as
+//  grad_out.transpose(1, 2).contiguous(): a copy first unless the gradient comes back in the
+//  output's own (B, L, H, E) layout, which nn.MultiheadAttention's permute(2, 0, 1, 3) of the
+//  output does not give it. It then makes the gradients of q, k and v, and delta, the fp32
+//  (B, H, L) row sums of grad_out x out: fp16 and bf16 kernels compute them themselves into
+//  an empty tensor, fp32 ones take them from ATen, (grad_out * out).sum(-1).transpose(-2, -1)
+//  .contiguous(), which makes the full-size product, its (B, L, H) sum and the copy, and frees
+//  the first two. Then the kernel's workspace (kernel_backward.h workspace_size), per batch
+//  and head 4-float-aligned: for dq, which split keys accumulate (every kernel for sm 7.0 on,
+//  and all fp16/bf16 ones), one 16-byte lock header and a kBlockSizeI x kBlockSizeJ fp32 tile
+//  per query block and per kBlockSizeJ columns of the head dim; for dk and dv, where fp16/bf16
+//  kernels cannot keep them in registers (head dims above kBlockSizeI), a kBlockSizeJ x head
+//  dim tile per key split. The kernel is the first of the sm80 list (kernels/cutlassB.h) whose
+//  head dim fits: 64 x 64 tiles up to 64, then fp32 128 x 64 up to 128 and fp16/bf16 128 x 128
+//  (128 x 64 up to 96 on sm 8.6 and 8.9), then 128 x 64 (its shared memory assumed to fit).
+//  delta goes when the kernel returns, the workspace then, the gradient's copy last. The H100
+//  recordings of ViT-B/16 in fp32 (12 heads of 64 over 197 tokens) show every one of these
+//  allocations in every layer's backward, the workspace 6,297,600 bytes at batch 8: 96 rows x
+//  4 query blocks x (4 + 64 x 64) floats.
+//
 // Note [Summing gradients]
 //  Two gradients for one tensor meet in the autograd engine's InputBuffer. PyTorch 2.x adds
 //  the new one into the old in place when the buffer holds the only reference to it and to its
@@ -95,8 +116,10 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "graph/graph.h"
+#include "graph/op_schema.h"
 
 namespace trainfit {
 
@@ -230,9 +253,22 @@ struct FusedAttentionBytes {
   int64_t logsumexp = 0;           // kept from forward to backward
   int64_t forward_workspace = 0;   // while forward runs
   int64_t backward_workspace = 0;  // while backward runs (without grouped-query expansion)
+  // What backward makes and frees after the gradients, in order, where one workspace does not
+  // say it (Note [Memory-efficient attention's backward]); MemoryStep kAlloc and kFree only.
+  std::vector<MemoryStep> backward_steps;
 };
-FusedAttentionBytes fused_attention_bytes(SdpaBackend backend, int64_t rows, int64_t queries,
-                                          int64_t head_dim, int64_t value_dim, DType dtype);
+struct FusedAttentionShape {
+  int64_t rows = 1;  // batch x heads
+  int64_t queries = 0;
+  int64_t keys = 0;
+  int64_t head_dim = 0;
+  int64_t value_dim = 0;
+  DType dtype = DType::kFloat32;
+  int sm = 0;  // compute capability x 10
+};
+FusedAttentionBytes fused_attention_bytes(SdpaBackend backend, const FusedAttentionShape& shape);
+// The workspace of the memory-efficient backward kernel (kernel_backward.h workspace_size).
+int64_t efficient_attention_workspace(const FusedAttentionShape& shape);
 
 // Note [Summing gradients]: true when the sum reuses the old gradient's memory.
 bool adds_gradient_in_place(const KernelTarget& target, bool only_reference);

@@ -104,6 +104,21 @@ struct PlanSearch {
   bool measured = false;
 };
 
+// The tensors an op makes and frees around its outputs, in order: in forward, what its Python
+// code makes (Liger's fused linear cross-entropy: its gradient buffers, then a chunk of logits
+// at a time, then the loss; outputs a plan does not place are made after its steps; what it
+// leaves allocated is freed when the op returns); in backward, a kernel's scratch
+// (BackwardSpec::kernel_steps).
+struct MemoryStep {
+  enum class Kind : uint8_t {
+    kOutput,  // makes output `arg`
+    kAlloc,   // makes a tensor of `arg` bytes
+    kFree,    // frees the tensor made by kAlloc step number `arg` (counting kAlloc steps only)
+  };
+  Kind kind = Kind::kAlloc;
+  int64_t arg = 0;
+};
+
 // The gradient a backward node produces for one input: a new tensor of the input's shape and
 // dtype, or a view of the gradient arriving for output `alias_output` (views, add, cat, ...).
 struct GradRule {
@@ -133,6 +148,8 @@ struct GradRule {
   // that tensor (0: the formula hands on the incoming gradient itself, as add's does).
   bool summed = false;
   int64_t formula_bytes = 0;
+  // The strides the kernel gives a new gradient (Note [Gradient layouts]); empty: contiguous.
+  Dims strides;
 };
 struct BackwardSpec {
   std::vector<GradRule> grads;
@@ -146,6 +163,10 @@ struct BackwardSpec {
   // (CUDA; layer_norm_backward_cuda's input.expect_contiguous()), before the gradients, freed
   // when the kernel returns.
   int64_t input_copy_bytes = 0;
+  // Tensors the backward kernel makes and frees after the gradients, in order, where one
+  // workspace does not say it (CUDA; memory-efficient attention's delta and workspace);
+  // MemoryStep kAlloc and kFree only. Any left are freed when it returns.
+  std::vector<MemoryStep> kernel_steps;
 };
 using BackwardFn = std::function<BackwardSpec(const OpCall&)>;
 
@@ -157,26 +178,16 @@ using GradLayoutFn = std::function<std::optional<Dims>(const Attrs&, const Dims&
                                                        const Dims& out, const Dims& incoming)>;
 // What a backward kernel does with a gradient of its output that is not contiguous.
 enum class DenseGrad : uint8_t {
-  kAsIs,        // reads it as it is
-  kFoldRows,    // folds all but the last dim into rows: a copy before the node when not a view
-  kCopyLast,    // copies it after making its gradients (layer_norm's CUDA dY.contiguous())
-  kCudnnCopies  // cuDNN's backward-data and backward-filter each copy it (CUDA)
+  kAsIs,         // reads it as it is
+  kFoldRows,     // folds all but the last dim into rows: a copy before the node when not a view
+  kCopyLast,     // copies it after making its gradients (layer_norm's CUDA dY.contiguous())
+  kCudnnCopies,  // cuDNN's backward-data and backward-filter each copy it (CUDA)
+  // copies it into the output's own layout (strides) before making its gradients, freed when
+  // it returns (CUDA; memory-efficient attention's grad_out.transpose(1, 2).contiguous())
+  kOutputLayoutFirst
 };
 
-// The tensors an op's Python forward makes around its outputs (Liger's fused linear
-// cross-entropy: its gradient buffers, then a chunk of logits at a time, then the loss), in
-// order. Outputs a plan does not place are made after its steps; what it leaves allocated is
-// freed when the op returns.
-struct ForwardStep {
-  enum class Kind : uint8_t {
-    kOutput,  // makes output `arg`
-    kAlloc,   // makes a tensor of `arg` bytes
-    kFree,    // frees the tensor made by kAlloc step number `arg` (counting kAlloc steps only)
-  };
-  Kind kind = Kind::kAlloc;
-  int64_t arg = 0;
-};
-using ForwardStepsFn = std::function<std::vector<ForwardStep>(const OpCall&)>;
+using ForwardStepsFn = std::function<std::vector<MemoryStep>(const OpCall&)>;
 
 // Validates what parameter shapes depend on (input ranks, channel counts) before creating them.
 using ParamsFn = std::function<Result<std::vector<ParamSpec>>(const OpCall&)>;
@@ -246,7 +257,7 @@ struct OpSchema {
   GradLayoutFn grad_layout;
   bool grad_is_view = false;
   DenseGrad dense_grad = DenseGrad::kAsIs;
-  // Optional: the op's own tensors in forward, around its outputs (see ForwardStep).
+  // Optional: the op's own tensors in forward, around its outputs (see MemoryStep).
   ForwardStepsFn forward_steps;
   // When several of its parameters get their gradients in one backward node, the input whose
   // AccumulateGrad runs first (the order DDP rebuilds its buckets in); -1: input order. F.linear

@@ -209,9 +209,9 @@ OpSchema dropout_schema() {
   };
   // The mask (CUDA's dropout_cuda) or the noise (_dropout_impl) is made before the output.
   s.forward_steps = [](const OpCall& call) {
-    std::vector<ForwardStep> steps;
+    std::vector<MemoryStep> steps;
     if (!dropout_is_identity(call)) {
-      steps = {{ForwardStep::Kind::kOutput, 1}, {ForwardStep::Kind::kOutput, 0}};
+      steps = {{MemoryStep::Kind::kOutput, 1}, {MemoryStep::Kind::kOutput, 0}};
     }
     return steps;
   };

@@ -286,6 +286,13 @@ OpSchema fused_schema(std::string_view name, std::string_view doc, SdpaBackend b
   s.saved = [backend](const OpCall& call) {
     SavedList saved{saved_input(0), saved_input(1), saved_input(2)};
     if (call.inputs.size() > 3) saved.push_back(saved_input(3));
+    // The order they are released in: memory-efficient's node lets go of the logsumexp before
+    // the output (the H100 recordings of ViT-B/16, every layer).
+    if (backend == SdpaBackend::kEfficient) {
+      saved.push_back(saved_output(1));
+      saved.push_back(saved_output(0));
+      return saved;
+    }
     saved.push_back(saved_output(0));
     saved.push_back(saved_output(1));
     if (backend == SdpaBackend::kCudnn) {
@@ -299,14 +306,32 @@ OpSchema fused_schema(std::string_view name, std::string_view doc, SdpaBackend b
   // before they are summed (cuDNN's frontend: dK_fullhead, dV_fullhead).
   const auto bytes = [backend](const OpCall& call) {
     const Dims& q = call.in(0).shape;
-    return fused_attention_bytes(backend, q[0] * q[1], q[2], q[3], call.in(2).shape[3],
-                                 call.in(2).dtype);
+    const Dims& v = call.in(2).shape;
+    return fused_attention_bytes(backend, {.rows = q[0] * q[1],
+                                           .queries = q[2],
+                                           .keys = v[2],
+                                           .head_dim = q[3],
+                                           .value_dim = v[3],
+                                           .dtype = call.in(2).dtype,
+                                           .sm = call.target.sm});
   };
+  // Note [Memory-efficient attention's backward]: it reads the gradient in the output's layout.
+  if (backend == SdpaBackend::kEfficient) s.dense_grad = DenseGrad::kOutputLayoutFirst;
   s.backward = [backend, bytes](const OpCall& call) {
     BackwardSpec spec = backward_of(OpSchema{}, call);
     const Dims& q = call.in(0).shape;
     const Dims& k = call.in(1).shape;
-    spec.workspace_bytes = bytes(call).backward_workspace;
+    FusedAttentionBytes b = bytes(call);
+    spec.workspace_bytes = b.backward_workspace;
+    spec.kernel_steps = std::move(b.backward_steps);
+    if (backend == SdpaBackend::kEfficient) {
+      // Its gradients are made as (B, L, H, E) and handed on transposed, as its output is.
+      for (GradRule& rule : spec.grads) {
+        if (rule.input > 2) continue;
+        const Dims& in = call.in(static_cast<size_t>(rule.input)).shape;
+        rule.strides = Dims{in[2] * in[1] * in[3], in[3], in[1] * in[3], 1};
+      }
+    }
     if (backend != SdpaBackend::kEfficient && k[1] != q[1]) {
       const int64_t expanded = k[0] * q[1] * k[2] * dtype_bytes(call.in(1).dtype);
       spec.workspace_bytes += expanded * (k[3] + call.in(2).shape[3]);

@@ -316,9 +316,9 @@ void add_linear_ops(std::vector<OpSchema>& ops) {
   linear.saved = linear_saved;
   // A folded copy of the input (output 1) is made before the product it feeds.
   linear.forward_steps = [](const OpCall& call) {
-    std::vector<ForwardStep> steps;
+    std::vector<MemoryStep> steps;
     if (call.in(0).shape.size() >= 3 && fold_copies(call.in(0), call.requires_grad(1))) {
-      steps = {{ForwardStep::Kind::kOutput, 1}, {ForwardStep::Kind::kOutput, 0}};
+      steps = {{MemoryStep::Kind::kOutput, 1}, {MemoryStep::Kind::kOutput, 0}};
     }
     return steps;
   };

@@ -134,11 +134,11 @@ Status fused_ce_infer(const OpCall& call, std::vector<OutputSpec>& out) {
   return {};
 }
 
-std::vector<ForwardStep> fused_ce_steps(const OpCall& call) {
-  using Kind = ForwardStep::Kind;
+std::vector<MemoryStep> fused_ce_steps(const OpCall& call) {
+  using Kind = MemoryStep::Kind;
   const FusedChunks c = fused_chunks(call);
   const int64_t item = dtype_bytes(call.in(0).dtype);
-  std::vector<ForwardStep> steps;
+  std::vector<MemoryStep> steps;
   int64_t made = 0;  // kAlloc steps so far
   auto alloc = [&](int64_t bytes) {
     steps.push_back({Kind::kAlloc, bytes});

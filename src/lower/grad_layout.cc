@@ -30,8 +30,17 @@ std::optional<Dims> view_grad_strides(const Graph& g, const Node& node, int inpu
 }
 
 GradCopy grad_copy(const Graph& g, const Node& node, const Dims& incoming) {
-  const Dims& out = g.value(node.outputs[0]).shape;
-  if (incoming.size() != out.size() || is_contiguous(out, incoming)) return GradCopy::kNoCopy;
+  const Value& output = g.value(node.outputs[0]);
+  const Dims& out = output.shape;
+  if (incoming.size() != out.size()) return GradCopy::kNoCopy;
+  if (node.op->dense_grad == DenseGrad::kOutputLayoutFirst) {
+    if (g.target.device != Device::kCuda) return GradCopy::kNoCopy;
+    for (size_t d = 0; d < out.size(); ++d) {
+      if (out[d] != 1 && incoming[d] != output.strides[d]) return GradCopy::kKernelFirst;
+    }
+    return GradCopy::kNoCopy;
+  }
+  if (is_contiguous(out, incoming)) return GradCopy::kNoCopy;
   switch (node.op->dense_grad) {
     case DenseGrad::kAsIs:
       return GradCopy::kNoCopy;
@@ -42,6 +51,8 @@ GradCopy grad_copy(const Graph& g, const Node& node, const Dims& incoming) {
       const Dims rows{checked_numel(out).value_or(0) / out.back(), out.back()};
       return view_strides(out, incoming, rows) ? GradCopy::kNoCopy : GradCopy::kBeforeNode;
     }
+    case DenseGrad::kOutputLayoutFirst:  // above
+      return GradCopy::kNoCopy;
     case DenseGrad::kCudnnCopies:
       // cuDNN wants it contiguous in the convolution's memory format: NCHW unless the model
       // runs channels_last (whose gradients trainfit takes as either layout).

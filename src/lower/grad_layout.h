@@ -17,14 +17,19 @@
 //    (L, B, E), which for q and v is a copy (k's gradient, transposed twice, reshapes as a view
 //    and is copied by the next linear instead).
 //  - kernels that need the incoming gradient dense: layer_norm's CUDA backward (dY.contiguous()
-//    once dX, dgamma and dbeta exist), linear over more than two dims (the input is folded to a
-//    matrix and the output's view reshapes the gradient back, 1.13's matmul and 2.x's
-//    _flatten_nd_linear alike), and cuDNN's convolution backward, whose backward-data and
-//    backward-filter each take a dense copy (grad_output.contiguous(memory format)) while the
-//    bias's sum reads the gradient in place, staged as a reduction over strided inputs is (the H100
-//    recording of ACT: its input projection's gradient arrives permuted from the encoder's tokens).
-// Gradients made by kernels are taken as contiguous; where one is not (an elementwise backward
-// following an out-of-order gradient), a copy PyTorch makes later is missed, never invented.
+//    once dX, dgamma and dbeta exist), memory-efficient attention's (in the output's own
+//    layout, before anything else; Note [Memory-efficient attention's backward]), linear over more
+//    than two dims (the input is folded to a matrix and the output's view reshapes the gradient
+//    back, 1.13's matmul and 2.x's _flatten_nd_linear alike), and cuDNN's convolution backward,
+//    whose backward-data and backward-filter each take a dense copy (grad_output.contiguous(memory
+//    format)) while the bias's sum reads the gradient in place, staged as a reduction over strided
+//    inputs is (the H100 recording of ACT: its input projection's gradient arrives permuted from
+//    the encoder's tokens).
+// Gradients made by kernels are taken as contiguous unless the op gives their strides
+// (GradRule::strides: memory-efficient attention makes (B, L, H, E) gradients and hands them on
+// as (B, H, L, E), so the view that split the heads copies each back); where one is not (an
+// elementwise backward following an out-of-order gradient), a copy PyTorch makes later is
+// missed, never invented.
 // The kernels' copies are the kernels' own temporaries, counted where their workspaces are
 // (CUDA). Checked against CPU PyTorch 1.13 on LeRobot's ACT (each copy of a view's backward
 // there, counted op by op) and against the H100 recording of ACT at batch 32.
@@ -48,6 +53,9 @@ enum class GradCopy : uint8_t {
   // The kernel copies it (temporary memory inside it, counted where kernels' workspaces are):
   kPerKernel,   // each cuDNN kernel of a convolution's backward, for itself (ConvShared.cpp)
   kKernelLast,  // after it has allocated the gradients, freed when it returns (layer_norm)
+  // before it allocates the gradients, into the output's own layout, freed when it returns
+  // (memory-efficient attention)
+  kKernelFirst,
 };
 
 // Whether the node's backward copies the gradient of its output 0, which arrived with the

@@ -1,9 +1,11 @@
 #include "lower/grad_layout.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <functional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -176,6 +178,53 @@ TEST(GradLayout, LayerNormCopiesATransposedInputInItsCudaBackward) {
   // The CPU's checks see no kernel's copies.
   const Graph cpu = chain(kCpu, body);
   EXPECT_EQ(allocs_at(backward_allocs(cpu, false), node_of(cpu, "layer_norm"), kActivation), 1);
+}
+
+// Note [Memory-efficient attention's backward]: nn.MultiheadAttention's q, k and v as (B, H, L,
+// e) views of the projection, the output permuted back to (L, B, H, e). Its gradient arrives in
+// that order, so the kernel copies it into the output's (B, L, H, e) layout first; then the
+// gradients, fp32 delta through grad_out * out and its sum, and the dq tiles; delta, the
+// workspace and the copy go in that order.
+TEST(GradLayout, EfficientAttentionCopiesAPermutedGradientFirst) {
+  constexpr int64_t kHead = kE / kHeads;
+  const auto body = [](GraphBuilder& b, ValueId x) {
+    x = b.call1("reshape", {x}, {{"shape", Dims{kL, kB, kHeads, kHead}}});
+    x = b.call1("permute", {x}, {{"dims", Dims{1, 2, 0, 3}}});
+    x = b.call1("sdpa_efficient", {x, x, x});
+    x = b.call1("permute", {x}, {{"dims", Dims{2, 0, 1, 3}}});
+    return b.call1("contiguous", {x});
+  };
+  const Graph cuda = chain(KernelTarget{Device::kCuda, TorchVersion::k2, /*sm=*/90}, body);
+  const NodeId attention = node_of(cuda, "sdpa_efficient");
+  const EventList events = lower_once(cuda, /*workspaces=*/true);
+  constexpr int64_t kOut = kB * kHeads * kL * kHead * 4;  // 480 bytes
+  constexpr int64_t kRows = kB * kHeads;
+  constexpr int64_t kDelta = kRows * kL * 4;
+  constexpr int64_t kTiles = kRows * (4 + 64 * 64) * 4;  // one query block, one column block
+  std::vector<std::string> at;
+  for (const Event& e : events.events) {
+    if (e.phase != Phase::kBackward || e.node != attention) continue;
+    const Buffer& b = events.buffers[e.buffer];
+    at.push_back(fmt::format("{}{} {}", e.alloc ? "+" : "-", b.bytes, category_name(b.category)));
+  }
+  const std::string ws = std::string(category_name(Category::kWorkspace));
+  const std::string grad = std::string(category_name(Category::kTemporary));
+  ASSERT_GE(at.size(), 12U);
+  const std::vector<std::string> want = {
+      fmt::format("+{} {}", kOut, ws),    // grad_out.transpose(1, 2).contiguous()
+      fmt::format("+{} {}", kOut, grad),  // dq, dk, dv
+      fmt::format("+{} {}", kOut, grad),  //
+      fmt::format("+{} {}", kOut, grad),  //
+      fmt::format("+{} {}", kOut, ws),    // grad_out * out
+      fmt::format("+{} {}", kDelta, ws),  // its sum
+      fmt::format("+{} {}", kDelta, ws),  // delta
+      fmt::format("-{} {}", kDelta, ws),  //
+      fmt::format("-{} {}", kOut, ws),    //
+      fmt::format("+{} {}", kTiles, ws),  // the kernel's workspace
+      fmt::format("-{} {}", kDelta, ws),  // delta, then the workspace, then the copy
+      fmt::format("-{} {}", kTiles, ws)};
+  EXPECT_EQ(std::vector<std::string>(at.begin(), at.begin() + 12), want);
+  EXPECT_EQ(at[12], fmt::format("-{} {}", kOut, ws));
 }
 
 // Note [A module's arguments]: the caller holds what it passes until the module returns.

@@ -66,6 +66,10 @@ class Lowerer : public EventSink {
   // cuDNN's benchmark mode: the first call of a problem allocates the largest candidate's
   // workspace, frees it and empties the allocator's cache.
   void search_plans(const PlanSearch& search, NodeId node);
+  // An op's own tensors made and freed in order (MemoryStep); kOutput steps make that output.
+  // Returns what the steps leave allocated (kNoBuffer where freed).
+  std::vector<BufferId> run_steps(std::span<const MemoryStep> steps, Category category,
+                                  NodeId node);
   void forward();
   void make_output(NodeId n, ValueId o);
   void backward();
@@ -491,6 +495,26 @@ void Lowerer::library_workspaces(const Node& node, bool autograd_thread) {
   }
 }
 
+std::vector<BufferId> Lowerer::run_steps(std::span<const MemoryStep> steps, Category category,
+                                         NodeId n) {
+  std::vector<BufferId> own;
+  for (const MemoryStep& step : steps) {
+    switch (step.kind) {
+      case MemoryStep::Kind::kOutput:
+        make_output(n, g_.nodes[static_cast<size_t>(n)].outputs[static_cast<size_t>(step.arg)]);
+        break;
+      case MemoryStep::Kind::kAlloc:
+        own.push_back(alloc_new(step.arg, category, n));
+        break;
+      case MemoryStep::Kind::kFree:
+        free_buffer(own[static_cast<size_t>(step.arg)], n);
+        own[static_cast<size_t>(step.arg)] = kNoBuffer;
+        break;
+    }
+  }
+  return own;
+}
+
 // Allocates a node's output storage in forward, unless it is a view or is already there.
 void Lowerer::make_output(NodeId n, ValueId o) {
   const StorageId s = g_.value(o).storage;
@@ -545,20 +569,7 @@ void Lowerer::forward() {
     std::vector<BufferId> own;  // the op's own tensors (OpSchema::forward_steps)
     if (node.op->forward_steps) {
       std::vector<const Value*> in_values;
-      for (const ForwardStep& step : node.op->forward_steps(call_of(node, in_values))) {
-        switch (step.kind) {
-          case ForwardStep::Kind::kOutput:
-            make_output(n, node.outputs[static_cast<size_t>(step.arg)]);
-            break;
-          case ForwardStep::Kind::kAlloc:
-            own.push_back(alloc_new(step.arg, Category::kTemporary, n));
-            break;
-          case ForwardStep::Kind::kFree:
-            free_buffer(own[static_cast<size_t>(step.arg)], n);
-            own[static_cast<size_t>(step.arg)] = kNoBuffer;
-            break;
-        }
-      }
+      own = run_steps(node.op->forward_steps(call_of(node, in_values)), Category::kTemporary, n);
     }
     const bool early = options_.op_workspaces && node.op->workspace_first;
     const BufferId early_workspace = early && node.workspace_bytes > 0
@@ -796,6 +807,10 @@ void Lowerer::backward() {
       free_buffer(scratch, n);
       scratch = next;
     }
+    const BufferId grad_copy_first =
+        copy == GradCopy::kKernelFirst
+            ? alloc_new(value_bytes(g_.value(out0)), Category::kWorkspace, n)
+            : kNoBuffer;
     const BufferId input_copy = options_.op_workspaces && spec.input_copy_bytes > 0
                                     ? alloc_new(spec.input_copy_bytes, Category::kWorkspace, n)
                                     : kNoBuffer;
@@ -882,9 +897,11 @@ void Lowerer::backward() {
       }
       const bool view =
           strides ? !rule.same_tensor && node.op->grad_is_view : rule.alias_output < 0 && rule.view;
-      produced.push_back({v, b, strides && rule.same_tensor,
-                          strides ? *std::move(strides) : contiguous_strides(g_.value(v).shape),
-                          view});
+      const bool same_tensor = strides && rule.same_tensor;
+      if (!strides) {
+        strides = rule.strides.empty() ? contiguous_strides(g_.value(v).shape) : rule.strides;
+      }
+      produced.push_back({v, b, same_tensor, *std::move(strides), view});
     }
     library_workspaces(node, /*autograd_thread=*/true);
     if (copy == GradCopy::kKernelLast) {
@@ -893,7 +910,13 @@ void Lowerer::backward() {
     if (options_.op_workspaces && spec.workspace_bytes > 0) {
       free_buffer(alloc_new(spec.workspace_bytes, Category::kWorkspace, n), n);
     }
+    if (options_.op_workspaces) {
+      for (const BufferId b : run_steps(spec.kernel_steps, Category::kWorkspace, n)) {
+        free_buffer(b, n);
+      }
+    }
     free_buffer(input_copy, n);
+    free_buffer(grad_copy_first, n);
     free_buffer(scratch, n);
     std::stable_sort(summed.begin(), summed.end(),
                      [](const Summed& a, const Summed& b) { return a.input < b.input; });

@@ -230,7 +230,13 @@ Result<FusedReplay> plan_fused_attention(const Trace& t, int64_t batch,
     if (backend == SdpaBackend::kMath) continue;  // 2.x runs it op by op too
     FusedCore fused;
     fused.backward_end = grads.back();
-    fused.bytes = fused_attention_bytes(backend, rows, queries, head_dim, v->back(), dtype);
+    fused.bytes = fused_attention_bytes(backend, {.rows = rows,
+                                                  .queries = queries,
+                                                  .keys = (*v)[v->size() - 2],
+                                                  .head_dim = head_dim,
+                                                  .value_dim = v->back(),
+                                                  .dtype = dtype,
+                                                  .sm = target.sm});
     // Forward: only the output; backward: only the gradients.
     for (int32_t b = core.first; b < e.buffer; ++b) plan.dropped[b] = true;
     for (size_t j = static_cast<size_t>(core.backward_from); j < fused.backward_end; ++j) {
@@ -656,6 +662,15 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
     if (const auto it = fused.at_end.find(i); it != fused.at_end.end()) {
       const FusedCore& core = fused.cores[it->second];
       if (core.bytes.backward_workspace > 0) release(workspace(core.bytes.backward_workspace));
+      std::vector<BufferId> scratch;  // the kernel's (MemoryStep kAlloc and kFree)
+      for (const MemoryStep& kernel_step : core.bytes.backward_steps) {
+        if (kernel_step.kind == MemoryStep::Kind::kAlloc) {
+          scratch.push_back(workspace(kernel_step.arg));
+        } else if (kernel_step.kind == MemoryStep::Kind::kFree) {
+          release(std::exchange(scratch[static_cast<size_t>(kernel_step.arg)], kNone));
+        }
+      }
+      for (const BufferId b : scratch) release(b);
       release(core.logsumexp);
       for (const int32_t b : core.held) release(buffer_of[b]);
     }

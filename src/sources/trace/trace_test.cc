@@ -611,9 +611,20 @@ TEST(TraceModelTest, AttentionCoresReplayFusedOnCuda) {
   // Batch 10: q, k, v and the output 5,120 bytes, the scores 20,480; 20 rows of 16 queries run
   // the memory-efficient kernel (fp32).
   const FusedAttentionBytes fused =
-      fused_attention_bytes(SdpaBackend::kEfficient, 20, 16, 4, 4, DType::kFloat32);
+      fused_attention_bytes(SdpaBackend::kEfficient, {.rows = 20,
+                                                      .queries = 16,
+                                                      .keys = 16,
+                                                      .head_dim = 4,
+                                                      .value_dim = 4,
+                                                      .dtype = DType::kFloat32,
+                                                      .sm = 90});
   ASSERT_EQ(fused.logsumexp, 4 * 20 * 32);  // 16 queries padded to 32
-  ASSERT_EQ(fused.backward_workspace, 4 * 20 * 16);
+  // Backward (Note [Memory-efficient attention's backward]): fp32 delta through grad_out * out
+  // (5,120 bytes) and its (B, L, H) sum, then the kernel's dq tiles: one 64 x 64 block and its
+  // 4-float header per row.
+  ASSERT_EQ(fused.backward_workspace, 0);
+  ASSERT_EQ(fused.backward_steps.size(), 8u);
+  ASSERT_EQ(fused.backward_steps[5].arg, 20 * (4 + 64 * 64) * 4);
   const std::string ws = fmt::format("+{} workspace", cublas_workspace_bytes(90));
   // Forward: q, k, v (kept: the kernel saves them), then the output (the cuBLAS handle's
   // workspace comes with the first product left) and its logsumexp; no scaled q, no scores.
@@ -632,8 +643,14 @@ TEST(TraceModelTest, AttentionCoresReplayFusedOnCuda) {
                                          ws,
                                          "+5120 temporary",
                                          "+5120 temporary",
+                                         "+5120 workspace",
+                                         "+1280 workspace",
                                          "+1280 workspace",
                                          "-1280",
+                                         "-5120",
+                                         "+328000 workspace",
+                                         "-1280",
+                                         "-328000",
                                          "-2560",
                                          "-5120",
                                          "-5120",
