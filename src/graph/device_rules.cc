@@ -432,26 +432,28 @@ FusedAttentionBytes fused_attention_bytes(SdpaBackend backend, const FusedAttent
       b.forward_workspace = 4 * rows * queries * a.value_dim;
     }
     // Note [Memory-efficient attention's backward].
-    using Kind = MemoryStep::Kind;
-    const int64_t delta = 4 * rows * queries;
-    int next = 0;  // kAlloc steps so far
-    int delta_step = 0;
+    std::vector<MemoryStep>& steps = b.backward_steps;
+    int allocs = 0;
+    const auto alloc = [&](int64_t bytes) {
+      steps.push_back({MemoryStep::Kind::kAlloc, bytes});
+      return allocs++;
+    };
+    const auto free_step = [&](int step) { steps.push_back({MemoryStep::Kind::kFree, step}); };
+    const int64_t delta_bytes = 4 * rows * queries;
+    int delta = 0;
     if (a.dtype == DType::kFloat32) {
-      b.backward_steps = {{Kind::kAlloc, 4 * rows * queries * a.value_dim},  // grad_out * out
-                          {Kind::kAlloc, delta},                             // its sum
-                          {Kind::kAlloc, delta},                             // delta
-                          {Kind::kFree, 1},
-                          {Kind::kFree, 0}};
-      delta_step = 2;
-      next = 3;
+      const int product = alloc(4 * rows * queries * a.value_dim);  // grad_out * out
+      const int sum = alloc(delta_bytes);
+      delta = alloc(delta_bytes);
+      free_step(sum);
+      free_step(product);
     } else {
-      b.backward_steps = {{Kind::kAlloc, delta}};
-      next = 1;
+      delta = alloc(delta_bytes);
     }
-    const int64_t workspace = efficient_attention_workspace(a);
-    if (workspace > 0) b.backward_steps.push_back({Kind::kAlloc, workspace});
-    b.backward_steps.push_back({Kind::kFree, delta_step});
-    if (workspace > 0) b.backward_steps.push_back({Kind::kFree, next});
+    const int64_t workspace_bytes = efficient_attention_workspace(a);
+    const int workspace = workspace_bytes > 0 ? alloc(workspace_bytes) : -1;
+    free_step(delta);
+    if (workspace >= 0) free_step(workspace);
   } else if (backend == SdpaBackend::kCudnn) {
     // The H100's recordings of Qwen2.5-0.5B and Llama-3.2-1B (PyTorch 2.11, cuDNN 9.19): 256
     // bytes forward, and the frontend's scratch plus 256 backward, one block per call.

@@ -119,6 +119,30 @@ struct MemoryStep {
   int64_t arg = 0;
 };
 
+// Plays `steps` in order: kOutput through output(arg), kAlloc through alloc(bytes), which returns
+// a handle, kFree through release(that kAlloc step's handle). Returns the handles still held,
+// in kAlloc order (`none` where freed).
+template <typename Handle, typename Output, typename Alloc, typename Release>
+std::vector<Handle> play_steps(std::span<const MemoryStep> steps, Handle none, Output output,
+                               Alloc alloc, Release release) {
+  std::vector<Handle> held;
+  for (const MemoryStep& step : steps) {
+    switch (step.kind) {
+      case MemoryStep::Kind::kOutput:
+        output(step.arg);
+        break;
+      case MemoryStep::Kind::kAlloc:
+        held.push_back(alloc(step.arg));
+        break;
+      case MemoryStep::Kind::kFree:
+        release(held[static_cast<size_t>(step.arg)]);
+        held[static_cast<size_t>(step.arg)] = none;
+        break;
+    }
+  }
+  return held;
+}
+
 // The gradient a backward node produces for one input: a new tensor of the input's shape and
 // dtype, or a view of the gradient arriving for output `alias_output` (views, add, cat, ...).
 struct GradRule {

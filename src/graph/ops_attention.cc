@@ -229,6 +229,12 @@ Dims matching_layout(const Value& q, const Dims& shape) {
   return strides;
 }
 
+// Strides of a (B, H, L, E) tensor laid out as (B, L, H, E): flash's and memory-efficient's
+// output, and memory-efficient's gradients of q, k and v.
+Dims heads_inner_strides(const Dims& bhle) {
+  return Dims{bhle[2] * bhle[1] * bhle[3], bhle[3], bhle[1] * bhle[3], 1};
+}
+
 // Flash and memory-efficient return an output laid out as (B, L, H, E) and viewed as
 // (B, H, L, E); cuDNN lays it out as q is.
 Status fused_infer(const OpCall& call, std::vector<OutputSpec>& out, SdpaBackend backend) {
@@ -250,7 +256,7 @@ Status fused_infer(const OpCall& call, std::vector<OutputSpec>& out, SdpaBackend
   const int64_t batch = q[0], heads = q[1], len = q[2], ev = v[3];
   const Dims shape{batch, heads, len, ev};
   const Dims strides = backend == SdpaBackend::kCudnn ? matching_layout(call.in(0), shape)
-                                                      : Dims{len * heads * ev, ev, heads * ev, 1};
+                                                      : heads_inner_strides(shape);
   out.push_back(OutputSpec::fresh_strided(shape, strides, call.in(0).dtype));
   // logsumexp: fp32 (B, H, L); the memory-efficient kernel pads L to a multiple of 32, cuDNN
   // keeps it as (B, H, L, 1).
@@ -328,8 +334,7 @@ OpSchema fused_schema(std::string_view name, std::string_view doc, SdpaBackend b
       // Its gradients are made as (B, L, H, E) and handed on transposed, as its output is.
       for (GradRule& rule : spec.grads) {
         if (rule.input > 2) continue;
-        const Dims& in = call.in(static_cast<size_t>(rule.input)).shape;
-        rule.strides = Dims{in[2] * in[1] * in[3], in[3], in[1] * in[3], 1};
+        rule.strides = heads_inner_strides(call.in(static_cast<size_t>(rule.input)).shape);
       }
     }
     if (backend != SdpaBackend::kEfficient && k[1] != q[1]) {

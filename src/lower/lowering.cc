@@ -497,22 +497,12 @@ void Lowerer::library_workspaces(const Node& node, bool autograd_thread) {
 
 std::vector<BufferId> Lowerer::run_steps(std::span<const MemoryStep> steps, Category category,
                                          NodeId n) {
-  std::vector<BufferId> own;
-  for (const MemoryStep& step : steps) {
-    switch (step.kind) {
-      case MemoryStep::Kind::kOutput:
-        make_output(n, g_.nodes[static_cast<size_t>(n)].outputs[static_cast<size_t>(step.arg)]);
-        break;
-      case MemoryStep::Kind::kAlloc:
-        own.push_back(alloc_new(step.arg, category, n));
-        break;
-      case MemoryStep::Kind::kFree:
-        free_buffer(own[static_cast<size_t>(step.arg)], n);
-        own[static_cast<size_t>(step.arg)] = kNoBuffer;
-        break;
-    }
-  }
-  return own;
+  const Node& node = g_.nodes[static_cast<size_t>(n)];
+  return play_steps(
+      steps, kNoBuffer,
+      [&](int64_t output) { make_output(n, node.outputs[static_cast<size_t>(output)]); },
+      [&](int64_t bytes) { return alloc_new(bytes, category, n); },
+      [&](BufferId b) { free_buffer(b, n); });
 }
 
 // Allocates a node's output storage in forward, unless it is a view or is already there.

@@ -662,15 +662,11 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
     if (const auto it = fused.at_end.find(i); it != fused.at_end.end()) {
       const FusedCore& core = fused.cores[it->second];
       if (core.bytes.backward_workspace > 0) release(workspace(core.bytes.backward_workspace));
-      std::vector<BufferId> scratch;  // the kernel's (MemoryStep kAlloc and kFree)
-      for (const MemoryStep& kernel_step : core.bytes.backward_steps) {
-        if (kernel_step.kind == MemoryStep::Kind::kAlloc) {
-          scratch.push_back(workspace(kernel_step.arg));
-        } else if (kernel_step.kind == MemoryStep::Kind::kFree) {
-          release(std::exchange(scratch[static_cast<size_t>(kernel_step.arg)], kNone));
-        }
+      for (const BufferId b : play_steps(
+               std::span<const MemoryStep>(core.bytes.backward_steps), BufferId{kNone},
+               [](int64_t) {}, workspace, release)) {
+        release(b);
       }
-      for (const BufferId b : scratch) release(b);
       release(core.logsumexp);
       for (const int32_t b : core.held) release(buffer_of[b]);
     }
