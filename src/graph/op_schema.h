@@ -163,6 +163,10 @@ struct GradRule {
   // backward-filter workspaces, a reduction's staging buffer and semaphores): allocated in
   // order right after the gradient, freed last first when it is done.
   std::vector<int64_t> workspace;
+  // A full-size product the kernel makes before it runs and reads back (CUDA's softmax
+  // backward, grad * output: Note [Softmax's backward]): its memory is one of `workspace`, its
+  // pass a kernel of its own in the step time.
+  int64_t product_first_bytes = 0;
   // Under cuDNN's benchmark mode, the kernel's plan search; its chosen plan's workspace then
   // replaces `workspace`.
   std::optional<PlanSearch> plan_search;

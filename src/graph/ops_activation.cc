@@ -138,7 +138,9 @@ OpSchema softmax_schema(std::string_view name, std::string_view doc) {
       if (softmax_backward_takes_product(call.target) && !spec.grads.empty()) {
         const Value& x = call.in(0);
         const DType dtype = softmax_dtype(call).ok() ? *softmax_dtype(call) : x.dtype;
-        spec.grads[0].workspace.push_back(checked_numel(x.shape).value_or(0) * dtype_bytes(dtype));
+        const int64_t product = checked_numel(x.shape).value_or(0) * dtype_bytes(dtype);
+        spec.grads[0].workspace.push_back(product);
+        spec.grads[0].product_first_bytes = product;
       }
       return spec;
     };

@@ -277,8 +277,23 @@ void CostBuilder::backward(NodeId n) {
     KernelCost k;
     k.part = StepPart::kBackward;
     k.node = n;
-    k.bytes = incoming + saved + grad;
     k.flops = static_cast<double>(checked_numel(g_.value(input).shape).value_or(0));
+    if (rule.product_first_bytes > 0) {
+      // The product the kernel reads in place of the incoming gradient: a pass of its own.
+      k.bytes = incoming + saved + static_cast<double>(rule.product_first_bytes);
+      add(k);
+    }
+    if (rule.summed && rule.formula_bytes > 0) {
+      // The formula writes the gradient at the output's shape, and the engine sums it down to
+      // the input's (validate_outputs): two kernels, the full-size tensor written and read.
+      const auto formula = static_cast<double>(rule.formula_bytes);
+      k.bytes = incoming + saved + formula;
+      add(k);
+      k.bytes = formula + grad;
+      add(k);
+      continue;
+    }
+    k.bytes = incoming + saved + grad;
     add(k);
   }
   if (any_param) add(params);

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string_view>
+#include <vector>
+
 #include "lower/two_layers_test_util.h"
 #include "sources/zoo/zoo.h"
 
@@ -19,6 +22,71 @@ std::vector<KernelCost> of_part(const StepCost& c, StepPart part) {
 
 CpuWork host_of(const StepCost& c, StepPart part) {
   return c.cpu[static_cast<size_t>(part)];
+}
+
+// The backward kernels of the first node running `op`.
+std::vector<KernelCost> backward_of_op(const Graph& g, const StepCost& c, std::string_view op) {
+  std::vector<KernelCost> out;
+  NodeId node = kNone;
+  for (size_t n = 0; n < g.nodes.size() && node == kNone; ++n) {
+    if (g.nodes[n].op->name == op) node = static_cast<NodeId>(n);
+  }
+  for (const KernelCost& k : of_part(c, StepPart::kBackward)) {
+    if (k.node == node) out.push_back(k);
+  }
+  return out;
+}
+
+Graph linear_then_softmax(Device device) {
+  BuildOptions o;
+  o.target.device = device;
+  GraphBuilder b("softmax", o);
+  ValueId y = b.input("x", {4, 8}, DType::kFloat32);
+  {
+    auto fc = b.module("fc", "Linear");
+    y = b.call1("linear", {y}, {{"out_features", int64_t{32}}});
+  }
+  b.set_loss(b.call1("sum", {b.call1("softmax", {y}, {{"dim", int64_t{-1}}})}));
+  return *std::move(b).finish();
+}
+
+TEST(Cost, CudasSoftmaxBackwardMultipliesInAKernelOfItsOwnFirst) {
+  // Note [Softmax's backward]: grad * output into a temporary, then the softmax kernel reads it
+  // with the output and writes the gradient. The CPU's kernel takes the gradient itself.
+  const double tensor = 4.0 * 4 * 32;
+  const Graph cuda = linear_then_softmax(Device::kCuda);
+  const std::vector<KernelCost> k =
+      backward_of_op(cuda, *step_cost(cuda, TrainingConfig{}, {}), "softmax");
+  ASSERT_EQ(k.size(), 2U);
+  EXPECT_DOUBLE_EQ(k[0].bytes, 3 * tensor);  // incoming and output read, product written
+  EXPECT_DOUBLE_EQ(k[1].bytes, 3 * tensor);  // product and output read, gradient written
+  const Graph cpu = linear_then_softmax(Device::kCpu);
+  EXPECT_EQ(backward_of_op(cpu, *step_cost(cpu, TrainingConfig{}, {}), "softmax").size(), 1U);
+}
+
+TEST(Cost, ABroadcastOperandsGradientIsMadeFullSizeThenSummedDown) {
+  GraphBuilder b("film", {});
+  ValueId y = b.input("x", {4, 8}, DType::kFloat32);
+  ValueId scale = b.input("z", {1, 8}, DType::kFloat32);
+  {
+    auto fc = b.module("fc", "Linear");
+    y = b.call1("linear", {y}, {{"out_features", int64_t{16}}});
+  }
+  {
+    auto fc = b.module("scale", "Linear");
+    scale = b.call1("linear", {scale}, {{"out_features", int64_t{16}}});
+  }
+  b.set_loss(b.call1("sum", {b.call1("mul", {y, scale})}));
+  const Graph g = *std::move(b).finish();
+  const std::vector<KernelCost> k = backward_of_op(g, *step_cost(g, TrainingConfig{}, {}), "mul");
+  // scale's gradient first (grad * y at 4 x 16, then its sum to 1 x 16), then y's (grad *
+  // scale). Each formula reads the incoming gradient and what the node saved (y and scale).
+  const double full = 4.0 * 4 * 16;
+  const double row = 4.0 * 16;
+  ASSERT_EQ(k.size(), 3U);
+  EXPECT_DOUBLE_EQ(k[0].bytes, 3 * full + row);  // the full-size product written
+  EXPECT_DOUBLE_EQ(k[1].bytes, full + row);      // the product read, the sum written
+  EXPECT_DOUBLE_EQ(k[2].bytes, 3 * full + row);  // y's gradient written
 }
 
 TEST(Cost, ForwardKernelsReadTheirInputsAndWriteTheirOutputs) {
