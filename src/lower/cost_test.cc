@@ -27,10 +27,7 @@ CpuWork host_of(const StepCost& c, StepPart part) {
 // The backward kernels of the first node running `op`.
 std::vector<KernelCost> backward_of_op(const Graph& g, const StepCost& c, std::string_view op) {
   std::vector<KernelCost> out;
-  NodeId node = kNone;
-  for (size_t n = 0; n < g.nodes.size() && node == kNone; ++n) {
-    if (g.nodes[n].op->name == op) node = static_cast<NodeId>(n);
-  }
+  const NodeId node = node_of(g, op);
   for (const KernelCost& k : of_part(c, StepPart::kBackward)) {
     if (k.node == node) out.push_back(k);
   }

@@ -11,6 +11,7 @@
 
 #include "graph/builder.h"
 #include "lower/lowering.h"
+#include "lower/two_layers_test_util.h"
 
 namespace trainfit {
 namespace {
@@ -65,13 +66,6 @@ std::vector<Alloc> backward_allocs(const Graph& g, bool workspaces) {
     out.push_back({b.bytes, b.category, e.node});
   }
   return out;
-}
-
-NodeId node_of(const Graph& g, std::string_view op, int nth = 0) {
-  for (size_t n = 0; n < g.nodes.size(); ++n) {
-    if (g.nodes[n].op->name == op && nth-- == 0) return static_cast<NodeId>(n);
-  }
-  return kNone;
 }
 
 int allocs_at(const std::vector<Alloc>& allocs, NodeId node, int64_t bytes) {
