@@ -1,5 +1,6 @@
 // trainfit fit against trainfit estimate: the batch it finds fits and one more does not, every
 // what-if row is the estimate of its own command line, and --target-batch's answer fits.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -9,6 +10,7 @@
 #include "cli/cli.h"
 #include "cli/cli_test_util.h"
 #include "cli/request_flags.h"
+#include "lower/training.h"
 #include "plan/batch_search.h"
 
 namespace trainfit {
@@ -221,12 +223,33 @@ TEST(FitTarget, CheapestCombinationFits) {
   EXPECT_EQ(e["batch"], 384);
 }
 
+// Batch 10^9 of resnet50 on a 16 GB card would take millions of micro-batches: the plan says how
+// many and stops there, without estimating them.
+TEST(FitTarget, AccumulationPastThePlanLimitIsSaidNotEstimated) {
+  const std::vector<std::string> args = {"fit", "--model",        "resnet50",  "--gpu",
+                                         "t4",  "--target-batch", "1000000000"};
+  const nlohmann::json f = run_json(args);
+  const nlohmann::json& a = f["target"]["accumulation"];
+  EXPECT_FALSE(a["estimated"].get<bool>());
+  const int64_t micro = a["micro_batch"].get<int64_t>();
+  const int64_t steps = a["steps"].get<int64_t>();
+  EXPECT_GT(steps, kMaxPlannedAccumulation);
+  EXPECT_GE(micro * steps, 1000000000);
+  const CliRun text = run(args);
+  EXPECT_EQ(text.code, 0);
+  EXPECT_NE(text.out.find(
+                fmt::format("would take {} micro-batches of {}, more than the 256", steps, micro)),
+            std::string::npos)
+      << text.out;
+}
+
 TEST(FitTarget, AccumulationWhenNoKnobFits) {
   // Without model changes nothing makes batch 4096 of resnet50 fit a 12 GB card.
   const nlohmann::json f =
       run_json({"fit", "--model", "resnet50", "--gpu", "rtx3060", "--target-batch", "4096"});
   const nlohmann::json& t = f["target"];
   ASSERT_FALSE(t["fits"].get<bool>());
+  EXPECT_TRUE(t["accumulation"]["estimated"].get<bool>());
   const int64_t micro = t["accumulation"]["micro_batch"].get<int64_t>();
   const int64_t steps = t["accumulation"]["steps"].get<int64_t>();
   EXPECT_GT(micro, 0);

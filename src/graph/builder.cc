@@ -271,6 +271,12 @@ std::vector<ValueId> GraphBuilder::call(std::string_view op, std::vector<ValueId
                                         const Attrs& attrs, std::vector<ValueId> params) {
   if (!ok()) return failed_outputs();
   for (ValueId in : inputs) TF_CHECK(in != kNone) << "op " << op << " given a missing input";
+  if (graph_.nodes.size() >= options_.max_ops) {
+    fail(out_of_range(fmt::format("the model has more than {} ops", options_.max_ops),
+                      "a layer count, expert count or list in --set or the config is likely far "
+                      "larger than meant; trainfit builds every op"));
+    return failed_outputs();
+  }
   const OpSchema* schema = op_registry().find(op);
   if (schema == nullptr) {
     fail(not_found(fmt::format("unknown op '{}'", op), "trainfit ops lists the known ops"));

@@ -54,6 +54,13 @@ struct LoraConfig {
 };
 inline constexpr std::string_view kAllLinear = "all-linear";
 
+// The most ops a graph may have. Each op costs an estimate about 2.4 KB and 14 us (built,
+// lowered, replayed), so a million is 2.4 GB and some 15 seconds: a hundred times the largest
+// model in the zoo (Llama with Llama 3.1 405B's 126 layers, under 10,000 ops). A model past it,
+// usually a count or list typed orders of magnitude too large, stops with an error instead of
+// taking the host's memory.
+inline constexpr size_t kMaxOps = 1'000'000;
+
 struct BuildOptions {
   KernelTarget target;
   Precision precision = Precision::kFp32;
@@ -64,6 +71,7 @@ struct BuildOptions {
   // precision is usually described), or the dtype the model was loaded in (transformers 5 loads
   // a checkpoint in its config's dtype, bf16 for most: autocast then has few casts to make).
   DType amp_weights = DType::kFloat32;
+  size_t max_ops = kMaxOps;  // the most ops the graph may have
   bool operator==(const BuildOptions&) const = default;
 };
 

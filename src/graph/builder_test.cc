@@ -95,6 +95,20 @@ TEST(Builder, KeepsTheFirstErrorWithItsModule) {
   EXPECT_NE(g.status().message().find("too small"), std::string::npos);
 }
 
+TEST(Builder, StopsAtTheOpLimitWithAnError) {
+  EXPECT_EQ(BuildOptions{}.max_ops, kMaxOps);
+  GraphBuilder b("m", {.max_ops = 100});
+  ValueId x = b.input("x", {1}, DType::kFloat32);
+  size_t built = 0;
+  for (; built <= 1000 && x != kNone; ++built) x = b.call1("relu", {x});
+  EXPECT_EQ(built, 101);  // the last call was refused
+  EXPECT_EQ(b.call1("relu", {b.input("y", {1}, DType::kFloat32)}), kNone);
+  const Result<Graph> g = std::move(b).finish();
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("more than 100 ops"), std::string::npos)
+      << g.status().to_string();
+}
+
 TEST(Builder, RejectsUnknownOpsAndAttributes) {
   {
     GraphBuilder b("m", {});

@@ -1469,6 +1469,14 @@ Status Lowerer::check_ddp_grads() const {
 Result<EventList> Lowerer::run() {
   if (g_.loss == kNone) return invalid_argument("the model has no loss to train on");
   if (config_.grad_accum < 1) return invalid_argument("--grad-accum must be at least 1");
+  const auto ops = static_cast<int64_t>(g_.nodes.size());
+  if (ops * config_.grad_accum > kMaxLoweredOps) {
+    return out_of_range(
+        fmt::format("--grad-accum {} over the model's {} ops is more than the {} ops a step is "
+                    "replayed over",
+                    config_.grad_accum, ops, kMaxLoweredOps),
+        fmt::format("use --grad-accum {} or fewer", std::max<int64_t>(1, kMaxLoweredOps / ops)));
+  }
   if (config_.iterations < 1) return invalid_argument("iterations must be at least 1");
   TF_RETURN_IF_ERROR(find_segments());
   analyze();

@@ -1,5 +1,6 @@
 #include "lower/lowering.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -136,6 +137,19 @@ TEST(Lowering, GradientAccumulationAddsIntoTheFirstGradients) {
     if (e.alloc && b.category == Category::kGradient) grads += b.bytes;
   }
   EXPECT_EQ(grads, kParams);  // later micro-batches' gradients are temporaries, added in place
+}
+
+TEST(Lowering, RefusesMoreMicroBatchesThanItCanReplay) {
+  const Graph g = mlp(kCpu);
+  TrainingConfig c = with(OptimizerKind::kSgd);
+  const auto ops = static_cast<int64_t>(g.nodes.size());
+  c.grad_accum = static_cast<int>(kMaxLoweredOps / ops + 1);
+  const Result<EventList> events = lower_training_step(g, c, {});
+  ASSERT_FALSE(events.ok());
+  EXPECT_NE(events.status().to_string().find(
+                fmt::format("use --grad-accum {} or fewer", kMaxLoweredOps / ops)),
+            std::string::npos)
+      << events.status().to_string();
 }
 
 // Liger's fused linear cross-entropy over 100 tokens of 16 and a vocabulary of 64: chunks of

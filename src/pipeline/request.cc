@@ -227,7 +227,7 @@ Result<TrainingConfig> training_config(const TrainingRequest& r, std::optional<O
   }
   c.grad_accum = r.grad_accum;
   if (r.grad_scaler_skips < 0 || r.grad_scaler_skips > 1000000) {
-    return invalid_argument("--grad-scaler-skips must be 0 or more",
+    return invalid_argument("--grad-scaler-skips must be between 0 and 1000000",
                             "for example --grad-scaler-skips 2");
   }
   if (r.grad_scaler_skips > 0 && r.precision != Precision::kAmpFp16) {

@@ -54,7 +54,7 @@ Result<LaunchPlan> plan_launch(Estimator& estimator, const TrainingRequest& requ
       c.gpus = gpus;
       c.strategy = strategy;
       // The fewest micro-batches whose per-GPU batch fits: accumulation divides per_gpu.
-      for (int64_t accum = 1; accum <= std::min<int64_t>(per_gpu, kMaxLaunchAccumulation);
+      for (int64_t accum = 1; accum <= std::min<int64_t>(per_gpu, kMaxPlannedAccumulation);
            ++accum) {
         if (per_gpu % accum != 0) continue;
         TrainingRequest r = base;

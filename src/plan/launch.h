@@ -46,9 +46,6 @@ struct LaunchPlan {
   int estimates = 0;                        // estimates made
 };
 
-// Micro-batches per step the search goes up to: beyond this a plan is not a plan.
-inline constexpr int kMaxLaunchAccumulation = 256;
-
 // `request` names the model, its training options, the GPU (and margin) and the baseline's
 // batch; its batch, GPU count, strategy and accumulation are searched over 1 to `max_gpus` GPUs.
 // ZeroRedundancyOptimizer is tried only for an optimizer with state (`stateful_optimizer`);

@@ -178,6 +178,7 @@ Status accumulation_plan(Estimator& estimator, const TrainingRequest& request, T
   plan.micro_batch = micro;
   plan.accumulation = steps;
   plan.effective_batch = micro * steps;
+  if (steps > kMaxPlannedAccumulation) return {};  // said so, not estimated
   acc.batch = micro;
   acc.grad_accum = static_cast<int>(steps);
   TF_ASSIGN_OR_RETURN(plan.estimate, estimator.estimate(acc));

@@ -24,7 +24,8 @@ struct TargetPlan {
   Estimate as_given;                  // the user's request at the target batch
   int64_t micro_batch = 0;            // accumulation plan (fits is false): micro-batch ...
   int64_t accumulation = 0;           // ... times steps ...
-  int64_t effective_batch = 0;        // ... = this, N or the nearest above it
+  int64_t effective_batch = 0;        // ... = this, N or the nearest above it; not estimated
+                                      // (`request` empty) past kMaxPlannedAccumulation steps
   std::optional<double> step_change;  // time per sample of `estimate` over `as_given`'s
   int combinations_tried = 0;         // estimates made
 };

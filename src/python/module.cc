@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -228,14 +229,17 @@ Result<TrainingRequest> request_of(const py::dict& options) {
       TF_ASSIGN_OR_RETURN(r.checkpoint, strings_of(key, v));
     } else if (key == "grad_accum") {
       TF_ASSIGN_OR_RETURN(const int64_t n, int_of(key, v));
-      if (n < 1 || n > 1 << 20) {
+      if (n < 1)
         return invalid_argument("grad_accum must be at least 1", "use grad_accum=1 or more");
+      if (n > std::numeric_limits<int>::max()) {
+        return out_of_range(fmt::format("grad_accum {} is too large", n),
+                            "every micro-batch is replayed: a few thousand at most");
       }
       r.grad_accum = static_cast<int>(n);
     } else if (key == "grad_scaler_skips") {
       TF_ASSIGN_OR_RETURN(const int64_t n, int_of(key, v));
       if (n < 0 || n > 1000000) {
-        return invalid_argument("grad_scaler_skips must be 0 or more",
+        return invalid_argument("grad_scaler_skips must be between 0 and 1000000",
                                 "for example grad_scaler_skips=2");
       }
       r.grad_scaler_skips = static_cast<int>(n);

@@ -1,3 +1,4 @@
+#include "lower/training.h"
 #include "report/json.h"
 
 namespace trainfit {
@@ -98,9 +99,11 @@ nlohmann::json target_json(const TargetPlan& p) {
   }
   if (p.step_change) t["step_time_change"] = *p.step_change;
   if (!p.fits) {
-    t["accumulation"] = {{"micro_batch", p.micro_batch},
-                         {"steps", p.accumulation},
-                         {"effective_batch", p.effective_batch}};
+    t["accumulation"] = {
+        {"micro_batch", p.micro_batch},
+        {"steps", p.accumulation},
+        {"effective_batch", p.effective_batch},
+        {"estimated", p.micro_batch > 0 && p.accumulation <= kMaxPlannedAccumulation}};
   }
   return t;
 }

@@ -293,6 +293,11 @@ class Errors(unittest.TestCase):
         self.assert_refused(lambda: trainfit.estimate("resnet50", loop="later"), "later")
         self.assert_refused(lambda: trainfit.estimate("resnet50", grad_scaler_skips=2),
                             "amp-fp16 only")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", grad_accum=10**9),
+                            "--grad-accum 1000000000 over the model's 177 ops")
+        self.assert_refused(lambda: trainfit.estimate("resnet50", grad_accum=2**40), "too large")
+        self.assert_refused(lambda: trainfit.estimate("gpt2", set={"n_layer": 10**9}),
+                            "must be at most 10000")
 
     def test_language_models(self):
         config = os.path.join(EXAMPLES, "llama-3.2-1b.json")

@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "base/size_math.h"
 #include "sources/json_fields.h"
 
 namespace trainfit {
@@ -128,7 +129,8 @@ Result<HfModel> parse_document(const json& doc) {
 
   for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                           "num_attention_heads"}) {
-    TF_ASSIGN_OR_RETURN(const int64_t n, f.integer_in(key, 1, kMaxSize));
+    const int64_t most = std::string_view(key) == "num_hidden_layers" ? kMaxRepeats : kMaxSize;
+    TF_ASSIGN_OR_RETURN(const int64_t n, f.integer_in(key, 1, most));
     set(key, std::to_string(n));
   }
   TF_ASSIGN_OR_RETURN(const int64_t heads, f.integer_in("num_attention_heads", 1, kMaxSize));
@@ -200,10 +202,10 @@ Result<HfModel> parse_document(const json& doc) {
   double jitter = 0.0;
   if (family->experts) {
     TF_ASSIGN_OR_RETURN(const std::optional<int64_t> n,
-                        f.integer_in_or_null("num_local_experts", 1, 1 << 16));
+                        f.integer_in_or_null("num_local_experts", 1, kMaxRepeats));
     experts = n.value_or(8);
     TF_ASSIGN_OR_RETURN(const std::optional<int64_t> k,
-                        f.integer_in_or_null("num_experts_per_tok", 1, 1 << 16));
+                        f.integer_in_or_null("num_experts_per_tok", 1, kMaxRepeats));
     per_token = k.value_or(2);
     TF_ASSIGN_OR_RETURN(const std::optional<double> noise,
                         f.number_or_null("router_jitter_noise", 0, 1));
@@ -260,7 +262,7 @@ Result<HfModel> parse_document(const json& doc) {
   int64_t window = 0;
   int64_t pattern = 6;
   if (family->gemma3) {
-    TF_ASSIGN_OR_RETURN(const int64_t layers, f.integer_in("num_hidden_layers", 1, kMaxSize));
+    TF_ASSIGN_OR_RETURN(const int64_t layers, f.integer_in("num_hidden_layers", 1, kMaxRepeats));
     TF_ASSIGN_OR_RETURN(pattern, gemma3_window_pattern(f, layers));
     TF_ASSIGN_OR_RETURN(const bool bidirectional,
                         f.boolean_or("use_bidirectional_attention", false));

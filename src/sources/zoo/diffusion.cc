@@ -242,8 +242,16 @@ Status read_config(const ModelConfig& c, Diffusion& d) {
                               "choose a crop no larger than the images, or crop=none");
     }
   }
-  const int64_t factor = int64_t{1} << std::min<size_t>(d.down_dims.size(), 30);
-  if (d.down_dims.empty() || d.horizon % factor != 0) {
+  // The U-Net halves the horizon at each level: LeRobot asks it to divide by 2^len(down_dims).
+  constexpr size_t kMaxLevels = 30;
+  if (d.down_dims.size() > kMaxLevels) {
+    return invalid_argument(fmt::format("down_dims has {} levels, more than the {} the horizon "
+                                        "can be halved through",
+                                        d.down_dims.size(), kMaxLevels),
+                            "LeRobot's default is down_dims=512,1024,2048");
+  }
+  const int64_t factor = int64_t{1} << d.down_dims.size();
+  if (d.horizon % factor != 0) {
     return invalid_argument(
         fmt::format("horizon {} must be divisible by 2^len(down_dims) = {}", d.horizon, factor),
         fmt::format("for example horizon={}",

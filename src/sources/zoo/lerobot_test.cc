@@ -153,6 +153,11 @@ TEST(LeRobot, BadSetValuesAreClearErrors) {
     Sets sets;
     const char* says;
   };
+  const std::string levels_31 = [] {
+    std::string dims = "64";
+    for (int i = 0; i < 30; ++i) dims += ",64";
+    return dims;
+  }();
   const Bad cases[] = {
       {"act", {{"cameras", "640x"}}, "not WIDTHxHEIGHT"},
       {"act", {{"cameras", "axb"}}, "not WIDTHxHEIGHT"},
@@ -169,6 +174,8 @@ TEST(LeRobot, BadSetValuesAreClearErrors) {
       {"diffusion", {{"crop", "84"}}, "not"},
       {"diffusion", {{"down_dims", "512,,1024"}}, "not a list"},
       {"diffusion", {{"down_dims", "100,200"}}, "n_groups"},
+      {"diffusion", {{"down_dims", levels_31}}, "31 levels"},
+      {"act", {{"n_vae_encoder_layers", "99999999999"}}, "at most 10000"},
       {"diffusion", {{"state_dim", "0"}}, "at least 1"},
       {"act", {{"version", "0.2"}}, "not one of 0.3, 0.4, 0.5, 0.6"},
       {"diffusion", {{"version", "1.0"}}, "not one of 0.3, 0.4, 0.5, 0.6"},
