@@ -12,12 +12,6 @@
 
 namespace trainfit {
 
-// The most a count of repeated blocks (layers, experts) may be, in --set keys and in configs:
-// ten thousand, some 80 times the deepest published model (Llama 3.1 405B, 126 layers). A count
-// mistyped by orders of magnitude is refused before any of it is built; within it, the graph's
-// own limit (kMaxOps in graph/builder.h) refuses a model too large to build.
-inline constexpr int64_t kMaxRepeats = 10'000;
-
 inline std::optional<int64_t> checked_add(int64_t a, int64_t b) {
   int64_t out = 0;
   if (__builtin_add_overflow(a, b, &out)) return std::nullopt;

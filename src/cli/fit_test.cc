@@ -10,7 +10,6 @@
 #include "cli/cli.h"
 #include "cli/cli_test_util.h"
 #include "cli/request_flags.h"
-#include "lower/training.h"
 #include "plan/batch_search.h"
 
 namespace trainfit {

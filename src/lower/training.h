@@ -144,10 +144,6 @@ inline constexpr auto kLoopStyleNames = enum_names<LoopStyle>({
     {LoopStyle::kScoped, "scoped"},
 });
 
-// Micro-batches per step a plan goes up to (trainfit launch, fit --target-batch): beyond this a
-// plan is not a plan.
-inline constexpr int kMaxPlannedAccumulation = 256;
-
 struct TrainingConfig {
   OptimizerConfig optimizer;
   int grad_accum = 1;  // micro-batches per optimizer step

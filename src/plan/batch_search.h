@@ -18,6 +18,9 @@ namespace trainfit {
 
 // Batches above this are not searched; a model that fits it is reported as fitting "at least".
 inline constexpr int64_t kMaxSearchBatch = int64_t{1} << 16;
+// Micro-batches per step a plan goes up to (trainfit launch, fit --target-batch): beyond this a
+// plan is not a plan.
+inline constexpr int kMaxPlannedAccumulation = 256;
 // The default share of the GPU's memory `fit` keeps free: room for what two simulated
 // iterations do not show (fragmentation over a long run, other processes, varying inputs).
 inline constexpr double kDefaultMargin = 0.05;

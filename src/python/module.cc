@@ -229,8 +229,9 @@ Result<TrainingRequest> request_of(const py::dict& options) {
       TF_ASSIGN_OR_RETURN(r.checkpoint, strings_of(key, v));
     } else if (key == "grad_accum") {
       TF_ASSIGN_OR_RETURN(const int64_t n, int_of(key, v));
-      if (n < 1)
+      if (n < 1) {
         return invalid_argument("grad_accum must be at least 1", "use grad_accum=1 or more");
+      }
       if (n > std::numeric_limits<int>::max()) {
         return out_of_range(fmt::format("grad_accum {} is too large", n),
                             "every micro-batch is replayed: a few thousand at most");

@@ -1,4 +1,4 @@
-#include "lower/training.h"
+#include "plan/batch_search.h"
 #include "report/json.h"
 
 namespace trainfit {

@@ -2,7 +2,7 @@
 #include <fmt/ranges.h>
 
 #include "base/units.h"
-#include "lower/training.h"
+#include "plan/batch_search.h"
 #include "report/format.h"
 #include "report/table.h"
 #include "report/text.h"

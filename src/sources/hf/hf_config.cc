@@ -8,7 +8,7 @@
 #include <optional>
 #include <utility>
 
-#include "base/size_math.h"
+#include "base/limits.h"
 #include "sources/json_fields.h"
 
 namespace trainfit {

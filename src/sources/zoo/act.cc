@@ -18,7 +18,6 @@
 
 #include <algorithm>
 
-#include "base/size_math.h"
 #include "sources/zoo/lerobot.h"
 #include "sources/zoo/nn.h"
 #include "sources/zoo/resnet.h"
@@ -431,14 +430,11 @@ void add_act_models(std::vector<ModelSpec>& models) {
       set_key("dim_model", AttrKind::kInt, int64_t{512}, "transformer width", {}, 2.0),
       set_key("n_heads", AttrKind::kInt, int64_t{8}, "attention heads", {}, 1.0),
       set_key("dim_feedforward", AttrKind::kInt, int64_t{3200}, "feed-forward width", {}, 1.0),
-      set_key("n_encoder_layers", AttrKind::kInt, int64_t{4}, "encoder layers", {}, 1.0,
-              static_cast<double>(kMaxRepeats)),
-      set_key("n_decoder_layers", AttrKind::kInt, int64_t{1}, "decoder layers", {}, 1.0,
-              static_cast<double>(kMaxRepeats)),
+      count_key("n_encoder_layers", 4, "encoder layers"),
+      count_key("n_decoder_layers", 1, "decoder layers"),
       set_key("use_vae", AttrKind::kBool, true, "train with the VAE encoder and KL loss"),
       set_key("latent_dim", AttrKind::kInt, int64_t{32}, "VAE latent size", {}, 1.0),
-      set_key("n_vae_encoder_layers", AttrKind::kInt, int64_t{4}, "VAE encoder layers", {}, 1.0,
-              static_cast<double>(kMaxRepeats)),
+      count_key("n_vae_encoder_layers", 4, "VAE encoder layers"),
       set_key("vision_backbone", AttrKind::kString, std::string("resnet18"), "camera backbone",
               {"resnet18", "resnet34", "resnet50"}),
       set_key("dropout", AttrKind::kFloat, 0.1, "transformer dropout", {}, 0.0, 1.0),

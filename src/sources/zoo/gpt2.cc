@@ -11,7 +11,6 @@
 #include <cmath>
 #include <limits>
 
-#include "base/size_math.h"
 #include "sources/zoo/causal_lm.h"
 #include "sources/zoo/nn.h"
 #include "sources/zoo/zoo.h"
@@ -186,13 +185,7 @@ void add_gpt2_models(std::vector<ModelSpec>& models) {
     m.input = InputKind::kSequence;
     m.default_seq_len = 1024;
     m.keys = {
-        {"n_layer",
-         AttrKind::kInt,
-         s.layers,
-         "transformer blocks",
-         {},
-         1.0,
-         static_cast<double>(kMaxRepeats)},
+        count_key("n_layer", s.layers, "transformer blocks"),
         {"n_head", AttrKind::kInt, s.heads, "attention heads", {}, 1.0, {}},
         {"n_embd", AttrKind::kInt, s.embed, "model width", {}, 1.0, {}},
         {"vocab_size", AttrKind::kInt, int64_t{50257}, "token vocabulary", {}, 1.0, {}},

@@ -62,7 +62,6 @@
 #include <cstdio>
 #include <limits>
 
-#include "base/size_math.h"
 #include "sources/zoo/causal_lm.h"
 #include "sources/zoo/nn.h"
 #include "sources/zoo/zoo.h"
@@ -1023,8 +1022,7 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
         set_key("vocab_size", AttrKind::kInt, s.vocab, "token vocabulary", {}, 1.0),
         set_key("hidden_size", AttrKind::kInt, s.hidden, "model width", {}, 1.0),
         set_key("intermediate_size", AttrKind::kInt, s.intermediate, "MLP width", {}, 1.0),
-        set_key("num_hidden_layers", AttrKind::kInt, s.layers, "decoder layers", {}, 1.0,
-                static_cast<double>(kMaxRepeats)),
+        count_key("num_hidden_layers", s.layers, "decoder layers"),
         set_key("num_attention_heads", AttrKind::kInt, s.heads, "query heads", {}, 1.0),
         set_key("num_key_value_heads", AttrKind::kInt, s.kv_heads,
                 "key/value heads (grouped-query)", {}, 1.0),
@@ -1063,11 +1061,9 @@ void add_decoder_models(std::vector<ModelSpec>& models) {
                 "share of each head that is rotated (phi3)", {}, 0.0, 1.0),
         set_key("resid_pdrop", AttrKind::kFloat, 0.0, "dropout on each residual branch (phi3)", {},
                 0.0, 1.0),
-        set_key("num_local_experts", AttrKind::kInt, s.experts,
-                "experts per layer in place of the MLP (Mixtral; 0: a dense MLP)", {}, 0.0,
-                static_cast<double>(kMaxRepeats)),
-        set_key("num_experts_per_tok", AttrKind::kInt, int64_t{2}, "experts each token goes to", {},
-                1.0, static_cast<double>(kMaxRepeats)),
+        count_key("num_local_experts", s.experts,
+                  "experts per layer in place of the MLP (Mixtral; 0: a dense MLP)", 0.0),
+        count_key("num_experts_per_tok", 2, "experts each token goes to"),
         set_key("router_jitter_noise", AttrKind::kFloat, 0.0,
                 "multiplicative noise on the router's input in training", {}, 0.0, 1.0),
         set_key("tie_word_embeddings", AttrKind::kBool, s.tied, "lm_head shares the embedding"),

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "base/limits.h"
 #include "base/size_math.h"
 #include "base/suggest.h"
 
@@ -92,6 +93,11 @@ SetKey set_key(std::string name, AttrKind kind, AttrValue value, std::string doc
   return SetKey{
       std::move(name),       kind, std::move(value), std::move(doc), std::move(choices), min, max,
       std::move(default_doc)};
+}
+
+SetKey count_key(std::string name, int64_t value, std::string doc, double min) {
+  return set_key(std::move(name), AttrKind::kInt, value, std::move(doc), {}, min,
+                 static_cast<double>(kMaxRepeats));
 }
 
 const AttrValue& ModelConfig::get(std::string_view key) const {

@@ -43,6 +43,9 @@ SetKey set_key(std::string name, AttrKind kind, AttrValue value, std::string doc
                std::vector<std::string> choices = {}, std::optional<double> min = {},
                std::optional<double> max = {}, std::string default_doc = {});
 
+// An integer key that counts repeated blocks (layers, experts): from `min` to kMaxRepeats.
+SetKey count_key(std::string name, int64_t value, std::string doc, double min = 1.0);
+
 // The optimizer a model's own training recipe uses, when --optimizer is not given.
 struct OptimizerPreset {
   OptimizerKind kind = OptimizerKind::kAdamW;
