@@ -26,7 +26,8 @@
 namespace trainfit {
 namespace {
 
-constexpr int64_t kKeypoints = 32;  // spatial_softmax_num_keypoints
+constexpr int64_t kKeypoints = 32;        // spatial_softmax_num_keypoints
+constexpr int64_t kTrainTimesteps = 100;  // num_train_timesteps: DDPM's noise schedule
 
 struct Diffusion {
   int64_t batch = 1;
@@ -323,6 +324,13 @@ void build_diffusion(GraphBuilder& b, const ModelConfig& c) {
   b.fact("encoder_images", d.batch * d.obs_steps * static_cast<int64_t>(d.cameras.size()),
          fmt::format("batch x {} obs steps x {} cameras through {}", d.obs_steps, d.cameras.size(),
                      d.separate ? "one encoder each" : "a shared encoder"));
+  {
+    // diffusers' DDPMScheduler keeps alphas_cumprod (num_train_timesteps = 100, fp32) outside
+    // the module tree; its add_noise moves the tensor to the batch's device on the first call
+    // and keeps it there (`self.alphas_cumprod = self.alphas_cumprod.to(device=...)`).
+    auto scheduler = b.module("noise_scheduler", "DDPMScheduler");
+    b.parameter("alphas_cumprod", {kTrainTimesteps}, /*buffer=*/true, DType::kFloat32);
+  }
   // eps = randn(trajectory.shape); the noisy trajectory from DDPMScheduler.add_noise.
   const ValueId eps = no_grad_tensor(b, b.shape(actions), dtype);
   no_grad_tensor(b, {d.batch}, DType::kInt64);  // timesteps

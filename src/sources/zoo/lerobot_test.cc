@@ -120,6 +120,24 @@ TEST(Diffusion, PresetsSetHorizonAndConditioning) {
   EXPECT_EQ(block_figures(*v06).attention_bytes, 0);
 }
 
+// diffusers' DDPMScheduler is not a module, but add_noise moves its alphas_cumprod (100 fp32
+// values) to the batch's device and keeps it there: state beside the parameters, not one of them.
+// LeRobot 0.4.4 measured on the CPU (validation/check_real_lerobot.py) counts its 400 bytes.
+TEST(Diffusion, KeepsTheSchedulersAlphasCumprod) {
+  const Result<Graph> g = build("diffusion", {});
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  int found = 0;
+  for (const Param& p : g->params) {
+    if (p.name != "diffusion.noise_scheduler.alphas_cumprod") continue;
+    ++found;
+    EXPECT_TRUE(p.buffer);
+    EXPECT_EQ(g->value(p.value).shape, (Dims{100}));
+    EXPECT_EQ(g->value(p.value).dtype, DType::kFloat32);
+  }
+  EXPECT_EQ(found, 1);
+  EXPECT_EQ(block_figures(*g).parameters, 262'709'026);
+}
+
 // LeRobot 0.3 normalises inside the policy's forward, and the training loop holds the raw batch:
 // the normalised copies are new tensors the model keeps (the images by the backbone's first
 // convolution, the state and action by their projections). Seed 000's three cameras at batch 8:

@@ -1,0 +1,208 @@
+"""LeRobot itself (the `lerobot` package from PyPI) training ACT and Diffusion Policy, against
+trainfit and against the re-creations the other checks measure (lerobot_reference.py,
+lerobot_versions.py).
+
+LeRobot is not a Debian package, so the other checks run re-creations of its policies. This check
+takes what the real package measured once, in a virtual environment outside the repository, and
+replays it:
+
+    record  (run by a Python with `pip install lerobot`): each case's policy built from LeRobot's
+            own config and modeling classes (ACTConfig/ACTPolicy, DiffusionConfig/DiffusionPolicy;
+            no pretrained backbone, which would download), trained as LeRobot's loop trains from
+            0.4 on (the preprocessor normalises before the step; `loss, _ = policy.forward(batch)`;
+            the config's optimizer preset over `get_optim_params()`), and the peak of live tensor
+            bytes over two iterations (harness.training_peak). The re-creation of the same
+            release (`--set version=`) is measured beside it in the same PyTorch; record fails
+            when the two differ. The figures and the versions that made them go to
+            validation/measured/real-lerobot.json.
+    replay  (the default; any Python): for every kept case,
+
+                trainfit estimate --model act|diffusion --batch B --set ... --device-profile cpu
+
+            must match LeRobot's figure within 2%, as validation/check_peak.py holds the
+            re-creations.
+
+    python3 -m venv /tmp/lerobot && /tmp/lerobot/bin/pip install lerobot
+    /tmp/lerobot/bin/python validation/check_real_lerobot.py record
+    /usr/bin/python3 validation/check_real_lerobot.py --trainfit build/release/trainfit
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KEPT = os.path.join(HERE, "measured", "real-lerobot.json")
+TOLERANCE = 0.02  # as check_peak.py
+
+# (policy, batch, trainfit's --set keys, LeRobot config fields that say the same). The 0.4.x
+# Diffusion defaults are the classic preset without a crop.
+CASES = [
+    ("act", 2, {"cameras": "320x240", "version": "0.4"}, {}),
+    ("act", 2, {"cameras": "320x180,320x240,320x240", "chunk_size": "30", "version": "0.4"},
+     {"chunk_size": 30, "n_action_steps": 30}),
+    ("act", 2, {"cameras": "320x240", "use_vae": "false", "version": "0.4"}, {"use_vae": False}),
+    ("diffusion", 4, {"preset": "classic", "crop": "none", "version": "0.4"}, {}),
+    ("diffusion", 4, {"preset": "classic", "cameras": "96x96,96x96", "version": "0.4"},
+     {"crop_shape": (84, 84)}),
+    ("diffusion", 2, {"preset": "v0.6", "cameras": "96x96,96x96", "down_dims": "128,256,512",
+                      "version": "0.4"},
+     {"horizon": 64, "use_group_norm": False, "use_separate_rgb_encoder_per_camera": True,
+      "down_dims": (128, 256, 512)}),
+]
+
+
+def case_key(name, batch, sets):
+    return f"{name} b{batch} " + " ".join(f"{k}={v}" for k, v in sorted(sets.items()))
+
+
+# ---- record (LeRobot installed) ---------------------------------------------------------------
+
+def real_policy(name, sets, fields):
+    """LeRobot's policy for a case, seeded and in training mode, with its optimizer preset."""
+    import torch
+    from lerobot.configs.types import FeatureType, PolicyFeature
+
+    import lerobot_reference as ref
+
+    if name == "act":
+        from lerobot.policies.act.configuration_act import ACTConfig as Config
+        from lerobot.policies.act.modeling_act import ACTPolicy as Policy
+        c = ref.typed(ref.ACT_DEFAULTS, sets)
+    else:
+        from lerobot.policies.diffusion.configuration_diffusion import DiffusionConfig as Config
+        from lerobot.policies.diffusion.modeling_diffusion import DiffusionPolicy as Policy
+        c = ref.diffusion_config(sets)
+    inputs = {f"observation.images.cam{i}": PolicyFeature(FeatureType.VISUAL, (3, h, w))
+              for i, (w, h) in enumerate(ref.parse_cameras(c["cameras"]))}
+    inputs["observation.state"] = PolicyFeature(FeatureType.STATE, (c["state_dim"],))
+    outputs = {"action": PolicyFeature(FeatureType.ACTION, (c["action_dim"],))}
+    config = Config(input_features=inputs, output_features=outputs, device="cpu",
+                    pretrained_backbone_weights=None, **fields)
+    torch.manual_seed(0)
+    policy = Policy(config)
+    policy.train()
+    preset = config.get_optimizer_preset()
+    return policy, lambda: preset.build(policy.get_optim_params()), c
+
+
+def record_case(name, batch, sets, fields):
+    import torch
+
+    import lerobot_reference as ref
+    import lerobot_versions
+    from harness import training_peak
+    from torch_models import Case
+
+    class Step(torch.nn.Module):
+        """LeRobot's training step: the loss of policy.forward(batch)."""
+
+        def __init__(self, policy):
+            super().__init__()
+            self.policy = policy
+
+        def forward(self, batch):
+            loss, _ = self.policy.forward(batch)
+            return loss
+
+    policy, optimizer, c = real_policy(name, sets, fields)
+    make = (lambda: ref.act_batch(c, batch)) if name == "act" else (
+        lambda: ref.diffusion_batch(c, batch))
+    real, where = training_peak(Case(Step(policy), [], [], lambda loss: loss,
+                                     preset_optimizer=optimizer), "preset", lambda: ([make()], []))
+    parameters = sum(p.numel() for p in policy.parameters())
+    del policy
+    recreation = lerobot_versions.build(name, batch, sets)
+    recreated, _ = training_peak(recreation, "preset", recreation.make_batch)
+    return {"policy": name, "batch": batch, "sets": sets, "parameters": parameters,
+            "lerobot_peak": real, "peak_at": list(where), "recreation_peak": recreated}
+
+
+def record(args):
+    from importlib.metadata import version
+
+    import torch
+
+    versions = {"lerobot": version("lerobot"), "torch": torch.__version__,
+                "torchvision": version("torchvision")}
+    torch.set_num_threads(args.threads)
+    cases = {}
+    failures = 0
+    for name, batch, sets, fields in CASES:
+        start = time.monotonic()
+        entry = record_case(name, batch, sets, fields)
+        cases[case_key(name, batch, sets)] = entry
+        same = entry["lerobot_peak"] == entry["recreation_peak"]
+        failures += 0 if same else 1
+        print(f"  {'ok  ' if same else 'FAIL'} {case_key(name, batch, sets):60s} LeRobot "
+              f"{entry['lerobot_peak']:>14,} re-creation {entry['recreation_peak']:>14,} "
+              f"({time.monotonic() - start:.0f} s)", flush=True)
+    with open(KEPT, "w") as f:
+        json.dump({**versions, "cases": cases}, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print(f"wrote {os.path.relpath(KEPT)}: {len(cases)} cases, LeRobot {versions['lerobot']}, "
+          f"PyTorch {versions['torch']}")
+    sys.exit(1 if failures else 0)
+
+
+# ---- replay (any Python) ----------------------------------------------------------------------
+
+def replay(args):
+    try:
+        with open(args.kept) as f:
+            data = json.load(f)
+        cases = data["cases"]
+        if not isinstance(cases, dict) or not cases:
+            raise ValueError("no cases")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"error: {os.path.relpath(args.kept)} cannot be read ({e}); hint: record it with "
+              "LeRobot installed (see this script's header)", file=sys.stderr)
+        sys.exit(2)
+    title = (f"LeRobot {data['lerobot']} (PyPI) under PyTorch {data['torch']} (CPU, kept in "
+             f"{os.path.relpath(args.kept)}): trainfit estimate --device-profile cpu within "
+             f"{TOLERANCE:.0%}")
+    print(title, flush=True)
+    checks = failures = 0
+    for label, entry in sorted(cases.items()):
+        command = [args.trainfit, "estimate", "--model", entry["policy"], "--batch",
+                   str(entry["batch"]), "--device-profile", "cpu", "--json"]
+        for k, v in sorted(entry["sets"].items()):
+            command += ["--set", f"{k}={v}"]
+        proc = subprocess.run(command, capture_output=True, text=True)
+        checks += 1
+        if proc.returncode != 0:
+            failures += 1
+            print(f"  FAIL {label}: exit {proc.returncode}: {proc.stderr.strip()}", flush=True)
+            continue
+        predicted = json.loads(proc.stdout)["peak_allocated_bytes"]
+        error = (predicted - entry["lerobot_peak"]) / entry["lerobot_peak"]
+        ok = abs(error) <= TOLERANCE
+        failures += 0 if ok else 1
+        print(f"  {'ok  ' if ok else 'FAIL'} {label:60s} LeRobot {entry['lerobot_peak']:>14,} "
+              f"trainfit {predicted:>14,} {predicted - entry['lerobot_peak']:+,} bytes "
+              f"({error:+.4%}); the re-creation measured "
+              f"{entry['recreation_peak'] - entry['lerobot_peak']:+,} bytes from LeRobot",
+              flush=True)
+    print(f"{title}: {checks - failures}/{checks} passed", flush=True)
+    sys.exit(1 if failures or not checks else 0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("mode", nargs="?", choices=("replay", "record"), default="replay")
+    ap.add_argument("--trainfit", help="the trainfit binary (replay)")
+    ap.add_argument("--kept", default=KEPT, help="the kept figures (default %(default)s)")
+    ap.add_argument("--threads", type=int, default=2, help="record: PyTorch's threads")
+    args = ap.parse_args()
+    if args.mode == "record":
+        record(args)
+    elif not args.trainfit:
+        ap.error("replay needs --trainfit")
+    else:
+        replay(args)
+
+
+if __name__ == "__main__":
+    main()
