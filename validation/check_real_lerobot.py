@@ -14,7 +14,8 @@ replays it:
             bytes over two iterations (harness.training_peak). The re-creation of the same
             release (`--set version=`) is measured beside it in the same PyTorch; record fails
             when the two differ. The figures and the versions that made them go to
-            validation/measured/real-lerobot.json.
+            validation/measured/real-lerobot.json, beside other releases' (0.4.4 runs on Python
+            3.11; 0.5 and later need 3.12).
     replay  (the default; any Python): for every kept case,
 
                 trainfit estimate --model act|diffusion --batch B --set ... --device-profile cpu
@@ -22,7 +23,7 @@ replays it:
             must match LeRobot's figure within 2%, as validation/check_peak.py holds the
             re-creations.
 
-    python3 -m venv /tmp/lerobot && /tmp/lerobot/bin/pip install lerobot
+    python3.12 -m venv /tmp/lerobot && /tmp/lerobot/bin/pip install lerobot==0.6.1
     /tmp/lerobot/bin/python validation/check_real_lerobot.py record
     /usr/bin/python3 validation/check_real_lerobot.py --trainfit build/release/trainfit
 """
@@ -37,19 +38,22 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KEPT = os.path.join(HERE, "measured", "real-lerobot.json")
 TOLERANCE = 0.02  # as check_peak.py
 
-# (policy, batch, trainfit's --set keys, LeRobot config fields that say the same). The 0.4.x
-# Diffusion defaults are the classic preset without a crop.
+# (policy, batch, trainfit's --set keys, LeRobot config fields that say the same; the release's
+# `--set version=` is added when recording). Diffusion's fields are all given, since its
+# defaults changed between releases (0.4: the classic preset without a crop; 0.6: v0.6's).
+_CLASSIC = {"horizon": 16, "n_action_steps": 8, "use_group_norm": True,
+            "use_separate_rgb_encoder_per_camera": False, "crop_shape": None}
 CASES = [
-    ("act", 2, {"cameras": "320x240", "version": "0.4"}, {}),
-    ("act", 2, {"cameras": "320x180,320x240,320x240", "chunk_size": "30", "version": "0.4"},
+    ("act", 2, {"cameras": "320x240"}, {}),
+    ("act", 2, {"cameras": "320x180,320x240,320x240", "chunk_size": "30"},
      {"chunk_size": 30, "n_action_steps": 30}),
-    ("act", 2, {"cameras": "320x240", "use_vae": "false", "version": "0.4"}, {"use_vae": False}),
-    ("diffusion", 4, {"preset": "classic", "crop": "none", "version": "0.4"}, {}),
-    ("diffusion", 4, {"preset": "classic", "cameras": "96x96,96x96", "version": "0.4"},
-     {"crop_shape": (84, 84)}),
-    ("diffusion", 2, {"preset": "v0.6", "cameras": "96x96,96x96", "down_dims": "128,256,512",
-                      "version": "0.4"},
-     {"horizon": 64, "use_group_norm": False, "use_separate_rgb_encoder_per_camera": True,
+    ("act", 2, {"cameras": "320x240", "use_vae": "false"}, {"use_vae": False}),
+    ("diffusion", 4, {"preset": "classic", "crop": "none"}, _CLASSIC),
+    ("diffusion", 4, {"preset": "classic", "cameras": "96x96,96x96"},
+     {**_CLASSIC, "crop_shape": (84, 84)}),
+    ("diffusion", 2, {"preset": "v0.6", "cameras": "96x96,96x96", "down_dims": "128,256,512"},
+     {"horizon": 64, "n_action_steps": 8, "use_group_norm": False,
+      "use_separate_rgb_encoder_per_camera": True, "crop_shape": None,
       "down_dims": (128, 256, 512)}),
 ]
 
@@ -127,10 +131,12 @@ def record(args):
 
     versions = {"lerobot": version("lerobot"), "torch": torch.__version__,
                 "torchvision": version("torchvision")}
+    release = ".".join(versions["lerobot"].split(".")[:2])  # trainfit's --set version=
     torch.set_num_threads(args.threads)
     cases = {}
     failures = 0
     for name, batch, sets, fields in CASES:
+        sets = {**sets, "version": release}
         start = time.monotonic()
         entry = record_case(name, batch, sets, fields)
         cases[case_key(name, batch, sets)] = entry
@@ -139,10 +145,17 @@ def record(args):
         print(f"  {'ok  ' if same else 'FAIL'} {case_key(name, batch, sets):60s} LeRobot "
               f"{entry['lerobot_peak']:>14,} re-creation {entry['recreation_peak']:>14,} "
               f"({time.monotonic() - start:.0f} s)", flush=True)
-    with open(KEPT, "w") as f:
-        json.dump({**versions, "cases": cases}, f, indent=1, sort_keys=True)
+    # Each release's figures replace that release's alone.
+    try:
+        with open(args.kept) as f:
+            releases = json.load(f)["releases"]
+    except (OSError, ValueError, KeyError, TypeError):
+        releases = {}
+    releases[versions["lerobot"]] = {**versions, "cases": cases}
+    with open(args.kept, "w") as f:
+        json.dump({"releases": releases}, f, indent=1, sort_keys=True)
         f.write("\n")
-    print(f"wrote {os.path.relpath(KEPT)}: {len(cases)} cases, LeRobot {versions['lerobot']}, "
+    print(f"wrote {os.path.relpath(args.kept)}: {len(cases)} cases, LeRobot {versions['lerobot']}, "
           f"PyTorch {versions['torch']}")
     sys.exit(1 if failures else 0)
 
@@ -152,41 +165,46 @@ def record(args):
 def replay(args):
     try:
         with open(args.kept) as f:
-            data = json.load(f)
-        cases = data["cases"]
-        if not isinstance(cases, dict) or not cases:
+            releases = json.load(f)["releases"]
+        if not isinstance(releases, dict) or not releases or not all(
+                isinstance(r.get("cases"), dict) and r["cases"] for r in releases.values()):
             raise ValueError("no cases")
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         print(f"error: {os.path.relpath(args.kept)} cannot be read ({e}); hint: record it with "
               "LeRobot installed (see this script's header)", file=sys.stderr)
         sys.exit(2)
-    title = (f"LeRobot {data['lerobot']} (PyPI) under PyTorch {data['torch']} (CPU, kept in "
-             f"{os.path.relpath(args.kept)}): trainfit estimate --device-profile cpu within "
+    title = (f"LeRobot {', '.join(sorted(releases))} (PyPI) on CPU, kept in "
+             f"{os.path.relpath(args.kept)}: trainfit estimate --device-profile cpu within "
              f"{TOLERANCE:.0%}")
     print(title, flush=True)
     checks = failures = 0
-    for label, entry in sorted(cases.items()):
-        command = [args.trainfit, "estimate", "--model", entry["policy"], "--batch",
-                   str(entry["batch"]), "--device-profile", "cpu", "--json"]
-        for k, v in sorted(entry["sets"].items()):
-            command += ["--set", f"{k}={v}"]
-        proc = subprocess.run(command, capture_output=True, text=True)
-        checks += 1
-        if proc.returncode != 0:
-            failures += 1
-            print(f"  FAIL {label}: exit {proc.returncode}: {proc.stderr.strip()}", flush=True)
-            continue
-        predicted = json.loads(proc.stdout)["peak_allocated_bytes"]
-        error = (predicted - entry["lerobot_peak"]) / entry["lerobot_peak"]
-        ok = abs(error) <= TOLERANCE
-        failures += 0 if ok else 1
-        print(f"  {'ok  ' if ok else 'FAIL'} {label:60s} LeRobot {entry['lerobot_peak']:>14,} "
-              f"trainfit {predicted:>14,} {predicted - entry['lerobot_peak']:+,} bytes "
-              f"({error:+.4%}); the re-creation measured "
-              f"{entry['recreation_peak'] - entry['lerobot_peak']:+,} bytes from LeRobot",
-              flush=True)
+    for release, data in sorted(releases.items()):
+        print(f"  LeRobot {release} under PyTorch {data['torch']}", flush=True)
+        for label, entry in sorted(data["cases"].items()):
+            checks += 1
+            failures += 0 if replay_case(args.trainfit, label, entry) else 1
     print(f"{title}: {checks - failures}/{checks} passed", flush=True)
     sys.exit(1 if failures or not checks else 0)
+
+
+def replay_case(binary, label, entry):
+    """Prints one kept case beside trainfit's figure; whether it is within the tolerance."""
+    command = [binary, "estimate", "--model", entry["policy"], "--batch", str(entry["batch"]),
+               "--device-profile", "cpu", "--json"]
+    for k, v in sorted(entry["sets"].items()):
+        command += ["--set", f"{k}={v}"]
+    proc = subprocess.run(command, capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"  FAIL {label}: exit {proc.returncode}: {proc.stderr.strip()}", flush=True)
+        return False
+    predicted = json.loads(proc.stdout)["peak_allocated_bytes"]
+    measured = entry["lerobot_peak"]
+    error = (predicted - measured) / measured
+    ok = abs(error) <= TOLERANCE
+    print(f"  {'ok  ' if ok else 'FAIL'} {label:60s} LeRobot {measured:>14,} trainfit "
+          f"{predicted:>14,} {predicted - measured:+,} bytes ({error:+.4%}); the re-creation "
+          f"measured {entry['recreation_peak'] - measured:+,} bytes from LeRobot", flush=True)
+    return ok
 
 
 def main():
