@@ -12,7 +12,7 @@ measured once, in a virtual environment outside the repository, and replays it:
             trace, figure and parameter count go to a part file (--parts DIR, one per --shard,
             appended model by model so that a stopped run resumes); --merge DIR writes them,
             with the versions that made them, to validation/measured/current-torch.json.xz.
-    replay  (the default; any Python, no torch needed): for every kept model,
+    replay  (the default; Debian's PyTorch 1.13 is enough): for every kept model,
 
                 trainfit estimate --trace FILE --batch B --device-profile cpu --json
 
@@ -31,7 +31,6 @@ import glob
 import json
 import lzma
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,35 +40,12 @@ KEPT = os.path.join(HERE, "measured", "current-torch.json.xz")
 TOLERANCE = 0.01  # as check_torchvision.py
 
 
-class Report:
-    """Pass and fail lines; exits non-zero when anything failed or nothing was checked. (The
-    harness's Report imports torch, which replay does without.)"""
-
-    def __init__(self, title):
-        self.title = title
-        self.failures = self.checks = 0
-        print(title, flush=True)
-
-    def check(self, ok, line):
-        self.checks += 1
-        self.failures += 0 if ok else 1
-        print(f"  {'ok  ' if ok else 'FAIL'} {line}", flush=True)
-
-    def show(self, line):
-        print(f"  info {line}", flush=True)
-
-    def finish(self):
-        print(f"{self.title}: {self.checks - self.failures}/{self.checks} passed", flush=True)
-        sys.exit(1 if self.failures or not self.checks else 0)
-
-
 # ---- record (torch 2.x) -----------------------------------------------------------------------
 
 def record_model(row):
     """What one corpus model gives under this PyTorch: its trace (or the tracer's refusal), its
     parameter count, the batch it is checked at and PyTorch's peak there."""
     import torch
-    import trainfit
     from trainfit.live import trace_module
 
     import check_torchvision as tv
@@ -84,18 +60,27 @@ def record_model(row):
              "constructor": tv.constructor_args(name), "optimizer": tv.OPTIMIZER,
              "parameters": sum(p.numel() for p in model.parameters())}
     entry["batch"] = 4 if entry["parameters"] > tv.BIG_PARAMETERS else tv.BATCH
+    if traced_into(entry, lambda: trace_module(
+            model, torch.randn(2, *shape), optimizer=tv.OPTIMIZER,
+            loss_fn=segment_loss if kind == "segmentation" else None)):
+            entry["torch_peak"] = measure(model, kind, shape, entry["batch"], tv.OPTIMIZER)
+    return entry
+
+
+def traced_into(entry, trace):
+    """Puts the trace that trace() returns in entry (as JSON text, with the seconds it took), or
+    the tracer's one-line refusal; whether it traced."""
+    import trainfit
+
     start = time.monotonic()
     try:
-        traced = trace_module(model, torch.randn(2, *shape), optimizer=tv.OPTIMIZER,
-                              loss_fn=segment_loss if kind == "segmentation" else None)
+        traced = trace()
     except trainfit.Error as e:
         entry["refused"] = str(e)
-        return entry
+        return False
     entry["trace"] = json.dumps(traced, separators=(",", ":"))
     entry["trace_seconds"] = round(time.monotonic() - start, 1)
-    del traced
-    entry["torch_peak"] = measure(model, kind, shape, entry["batch"], tv.OPTIMIZER)
-    return entry
+    return True
 
 
 # Small decoders of the families trainfit builds from a config.json, each as transformers builds
@@ -146,7 +131,6 @@ def record_lm(name):
     """One decoder's trace (trainfit.live.trace_module on {input_ids, labels} at batch 2 and 3,
     loss_fn the model's own loss) and PyTorch's peak at LM_BATCH over two AdamW steps."""
     import torch
-    import trainfit
     from trainfit.live import trace_module
 
     from harness import training_peak
@@ -157,16 +141,10 @@ def record_lm(name):
              "shape": [LM_SEQ], "batch": LM_BATCH, "case": list(LM_CASES[name]),
              "parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
     ids = torch.randint(0, LM_VOCAB, (2, LM_SEQ))
-    start = time.monotonic()
-    try:
-        traced = trace_module(model, {"input_ids": ids, "labels": ids.clone()},
-                              loss_fn=lambda output, inputs: output.loss, optimizer="adamw")
-    except trainfit.Error as e:
-        entry["refused"] = str(e)
+    if not traced_into(entry, lambda: trace_module(
+            model, {"input_ids": ids, "labels": ids.clone()},
+            loss_fn=lambda output, inputs: output.loss, optimizer="adamw")):
         return entry
-    entry["trace"] = json.dumps(traced, separators=(",", ":"))
-    entry["trace_seconds"] = round(time.monotonic() - start, 1)
-    del traced
 
     class Step(torch.nn.Module):
         """model(input_ids=, labels=) as the tracer calls it, for the harness's model(*inputs)."""
@@ -290,7 +268,7 @@ def read_kept(path):
     return data
 
 
-def replay_model(report, binary, directory, name, entry, counts):
+def replay_model(tv, report, binary, directory, name, entry, counts):
     size = (f"{entry['shape'][0]:3d} tokens" if entry["kind"] == "language"
             else f"{entry['shape'][1]:3d}px")
     label = f"{name:28s} {entry['optimizer']:5s} {size} b{entry['batch']}"
@@ -299,27 +277,15 @@ def replay_model(report, binary, directory, name, entry, counts):
         counts["refused"].append(name)
         report.show(f"{label} refused by the tracer when recorded: {entry['refused']}")
         return
-    path = os.path.join(directory, f"{name}.trace.json")
-    with open(path, "w") as f:
-        f.write(entry["trace"])
-    proc = subprocess.run([binary, "estimate", "--trace", path, "--batch", str(entry["batch"]),
-                           "--device-profile", "cpu", "--json"], capture_output=True, text=True)
-    os.unlink(path)
-    if proc.returncode != 0:
-        lines = proc.stderr.strip().splitlines()
-        counts["refused"].append(name)
-        report.check(proc.returncode == 2 and len(lines) == 1,
-                     f"{label} refused in one line (exit {proc.returncode}): {lines}")
-        return
-    predicted = json.loads(proc.stdout)["peak_allocated_bytes"]
-    error = (predicted - entry["torch_peak"]) / entry["torch_peak"]
-    ok = abs(error) <= TOLERANCE
-    counts["matched" if ok else "failed"].append(name)
-    report.check(ok, f"{label} torch {entry['torch_peak']:>14,} trainfit {predicted:>14,} "
-                     f"{error:+.3%} ({entry['parameters'] / 1e6:.1f} M params)")
+    tv.compare_trace(report, binary, directory, entry["trace"], entry["batch"], counts,
+                     name=name, label=label, torch_peak=lambda: entry["torch_peak"],
+                     note=f"{entry['parameters'] / 1e6:.1f} M parameters")
 
 
 def replay(args):
+    import check_torchvision as tv
+    from harness import Report
+
     data = read_kept(args.kept)
     models = data["models"]
     names = sorted(models)
@@ -331,14 +297,16 @@ def replay(args):
         names = [n for n in names if n in wanted]
     k, n = parse_shard(args.shard)
     names = names[k - 1::n]
-    report = Report(f"torchvision {data['torchvision']} corpus traced and measured under PyTorch "
-                    f"{data['torch']} (CPU, kept in {os.path.relpath(args.kept)}), estimated by "
-                    f"trainfit, within {TOLERANCE:.0%}")
+    decoders = (f" and transformers {data['transformers']} decoders"
+                if data.get("transformers") else "")
+    report = Report(f"torchvision {data['torchvision']} corpus{decoders} traced and measured under "
+                    f"PyTorch {data['torch']} (CPU, kept in {os.path.relpath(args.kept)}), "
+                    f"estimated by trainfit, within {TOLERANCE:.0%}")
     counts = {"matched": [], "failed": [], "refused": []}
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as directory:
         for name in names:
-            replay_model(report, args.trainfit, directory, name, models[name], counts)
+            replay_model(tv, report, args.trainfit, directory, name, models[name], counts)
     report.show(f"coverage: {len(counts['matched'])} of {len(names)} models match within "
                 f"{TOLERANCE:.0%}; refused in one line: {', '.join(counts['refused']) or 'none'}; "
                 f"{time.monotonic() - start:.0f} s")

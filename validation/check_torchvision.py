@@ -217,11 +217,22 @@ def check_model(report, measured, kept, binary, directory, row, counts):
         if name not in FAMILIES:
             kept.add(trace_key, parameters, text)
     batch = 4 if parameters > BIG_PARAMETERS else BATCH
-    label = f"{name:28s} {optimizer:5s} {side:3d}px b{batch}"
+    compare_trace(report, binary, directory, text, batch, counts,
+                  name=name, label=f"{name:28s} {optimizer:5s} {side:3d}px b{batch}",
+                  torch_peak=lambda: measured.get(
+                      [name, constructor_args(name), list(shape), batch, optimizer, kind],
+                      lambda: measure(model.get(), kind, shape, batch, optimizer)),
+                  note=f"{parameters / 1e6:.1f} M params, {how}")
+
+
+def compare_trace(report, binary, directory, text, batch, counts, *, name, label, torch_peak,
+                  note):
+    """`trainfit estimate --trace` of the trace `text` at `batch` on the cpu profile against
+    torch_peak(), PyTorch's figure, within TOLERANCE; or refused in one line with exit 2.
+    Counts the model's name as matched, failed or refused."""
     path = os.path.join(directory, f"{name}.trace.json")
     with open(path, "w") as f:
         f.write(text)
-    del text
     proc = subprocess.run([binary, "estimate", "--trace", path, "--batch", str(batch),
                            "--device-profile", "cpu", "--json"], capture_output=True, text=True)
     os.unlink(path)
@@ -232,13 +243,12 @@ def check_model(report, measured, kept, binary, directory, row, counts):
                      f"{label} refused in one line (exit {proc.returncode}): {lines}")
         return
     predicted = json.loads(proc.stdout)["peak_allocated_bytes"]
-    torch_peak = measured.get([name, constructor_args(name), list(shape), batch, optimizer, kind],
-                              lambda: measure(model.get(), kind, shape, batch, optimizer))
-    error = (predicted - torch_peak) / torch_peak
+    measured = torch_peak()
+    error = (predicted - measured) / measured
     ok = abs(error) <= TOLERANCE
     counts["matched" if ok else "failed"].append(name)
-    report.check(ok, f"{label} torch {torch_peak:>14,} trainfit {predicted:>14,} {error:+.3%} "
-                     f"({parameters / 1e6:.1f} M params, {how})")
+    report.check(ok, f"{label} torch {measured:>14,} trainfit {predicted:>14,} {error:+.3%} "
+                     f"({note})")
 
 
 class _Shared(Measured):
