@@ -64,27 +64,65 @@ def _flatten(batch: Any) -> list[torch.Tensor]:
     return []
 
 
-def _like(batch: Any, n: int) -> Any:
-    """A batch of n shaped and typed like `batch`, each tensor made by one op (so that the trace
-    sees the batch and nothing else): normal floats, integers within the example's range
-    (token ids stay valid), booleans and other types filled with the example's first value."""
+class _Template:
+    """One tensor of the example batch as the traced batches need it: its shape past the batch
+    dimension, its dtype, and for integers their range, for booleans and complex numbers the
+    first value. Read before tracing, so that the trace never sees the example's own tensors
+    (which the training step does not hold)."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        """Reads what make() needs from `tensor`, which has a batch dimension."""
+        self.shape = tuple(tensor.shape[1:])
+        self.dtype = tensor.dtype
+        self.floating = tensor.is_floating_point()
+        self.range: Optional[Tuple[int, int]] = None
+        self.fill: Any = None
+        if self.floating:
+            return
+        if tensor.dtype != torch.bool and not tensor.is_complex():
+            self.range = (int(tensor.min()), int(tensor.max()))
+        else:
+            self.fill = tensor.flatten()[0].item()
+
+    def make(self, n: int) -> torch.Tensor:
+        """A tensor of n like the example's, made by one op."""
+        shape = (n, *self.shape)
+        if self.floating:
+            return torch.randn(shape, dtype=self.dtype)
+        if self.range is not None:
+            low, high = self.range
+            return torch.randint(low, high + 1, shape, dtype=self.dtype)
+        return torch.full(shape, self.fill, dtype=self.dtype)
+
+
+def _template(batch: Any) -> Any:
+    """The example batch with each tensor that has a batch dimension replaced by its
+    _Template; scalars and anything else stay as they are."""
     if isinstance(batch, torch.Tensor):
-        if batch.dim() == 0:
-            return batch
-        shape = (n, *batch.shape[1:])
-        if batch.is_floating_point():
-            return torch.randn(shape, dtype=batch.dtype)
-        if batch.dtype != torch.bool and not batch.is_complex():
-            low, high = int(batch.min()), int(batch.max())
-            return torch.randint(low, high + 1, shape, dtype=batch.dtype)
-        return torch.full(shape, batch.flatten()[0].item(), dtype=batch.dtype)
+        return batch if batch.dim() == 0 else _Template(batch)
     if isinstance(batch, tuple):
-        return tuple(_like(item, n) for item in batch)
+        return tuple(_template(item) for item in batch)
     if isinstance(batch, list):
-        return [_like(item, n) for item in batch]
+        return [_template(item) for item in batch]
     if isinstance(batch, dict):
-        return {k: _like(v, n) for k, v in batch.items()}
+        return {k: _template(v) for k, v in batch.items()}
     return batch
+
+
+def _like(template: Any, n: int) -> Any:
+    """A batch of n shaped and typed like the example `template` was read from (_template), each
+    tensor made by one op (so that the trace sees the batch and nothing else): normal floats,
+    integers within the example's range (token ids stay valid), booleans and other types filled
+    with the example's first value."""
+    if isinstance(template, _Template):
+        return template.make(n)
+    if isinstance(template, tuple):
+        return tuple(_like(item, n) for item in template)
+    if isinstance(template, list):
+        return [_like(item, n) for item in template]
+    if isinstance(template, dict):
+        return {k: _like(v, n) for k, v in template.items()}
+    return template
 
 
 def _logits(output: Any) -> torch.Tensor:
@@ -147,6 +185,7 @@ def trace_module(model: torch.nn.Module, example_batch: Any, *, loss_fn: Optiona
         raise Error(f"model is a {type(model).__name__}, not a torch.nn.Module or a zoo name "
                     "(hint: trainfit.estimate(model, example_batch, batch=...))")
     batch_size(example_batch)
+    template = _template(example_batch)
     # torch.compile's wrapper (PyTorch 2.x) is traced as the module it wraps, eagerly: the trace
     # shows eager PyTorch's tensors, an upper bound for what the compiled step keeps.
     original = getattr(model, "_orig_mod", None)
@@ -160,7 +199,7 @@ def trace_module(model: torch.nn.Module, example_batch: Any, *, loss_fn: Optiona
 
     def make_batch(n: int) -> Tuple[Any, Any]:
         """Inputs like the example at batch n, and the default loss's target (or the inputs)."""
-        inputs = _like(example_batch, n)
+        inputs = _like(template, n)
         if targets is None:
             return inputs, inputs
         classes, rest = targets

@@ -80,6 +80,26 @@ class Live(unittest.TestCase):
         self.assertTrue(model.training)
         self.assertTrue(all(unchanged))
 
+    def test_the_example_batch_is_not_in_the_estimate(self):
+        """The training step holds its own batches, not the caller's example: token ids of a
+        large example estimate like those of a small one, and like a trace that never saw it."""
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Embedding(500, 16), torch.nn.Flatten(),
+                                    torch.nn.Linear(16 * 32, 10))
+
+        def peak(example):
+            return trainfit.estimate(model, example, batch=8, device_profile="cpu",
+                                     optimizer="sgd")["peak_allocated_bytes"]
+
+        small = peak(torch.randint(0, 500, (2, 32)))
+        self.assertEqual(small, peak(torch.randint(0, 500, (256, 32))))
+        traced = trainfit.trace(model, lambda n: (torch.randint(0, 500, (n, 32)),
+                                                  torch.randint(0, 10, (n,))),
+                                F.cross_entropy, lambda p: torch.optim.SGD(p, lr=0.01),
+                                batch_sizes=(2, 3))
+        self.assertEqual(small, trainfit.estimate(trace=traced, batch=8,
+                                                  device_profile="cpu")["peak_allocated_bytes"])
+
     def test_amp_traces_under_the_estimates_autocast(self):
         """precision="amp-bf16" on a live model traces it under the autocast of the profile
         the estimate is for: the same figures as a trace made so by hand."""
