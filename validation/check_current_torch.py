@@ -1,14 +1,17 @@
-"""The torchvision corpus traced and measured under the PyTorch people install today (2.x), kept
-so that the test command checks trainfit against it without installing it.
+"""The torchvision corpus and ten small transformers decoders, traced and measured under the
+PyTorch people install today (2.x), kept so that the test command checks trainfit against them
+without installing it.
 
 Debian's PyTorch, which the other checks run, is 1.13. This check takes what the current release
 measured once, in a virtual environment outside the repository, and replays it:
 
-    record  (run by a Python whose torch is 2.x, with torchvision):
+    record  (run by a Python whose torch is 2.x, with torchvision, transformers and peft):
             every model of check_torchvision.py's corpus, built and traced as that check does
             (trainfit.live.trace_module: batch 2 and 3, the default loss or the segmenters'
             per-pixel one, SGD), and the peak of live tensor bytes PyTorch reaches over two
-            training iterations at the check's batch (torchvision_cases.measure). Each model's
+            training iterations at the check's batch (torchvision_cases.measure); likewise the
+            decoders of LM_CASES, traced on {input_ids, labels} with their own loss and AdamW,
+            measured at LM_BATCH (harness.training_peak). Each model's
             trace, figure and parameter count go to a part file (--parts DIR, one per --shard,
             appended model by model so that a stopped run resumes); --merge DIR writes them,
             with the versions that made them, to validation/measured/current-torch.json.xz.
@@ -17,10 +20,11 @@ measured once, in a virtual environment outside the repository, and replays it:
                 trainfit estimate --trace FILE --batch B --device-profile cpu --json
 
             must match the kept PyTorch figure within 1%, as in check_torchvision.py, or be
-            refused in one line with exit 2 where the tracer or trainfit refused it when it was
-            recorded.
+            refused by trainfit in one line with exit 2; a model the tracer refused when it was
+            recorded is shown with the tracer's message.
 
-    python3 -m venv /tmp/torch-current && /tmp/torch-current/bin/pip install torch torchvision
+    python3 -m venv /tmp/torch-current
+    /tmp/torch-current/bin/pip install torch torchvision transformers peft
     /tmp/torch-current/bin/python validation/check_current_torch.py record --parts /tmp/parts \\
         [--shard 1/2] [--only resnet18,vit_b_16]
     /tmp/torch-current/bin/python validation/check_current_torch.py record --merge /tmp/parts
@@ -63,7 +67,7 @@ def record_model(row):
     if traced_into(entry, lambda: trace_module(
             model, torch.randn(2, *shape), optimizer=tv.OPTIMIZER,
             loss_fn=segment_loss if kind == "segmentation" else None)):
-            entry["torch_peak"] = measure(model, kind, shape, entry["batch"], tv.OPTIMIZER)
+        entry["torch_peak"] = measure(model, kind, shape, entry["batch"], tv.OPTIMIZER)
     return entry
 
 
@@ -175,7 +179,8 @@ def record(args):
 
     if int(torch.__version__.split(".")[0]) < 2:
         sys.exit(f"error: record runs under PyTorch 2.x; this is {torch.__version__} "
-                 "(hint: a virtual environment with pip install torch torchvision)")
+                 "(hint: a virtual environment with pip install torch torchvision transformers "
+                 "peft)")
     import peft
     import transformers
 
@@ -251,7 +256,7 @@ def parse_shard(text):
     return k, n
 
 
-# ---- replay (any Python) ----------------------------------------------------------------------
+# ---- replay (Debian's PyTorch 1.13) ----------------------------------------------------------------------
 
 def read_kept(path):
     """The kept models, or one line and exit 2 when the file is missing or not ours."""
@@ -317,7 +322,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("mode", nargs="?", choices=("replay", "record"), default="replay")
     ap.add_argument("--trainfit", help="the trainfit binary (replay)")
-    ap.add_argument("--kept", default=KEPT, help="the kept file (replay reads it, --merge writes it; default %(default)s)")
+    ap.add_argument("--kept", default=KEPT,
+                    help="the kept file (replay reads it, --merge writes it; default %(default)s)")
     ap.add_argument("--only", help="comma-separated model names")
     ap.add_argument("--shard", default="1/1", metavar="K/N", help="the K-th of N equal parts")
     ap.add_argument("--parts", metavar="DIR", help="record: where each shard's part file goes")

@@ -16,21 +16,20 @@ replays it:
             when the two differ. The figures and the versions that made them go to
             validation/measured/real-lerobot.json, beside other releases' (0.4.4 runs on Python
             3.11; 0.5 and later need 3.12).
-    replay  (the default; any Python): for every kept case,
+    replay  (the default; Debian's PyTorch 1.13 is enough): for every kept case,
 
                 trainfit estimate --model act|diffusion --batch B --set ... --device-profile cpu
 
             must match LeRobot's figure within 2%, as validation/check_peak.py holds the
             re-creations.
 
-    python3.12 -m venv /tmp/lerobot && /tmp/lerobot/bin/pip install lerobot==0.6.1
+    python3.12 -m venv /tmp/lerobot && /tmp/lerobot/bin/pip install 'lerobot[diffusion]==0.6.1'
     /tmp/lerobot/bin/python validation/check_real_lerobot.py record
     /usr/bin/python3 validation/check_real_lerobot.py --trainfit build/release/trainfit
 """
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -59,7 +58,8 @@ CASES = [
 
 
 def case_key(name, batch, sets):
-    return f"{name} b{batch} " + " ".join(f"{k}={v}" for k, v in sorted(sets.items()))
+    from harness import sets_label
+    return f"{name} b{batch} " + sets_label(dict(sorted(sets.items())))
 
 
 # ---- record (LeRobot installed) ---------------------------------------------------------------
@@ -129,22 +129,24 @@ def record(args):
 
     import torch
 
+    from harness import Report
+
     versions = {"lerobot": version("lerobot"), "torch": torch.__version__,
                 "torchvision": version("torchvision")}
     release = ".".join(versions["lerobot"].split(".")[:2])  # trainfit's --set version=
     torch.set_num_threads(args.threads)
+    report = Report(f"LeRobot {versions['lerobot']} under PyTorch {versions['torch']} (CPU) "
+                    "against its re-creation, to the byte")
     cases = {}
-    failures = 0
     for name, batch, sets, fields in CASES:
         sets = {**sets, "version": release}
         start = time.monotonic()
         entry = record_case(name, batch, sets, fields)
         cases[case_key(name, batch, sets)] = entry
-        same = entry["lerobot_peak"] == entry["recreation_peak"]
-        failures += 0 if same else 1
-        print(f"  {'ok  ' if same else 'FAIL'} {case_key(name, batch, sets):60s} LeRobot "
-              f"{entry['lerobot_peak']:>14,} re-creation {entry['recreation_peak']:>14,} "
-              f"({time.monotonic() - start:.0f} s)", flush=True)
+        report.check(entry["lerobot_peak"] == entry["recreation_peak"],
+                     f"{case_key(name, batch, sets):60s} LeRobot {entry['lerobot_peak']:>14,} "
+                     f"re-creation {entry['recreation_peak']:>14,} "
+                     f"({time.monotonic() - start:.0f} s)")
     # Each release's figures replace that release's alone.
     try:
         with open(args.kept) as f:
@@ -155,14 +157,15 @@ def record(args):
     with open(args.kept, "w") as f:
         json.dump({"releases": releases}, f, indent=1, sort_keys=True)
         f.write("\n")
-    print(f"wrote {os.path.relpath(args.kept)}: {len(cases)} cases, LeRobot {versions['lerobot']}, "
-          f"PyTorch {versions['torch']}")
-    sys.exit(1 if failures else 0)
+    report.show(f"wrote {os.path.relpath(args.kept)}: {len(cases)} cases")
+    report.finish()
 
 
-# ---- replay (any Python) ----------------------------------------------------------------------
+# ---- replay (Debian's PyTorch 1.13) ---------------------------------------------------------
 
 def replay(args):
+    from harness import Report, run_trainfit, set_flags
+
     try:
         with open(args.kept) as f:
             releases = json.load(f)["releases"]
@@ -173,38 +176,23 @@ def replay(args):
         print(f"error: {os.path.relpath(args.kept)} cannot be read ({e}); hint: record it with "
               "LeRobot installed (see this script's header)", file=sys.stderr)
         sys.exit(2)
-    title = (f"LeRobot {', '.join(sorted(releases))} (PyPI) on CPU, kept in "
-             f"{os.path.relpath(args.kept)}: trainfit estimate --device-profile cpu within "
-             f"{TOLERANCE:.0%}")
-    print(title, flush=True)
-    checks = failures = 0
+    report = Report(f"LeRobot {', '.join(sorted(releases))} (PyPI) on CPU, kept in "
+                    f"{os.path.relpath(args.kept)}: trainfit estimate --device-profile cpu "
+                    f"within {TOLERANCE:.0%}")
     for release, data in sorted(releases.items()):
-        print(f"  LeRobot {release} under PyTorch {data['torch']}", flush=True)
+        report.show(f"LeRobot {release} under PyTorch {data['torch']}")
         for label, entry in sorted(data["cases"].items()):
-            checks += 1
-            failures += 0 if replay_case(args.trainfit, label, entry) else 1
-    print(f"{title}: {checks - failures}/{checks} passed", flush=True)
-    sys.exit(1 if failures or not checks else 0)
-
-
-def replay_case(binary, label, entry):
-    """Prints one kept case beside trainfit's figure; whether it is within the tolerance."""
-    command = [binary, "estimate", "--model", entry["policy"], "--batch", str(entry["batch"]),
-               "--device-profile", "cpu", "--json"]
-    for k, v in sorted(entry["sets"].items()):
-        command += ["--set", f"{k}={v}"]
-    proc = subprocess.run(command, capture_output=True, text=True)
-    if proc.returncode != 0:
-        print(f"  FAIL {label}: exit {proc.returncode}: {proc.stderr.strip()}", flush=True)
-        return False
-    predicted = json.loads(proc.stdout)["peak_allocated_bytes"]
-    measured = entry["lerobot_peak"]
-    error = (predicted - measured) / measured
-    ok = abs(error) <= TOLERANCE
-    print(f"  {'ok  ' if ok else 'FAIL'} {label:60s} LeRobot {measured:>14,} trainfit "
-          f"{predicted:>14,} {predicted - measured:+,} bytes ({error:+.4%}); the re-creation "
-          f"measured {entry['recreation_peak'] - measured:+,} bytes from LeRobot", flush=True)
-    return ok
+            predicted = run_trainfit(args.trainfit, [
+                "estimate", "--model", entry["policy"], "--batch", str(entry["batch"]),
+                "--device-profile", "cpu", "--json"] + set_flags(entry["sets"]))
+            predicted = predicted["peak_allocated_bytes"]
+            measured = entry["lerobot_peak"]
+            error = (predicted - measured) / measured
+            report.check(abs(error) <= TOLERANCE,
+                         f"{label:60s} LeRobot {measured:>14,} trainfit {predicted:>14,} "
+                         f"{predicted - measured:+,} bytes ({error:+.4%}); the re-creation "
+                         f"measured {entry['recreation_peak'] - measured:+,} bytes from LeRobot")
+    report.finish()
 
 
 def main():
