@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -236,10 +238,16 @@ TEST(FitTarget, AccumulationPastThePlanLimitIsSaidNotEstimated) {
   EXPECT_GE(micro * steps, 1000000000);
   const CliRun text = run(args);
   EXPECT_EQ(text.code, 0);
-  EXPECT_NE(text.out.find(
-                fmt::format("would take {} micro-batches of {}, more than the 256", steps, micro)),
-            std::string::npos)
-      << text.out;
+  const std::string says =
+      fmt::format("would take {} micro-batches of {}, more than the 256", steps, micro);
+  EXPECT_NE(text.out.find(says), std::string::npos) << text.out;
+  // The HTML report says the same, and draws no bar for a plan it did not estimate.
+  const std::string html = testing::TempDir() + "unplanned_accumulation.html";
+  ASSERT_EQ(run(concat(args, {"--html", html})).code, 0);
+  std::ifstream in(html);
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find(says), std::string::npos);
+  EXPECT_EQ(page.find(fmt::format("micro-batch {} x {} steps", micro, steps)), std::string::npos);
 }
 
 TEST(FitTarget, AccumulationWhenNoKnobFits) {

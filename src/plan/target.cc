@@ -183,6 +183,7 @@ Status accumulation_plan(Estimator& estimator, const TrainingRequest& request, T
   acc.grad_accum = static_cast<int>(steps);
   TF_ASSIGN_OR_RETURN(plan.estimate, estimator.estimate(acc));
   plan.request = acc;
+  plan.accumulation_estimated = true;
   return {};
 }
 

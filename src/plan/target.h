@@ -17,17 +17,18 @@ namespace trainfit {
 
 struct TargetPlan {
   int64_t target = 0;
-  bool fits = false;                  // as given, or with `knobs`
-  std::vector<Knob> knobs;            // the combination (empty: fits as given)
-  TrainingRequest request;            // the request that fits, or the accumulation plan's
-  Estimate estimate;                  // of `request`
-  Estimate as_given;                  // the user's request at the target batch
-  int64_t micro_batch = 0;            // accumulation plan (fits is false): micro-batch ...
-  int64_t accumulation = 0;           // ... times steps ...
-  int64_t effective_batch = 0;        // ... = this, N or the nearest above it; not estimated
-                                      // (`request` empty) past kMaxPlannedAccumulation steps
-  std::optional<double> step_change;  // time per sample of `estimate` over `as_given`'s
-  int combinations_tried = 0;         // estimates made
+  bool fits = false;                    // as given, or with `knobs`
+  std::vector<Knob> knobs;              // the combination (empty: fits as given)
+  TrainingRequest request;              // the request that fits, or the accumulation plan's
+  Estimate estimate;                    // of `request`
+  Estimate as_given;                    // the user's request at the target batch
+  int64_t micro_batch = 0;              // accumulation plan (fits is false): micro-batch ...
+  int64_t accumulation = 0;             // ... times steps ...
+  int64_t effective_batch = 0;          // ... = this, N or the nearest above it
+  bool accumulation_estimated = false;  // `request` and `estimate` are the accumulation plan's;
+                                        // false past kMaxPlannedAccumulation steps: said only
+  std::optional<double> step_change;    // time per sample of `estimate` over `as_given`'s
+  int combinations_tried = 0;           // estimates made
 };
 
 // Tries knobs from the least intrusive kind up (free, precision, recompute, recipe, and model

@@ -117,11 +117,13 @@ void target_section(HtmlPage& page, const TargetPlan& p, int64_t budget) {
   std::string plan = p.fits
                          ? (names.empty() ? "as given" : fmt::format("{}", fmt::join(names, " + ")))
                          : fmt::format("micro-batch {} x {} steps", p.micro_batch, p.accumulation);
-  bars.bars.push_back({plan,
-                       static_cast<double>(p.estimate.device_used_bytes),
-                       "",
-                       p.estimate.device_used_bytes > budget ? 4 : 2,
-                       {{"bytes", std::to_string(p.estimate.device_used_bytes)}}});
+  if (p.fits || p.accumulation_estimated) {
+    bars.bars.push_back({plan,
+                         static_cast<double>(p.estimate.device_used_bytes),
+                         "",
+                         p.estimate.device_used_bytes > budget ? 4 : 2,
+                         {{"bytes", std::to_string(p.estimate.device_used_bytes)}}});
+  }
   bars.bars.push_back(
       {"budget", static_cast<double>(budget), "", 6, {{"bytes", std::to_string(budget)}}});
   page.add(render_bar_chart(bars));
@@ -129,6 +131,8 @@ void target_section(HtmlPage& page, const TargetPlan& p, int64_t budget) {
     page.paragraph(names.empty() ? "Fits as given."
                                  : fmt::format("Fits with {} ({} estimates tried).", plan,
                                                p.combinations_tried));
+  } else if (p.micro_batch > 0 && !p.accumulation_estimated) {
+    page.paragraph("No combination of the allowed knobs fits it; " + unplanned_accumulation(p));
   } else if (p.micro_batch > 0) {
     page.paragraph(
         fmt::format("No combination of the allowed knobs fits it; gradient accumulation "

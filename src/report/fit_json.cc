@@ -1,4 +1,3 @@
-#include "plan/batch_search.h"
 #include "report/json.h"
 
 namespace trainfit {
@@ -99,11 +98,10 @@ nlohmann::json target_json(const TargetPlan& p) {
   }
   if (p.step_change) t["step_time_change"] = *p.step_change;
   if (!p.fits) {
-    t["accumulation"] = {
-        {"micro_batch", p.micro_batch},
-        {"steps", p.accumulation},
-        {"effective_batch", p.effective_batch},
-        {"estimated", p.micro_batch > 0 && p.accumulation <= kMaxPlannedAccumulation}};
+    t["accumulation"] = {{"micro_batch", p.micro_batch},
+                         {"steps", p.accumulation},
+                         {"effective_batch", p.effective_batch},
+                         {"estimated", p.accumulation_estimated}};
   }
   return t;
 }

@@ -2,7 +2,6 @@
 #include <fmt/ranges.h>
 
 #include "base/units.h"
-#include "plan/batch_search.h"
 #include "report/format.h"
 #include "report/table.h"
 #include "report/text.h"
@@ -207,12 +206,7 @@ std::string target_text(const TargetPlan& p, Rank rank) {
   s += fmt::format("  no combination of the allowed knobs fits it ({} estimates).\n",
                    p.combinations_tried);
   if (p.micro_batch == 0) return s + "  not even batch 1 fits with gradient accumulation.\n";
-  if (p.accumulation > kMaxPlannedAccumulation) {
-    return s + fmt::format(
-                   "  gradient accumulation would take {} micro-batches of {}, more than the {} a "
-                   "plan goes to: more GPUs (trainfit launch) or a smaller target.\n",
-                   p.accumulation, p.micro_batch, kMaxPlannedAccumulation);
-  }
+  if (!p.accumulation_estimated) return s + "  " + unplanned_accumulation(p) + "\n";
   s += fmt::format(
       "  gradient accumulation: micro-batch {} x {} steps = effective batch {}, device used {}\n",
       p.micro_batch, p.accumulation, p.effective_batch, format_bytes(p.estimate.device_used_bytes));

@@ -63,4 +63,11 @@ std::string command_line(const std::vector<std::string>& estimate_args) {
   return "trainfit estimate " + join_words(estimate_args);
 }
 
+std::string unplanned_accumulation(const TargetPlan& plan) {
+  return fmt::format(
+      "gradient accumulation would take {} micro-batches of {}, more than the {} a plan goes "
+      "to: more GPUs (trainfit launch) or a smaller target.",
+      plan.accumulation, plan.micro_batch, kMaxPlannedAccumulation);
+}
+
 }  // namespace trainfit

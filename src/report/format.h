@@ -14,6 +14,7 @@
 
 #include "base/units.h"
 #include "estimate/estimate.h"
+#include "plan/target.h"
 
 namespace trainfit {
 
@@ -31,5 +32,9 @@ std::string_view profile_name(const KernelTarget& target);  // "cuda" / "cpu"
 std::string join_words(const std::vector<std::string>& args);
 // `trainfit estimate` with these arguments.
 std::string command_line(const std::vector<std::string>& estimate_args);
+
+// What a target plan says when accumulation would take more micro-batches than a plan goes to
+// (it is not estimated): "gradient accumulation would take 6250000 micro-batches of 160, ...".
+std::string unplanned_accumulation(const TargetPlan& plan);
 
 }  // namespace trainfit

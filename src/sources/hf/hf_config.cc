@@ -127,11 +127,16 @@ Result<HfModel> parse_document(const json& doc) {
     m.sets.emplace_back(key, std::move(value));
   };
 
-  for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                          "num_attention_heads"}) {
-    const int64_t most = std::string_view(key) == "num_hidden_layers" ? kMaxRepeats : kMaxSize;
-    TF_ASSIGN_OR_RETURN(const int64_t n, f.integer_in(key, 1, most));
-    set(key, std::to_string(n));
+  struct Size {
+    const char* key;
+    int64_t most;
+  };
+  for (const Size& size :
+       {Size{"vocab_size", kMaxSize}, Size{"hidden_size", kMaxSize},
+        Size{"intermediate_size", kMaxSize}, Size{"num_hidden_layers", kMaxRepeats},
+        Size{"num_attention_heads", kMaxSize}}) {
+    TF_ASSIGN_OR_RETURN(const int64_t n, f.integer_in(size.key, 1, size.most));
+    set(size.key, std::to_string(n));
   }
   TF_ASSIGN_OR_RETURN(const int64_t heads, f.integer_in("num_attention_heads", 1, kMaxSize));
   TF_ASSIGN_OR_RETURN(const std::optional<int64_t> kv_heads,
