@@ -264,10 +264,95 @@ def from_larger_batch(table, small=8, large=32):
         (len(bounded_low), max(bounded_low, default=0))
 
 
+# Note [Workspace bounds] (src/graph/device_rules.h): the bound of a problem no recording
+# measured, fitted on recorded problems. Kept in step with cudnn_conv_bound.
+BOUND_MARGIN = 1.25
+BOUND_SLACK = 1024
+OBSERVATIONS = os.path.join(HERE, "measured", "cudnn_observations.json.xz")
+
+
+def bound_size(conv, kind, itemsize):
+    """S: the converted tensors X + Y + W, and backward-filter's per-image fp32 partials."""
+    size = sum(nbytes(conv[k], itemsize) for k in ("x", "y", "w"))
+    if kind == "backward_filter":
+        size += min(conv["x"][0], 64) * math.prod(conv["w"]) * 4
+    return size
+
+
+def bound_family(conv, key):
+    """Direction, class (a GEMM on NCHW planes, another 1x1, larger), 1-D or 2-D, itemsize."""
+    kind, itemsize = key[0], key[1]
+    kernel = conv["w"][2:]
+    one = all(k == 1 for k in kernel)
+    pointwise = one and all(s == 1 for s in conv["stride"]) and all(p == 0 for p in conv["padding"]) \
+        and all(d == 1 for d in conv["dilation"]) and conv["groups"] == 1
+    gemm = pointwise and (math.prod(conv["y"][2:]) * itemsize) % 16 == 0
+    one_d = key[6] == 1 and key[8] == 1 and key[10] == 1 and key[12] == 0
+    return (kind, "gemm" if gemm else "1x1" if one else "larger", 1 if one_d else 2, itemsize)
+
+
+def fit_bound(observations):
+    """{family: largest ratio, (kind,): largest ratio of the direction} over `observations`."""
+    ratios = {}
+    for o in observations:
+        key, conv = tuple(o["key"]), conv_of_key(o["key"])
+        ratio = o["bytes"] / bound_size(conv, KINDS[key[0]], key[1])
+        for f in (bound_family(conv, key), (key[0],)):
+            ratios[f] = max(ratios.get(f, 0.0), ratio)
+    return ratios
+
+
+def bound(ratios, key):
+    conv = conv_of_key(key)
+    ratio = ratios.get(bound_family(conv, key), ratios[(key[0],)])
+    central = rule(conv, KINDS[key[0]], key[1])
+    return max(central, math.ceil(ratio * BOUND_MARGIN * bound_size(conv, KINDS[key[0]], key[1]))) \
+        + BOUND_SLACK
+
+
+def leave_one_model_out(path):
+    """Fits the bound on every recorded model but one and counts the problems of that model it
+    places below their recording, and those the central rule does; for each model. Returns the
+    number of problems below the bound."""
+    import lzma
+    with lzma.open(path, "rt") as f:
+        observations = json.load(f)
+    model = lambda case: case.split(":", 1)[1].split("-")[0]  # noqa: E731
+    block = lambda n: (n + 511) // 512 * 512  # noqa: E731  the allocator's rounding
+    per_model = {}
+    for o in observations:  # one per model and problem, the largest of its runs
+        k = (model(o["case"]), tuple(o["key"]))
+        if k not in per_model or per_model[k]["bytes"] < o["bytes"]:
+            per_model[k] = o
+    models = sorted({m for m, _ in per_model})
+    print(f"{len(per_model)} problems of {len(models)} models; fitted without the model, "
+          f"checked on it:")
+    print(f"  {'model':12s} {'problems':>8s} {'below bound':>12s} {'below rule':>11s} "
+          f"{'above rule':>11s}  bound / measured")
+    total_below = 0
+    for m in models:
+        ratios = fit_bound([o for (mm, _), o in per_model.items() if mm != m])
+        test = [o for (mm, _), o in per_model.items() if mm == m]
+        below = [o for o in test if block(bound(ratios, tuple(o["key"]))) < block(o["bytes"])]
+        rules = [rule(conv_of_key(o["key"]), KINDS[o["key"][0]], o["key"][1]) for o in test]
+        rule_below = sum(block(r) < block(o["bytes"]) for r, o in zip(rules, test))
+        rule_above = sum(block(r) > block(o["bytes"]) for r, o in zip(rules, test))
+        measured = sum(o["bytes"] for o in test)
+        bounded = sum(bound(ratios, tuple(o["key"])) for o in test)
+        print(f"  {m:12s} {len(test):8d} {len(below):12d} {rule_below:11d} {rule_above:11d}  "
+              f"{bounded / measured:.2f}")
+        for o in below:
+            print(f"    below: {o['case']} {o['conv']} {KINDS[o['key'][0]]} {o['bytes']:,} bytes, "
+                  f"bound {bound(ratios, tuple(o['key'])):,}")
+        total_below += len(below)
+    return total_below
+
+
 def collect(path):
     table = {}
     benchmark = {}
     per_case = []
+    observed = []  # every (case, key, bytes), before the table keeps one per key
     with tarfile.open(path) as tar:
         for member in sorted(tar.getmembers(), key=lambda m: m.name):
             if not member.name.endswith(".json"):
@@ -291,12 +376,14 @@ def collect(path):
             per_case.append((spec["id"], len(found), len(convs)))
             for (c, kind), size in found.items():
                 key = key_of(convs[c], kind, itemsize)
+                observed.append({"case": spec["id"], "conv": convs[c]["name"], "key": list(key),
+                                 "bytes": size})
                 if key in table and table[key][0] != size:
                     print(f"  {spec['id']}: {convs[c]['name']} {kind} {size} where another run "
                           f"had {table[key][0]}; keeping the larger", file=sys.stderr)
                     size = max(size, table[key][0])
                 table[key] = (size, rule(convs[c], kind, itemsize), convs[c]["name"], spec["id"])
-    return table, benchmark, per_case
+    return table, benchmark, per_case, observed
 
 
 HEADER = ["// Generated by validation/cudnn_workspaces.py from the H100 allocator recordings",
@@ -317,8 +404,22 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--snapshots", default=SNAPSHOTS)
     ap.add_argument("--check", action="store_true", help="report; write nothing")
+    ap.add_argument("--observations", metavar="FILE",
+                    help="also write every workspace read off the recordings, with its case "
+                         "(xz-compressed JSON: " + os.path.relpath(OBSERVATIONS, ROOT) + ")")
+    ap.add_argument("--leave-one-out", action="store_true",
+                    help="check the workspace bound model by model on the kept observations "
+                         f"({os.path.relpath(OBSERVATIONS, ROOT)}); needs no PyTorch")
     args = ap.parse_args()
-    table, benchmark, per_case = collect(args.snapshots)
+    if args.leave_one_out:
+        below = leave_one_model_out(OBSERVATIONS)
+        print(f"{below} problems below the bound fitted without their model")
+        sys.exit(1 if below else 0)
+    table, benchmark, per_case, observed = collect(args.snapshots)
+    if args.observations:
+        import lzma
+        with lzma.open(args.observations, "wt") as f:
+            f.write("[\n" + ",\n".join(json.dumps(o, sort_keys=True) for o in observed) + "\n]\n")
     for case, found, convs in per_case:
         print(f"  {case:40s} {found:4d} workspaces of {convs} convolutions")
     block = lambda n: (n + 511) // 512 * 512  # noqa: E731  the allocator's rounding

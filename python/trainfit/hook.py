@@ -133,11 +133,16 @@ class Check:
         where = f" on {self.report['gpu']['name']}" if self.report.get("gpu") else ""
         fits = self.report.get("fits")
         verdict = "" if fits is None else (": fits" if fits else ": does not fit")
+        if fits and self.report.get("fits_upper") is False:
+            verdict = ": fits, but not with its unmeasured cuDNN workspaces at their bound"
+        upper = self.report.get("peak_reserved_upper_bytes", 0)
+        bound = (f" (up to {_gib(upper)} with unmeasured cuDNN workspaces)"
+                 if upper > self.report["peak_reserved_bytes"] else "")
         self._print(f"batch {batch}{where}: first step peak allocated "
                     f"{_gib(self.predicted['allocated'])}, reserved "
                     f"{_gib(self.predicted['reserved'])}; later steps "
                     f"{_gib(self.report['peak_allocated_bytes'])} allocated, "
-                    f"{_gib(self.report['peak_reserved_bytes'])} reserved{verdict}")
+                    f"{_gib(self.report['peak_reserved_bytes'])} reserved{bound}{verdict}")
         if self._cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()

@@ -44,12 +44,19 @@ TEST_P(FitBoundary, MaxBatchFitsAndOneMoreDoesNot) {
     return run_json(concat(concat({"estimate"}, c.model),
                            {"--gpu", c.gpu, "--margin", margin, "--batch", std::to_string(batch)}));
   };
+  // fit decides by the upper figures (Note [Workspace bounds]), estimate's fits_upper.
   const nlohmann::json at = estimate_at(max_batch);
-  EXPECT_TRUE(at["fits"].get<bool>()) << "batch " << max_batch;
+  EXPECT_TRUE(at["fits_upper"].get<bool>()) << "batch " << max_batch;
   EXPECT_EQ(at["device_used_bytes"], f["device_used_bytes"]);
+  EXPECT_EQ(at["device_used_upper_bytes"], f["device_used_upper_bytes"]);
   EXPECT_EQ(at["peak_allocated_bytes"], f["peak_allocated_bytes"]);
   const nlohmann::json above = estimate_at(max_batch + 1);
-  EXPECT_FALSE(above["fits"].get<bool>()) << "batch " << max_batch + 1;
+  EXPECT_FALSE(above["fits_upper"].get<bool>()) << "batch " << max_batch + 1;
+  // The central figure alone, searched the same way, allows as much or (mostly) more.
+  const int64_t central = f["central_max_batch"].get<int64_t>();
+  ASSERT_GT(central, 0);
+  EXPECT_TRUE(estimate_at(central)["fits"].get<bool>()) << "batch " << central;
+  EXPECT_FALSE(estimate_at(central + 1)["fits"].get<bool>()) << "batch " << central + 1;
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -49,7 +49,8 @@ struct Replay {
   int64_t peak_reserved = 0;
   size_t peak_event = 0;
   std::array<int64_t, kCategoryCount> breakdown{};
-  std::vector<int64_t> activations;  // per top module slot, at the peak
+  std::array<int64_t, kFigureSourceCount> workspace_sources{};  // workspaces at the peak
+  std::vector<int64_t> activations;                             // per top module slot, at the peak
   int64_t retries = 0;
   std::optional<size_t> oom_event;
   OutOfMemory oom;
@@ -66,6 +67,7 @@ Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfi
   CachingAllocator allocator(config);
   IdVector<CachingAllocator::BlockId> block(list.buffers.size(), -1);
   std::array<int64_t, kCategoryCount> live{};
+  std::array<int64_t, kFigureSourceCount> live_sources{};
   std::vector<int64_t> live_activations(slots, 0);
   int64_t allocated = 0;
   int64_t reserved = 0;
@@ -106,6 +108,7 @@ Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfi
     }
     const int64_t delta = e.alloc ? size : -size;
     live[static_cast<size_t>(b.category)] += delta;
+    if (b.category == Category::kWorkspace) live_sources[static_cast<size_t>(b.source)] += delta;
     if (b.category == Category::kActivation) {
       live_activations[static_cast<size_t>(slot_of_buffer[e.buffer])] += delta;
     }
@@ -113,6 +116,7 @@ Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfi
       r.peak_allocated = allocated;
       r.peak_event = i;
       r.breakdown = live;
+      r.workspace_sources = live_sources;
       r.activations = live_activations;
     }
     r.peak_reserved = std::max(r.peak_reserved, reserved);
@@ -147,6 +151,7 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
     lowering.cublas_workspace_bytes = device.cublas_workspace_bytes;
     lowering.cublaslt_workspace_bytes = cublaslt_workspace_bytes();
     lowering.op_workspaces = true;
+    lowering.workspace_bounds = device.target.workspace_bounds;
   }
   TF_ASSIGN_OR_RETURN(EventList list, lower_training_step(g, options.training, lowering));
   Estimate facts;
@@ -157,7 +162,14 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
     if (p.trainable) facts.trainable_parameters += n;
   }
   facts.activation_bytes = activation_bytes(g);
-  TF_ASSIGN_OR_RETURN(Estimate e, estimate_events(list, names_of(g), std::move(facts), options));
+  const EventNames names = names_of(g);
+  TF_ASSIGN_OR_RETURN(Estimate e, estimate_events(list, names, std::move(facts), options));
+  if (has_unmeasured_workspaces(list) && !lowering.workspace_bounds) {
+    lowering.workspace_bounds = true;
+    TF_ASSIGN_OR_RETURN(const EventList at_bound,
+                        lower_training_step(g, options.training, lowering));
+    TF_RETURN_IF_ERROR(add_workspace_bound(e, at_bound, names, options));
+  }
   if (options.step_time) {
     TF_ASSIGN_OR_RETURN(e.time, graph_step_time(g, options, &list));
     if (e.time && options.dataset_size) {
@@ -299,6 +311,7 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
   e.ddp = list.ddp;
   e.plan_searches = list.plan_searches;
   e.unmeasured_searches = list.unmeasured_searches;
+  e.workspace_calls = list.workspace_sources;
   e.fsdp = list.fsdp;
   e.total_bytes = device.total_bytes;
   e.margin_bytes = device.total_bytes >= 0 ? options.margin_bytes : 0;
@@ -324,6 +337,7 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
   e.peak_reserved_bytes = r.peak_reserved;
   e.peak = moment_of(names, list.events[r.peak_event]);
   e.breakdown = r.breakdown;
+  e.workspace_bytes_at_peak = r.workspace_sources;
   std::vector<size_t> slot_order(slot_modules.size());
   for (size_t s = 0; s < slot_order.size(); ++s) slot_order[s] = s;
   std::sort(slot_order.begin(), slot_order.end(), [&](size_t a, size_t b) {
@@ -349,6 +363,9 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
     e.headroom_bytes = e.total_bytes - e.margin_bytes - e.device_used_bytes;
     e.fits = e.fits && e.headroom_bytes >= 0;
   }
+  e.peak_reserved_upper_bytes = e.peak_reserved_bytes;
+  e.device_used_upper_bytes = e.device_used_bytes;
+  e.fits_upper = e.fits;
   e.timeline = std::move(r.timeline);
   if (options.explain) {
     const size_t peak_event = r.peak_event;
@@ -377,6 +394,27 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
                      [](const LiveTensor& a, const LiveTensor& b) { return a.bytes > b.bytes; });
   }
   return e;
+}
+
+bool has_unmeasured_workspaces(const EventList& list) {
+  return list.workspace_sources[static_cast<size_t>(FigureSource::kScaled)] +
+             list.workspace_sources[static_cast<size_t>(FigureSource::kRule)] >
+         0;
+}
+
+Status add_workspace_bound(Estimate& e, const EventList& at_bound, const EventNames& names,
+                           const EstimateOptions& options) {
+  EstimateOptions o = options;
+  o.timeline = false;
+  o.explain = false;
+  o.step_time = false;
+  TF_ASSIGN_OR_RETURN(const Estimate upper, estimate_events(at_bound, names, Estimate{}, o));
+  // A bound is never below the central figure: reserved memory is not monotone in one
+  // allocation's size (where blocks land changes), so a larger workspace can come out lower.
+  e.peak_reserved_upper_bytes = std::max(e.peak_reserved_bytes, upper.peak_reserved_bytes);
+  e.device_used_upper_bytes = std::max(e.device_used_bytes, upper.device_used_bytes);
+  e.fits_upper = e.fits && upper.fits;
+  return Status();
 }
 
 }  // namespace trainfit

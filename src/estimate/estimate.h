@@ -101,6 +101,19 @@ struct Estimate {
   // cuDNN's benchmark mode: problems searched, and those whose trial was never measured.
   int plan_searches = 0;
   int unmeasured_searches = 0;
+  // Note [Workspace bounds] (graph/device_rules.h): the figures with every workspace no
+  // recording measured at its bound; the central figures where everything was measured.
+  int64_t peak_reserved_upper_bytes = 0;
+  int64_t device_used_upper_bytes = 0;
+  bool fits_upper = true;
+  // Kernel calls of one step by where their workspace's size comes from (FigureSource), and
+  // the bytes of those workspaces alive at the allocated peak (block sizes).
+  std::array<int64_t, kFigureSourceCount> workspace_calls{};
+  std::array<int64_t, kFigureSourceCount> workspace_bytes_at_peak{};
+  int64_t unmeasured_workspace_calls() const {
+    return workspace_calls[static_cast<size_t>(FigureSource::kScaled)] +
+           workspace_calls[static_cast<size_t>(FigureSource::kRule)];
+  }
   std::vector<LiveTensor> live_at_peak;  // with EstimateOptions::explain, largest first
   // One optimizer step on the GPU: with a GPU's timing constants and a model graph (a trace
   // has no shapes to cost).
@@ -134,5 +147,13 @@ EventNames names_of(const Graph& graph);  // refers to `graph`, which must outli
 // activation_bytes.
 Result<Estimate> estimate_events(const EventList& list, const EventNames& names, Estimate facts,
                                  const EstimateOptions& options);
+
+// Whether the events' workspaces include some no recording measured, so that the estimate has
+// a bound above its central figures (Note [Workspace bounds]).
+bool has_unmeasured_workspaces(const EventList& list);
+// Sets `e`'s upper figures from `at_bound`, the same step lowered with every unmeasured
+// workspace at its bound (KernelTarget::workspace_bounds).
+Status add_workspace_bound(Estimate& e, const EventList& at_bound, const EventNames& names,
+                           const EstimateOptions& options);
 
 }  // namespace trainfit

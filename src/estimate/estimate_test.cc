@@ -41,6 +41,44 @@ TEST(Estimate, CudaFiguresAreConsistent) {
   EXPECT_EQ(activations, e.breakdown[static_cast<size_t>(Category::kActivation)]);
 }
 
+// Note [Workspace bounds]: resnet50's convolutions on a card no recording covers are all
+// unmeasured, so the estimate replays them at their bound too; at a batch the H100 recorded,
+// all are measured and the bound is the central figure.
+TEST(Estimate, UnmeasuredWorkspacesGiveABoundAboveTheCentralFigure) {
+  EstimateOptions o;
+  o.device = cuda_profile(*find_gpu("rtx4090"));
+  const Graph g = model("resnet50", 32, o.device.target);
+  const Estimate e = *estimate(g, o);
+  const auto calls = [&](FigureSource s) { return e.workspace_calls[static_cast<size_t>(s)]; };
+  // 53 convolutions: forward, backward-data (not the first's, whose input needs no gradient)
+  // and backward-filter.
+  EXPECT_EQ(calls(FigureSource::kRule), 53 * 3 - 1);
+  EXPECT_EQ(calls(FigureSource::kMeasured), 0);
+  EXPECT_EQ(e.unmeasured_workspace_calls(), 53 * 3 - 1);
+  EXPECT_GT(e.peak_reserved_upper_bytes, e.peak_reserved_bytes);
+  EXPECT_EQ(e.device_used_upper_bytes - e.device_used_bytes,
+            e.peak_reserved_upper_bytes - e.peak_reserved_bytes);
+  // The bound is the same replay with every workspace at its bound.
+  EstimateOptions at_bound = o;
+  at_bound.device.target.workspace_bounds = true;
+  const Estimate upper = *estimate(model("resnet50", 32, at_bound.device.target), at_bound);
+  EXPECT_EQ(e.peak_reserved_upper_bytes,
+            std::max(e.peak_reserved_bytes, upper.peak_reserved_bytes));
+  EXPECT_GT(upper.peak_allocated_bytes, e.peak_allocated_bytes);  // its workspaces are larger
+
+  EstimateOptions h100;
+  h100.device = cuda_profile(*find_gpu("h100-80gb"));
+  const Estimate measured = *estimate(model("resnet50", 32, h100.device.target), h100);
+  EXPECT_EQ(measured.unmeasured_workspace_calls(), 0);
+  EXPECT_EQ(measured.workspace_calls[static_cast<size_t>(FigureSource::kMeasured)], 53 * 3 - 1);
+  EXPECT_EQ(measured.peak_reserved_upper_bytes, measured.peak_reserved_bytes);
+  EXPECT_EQ(measured.device_used_upper_bytes, measured.device_used_bytes);
+  // A batch the H100 did not record scales its recordings: unmeasured again.
+  const Estimate scaled = *estimate(model("resnet50", 48, h100.device.target), h100);
+  EXPECT_EQ(scaled.workspace_calls[static_cast<size_t>(FigureSource::kScaled)], 53 * 3 - 1);
+  EXPECT_GE(scaled.peak_reserved_upper_bytes, scaled.peak_reserved_bytes);
+}
+
 TEST(Estimate, CpuProfileHasNoCache) {
   const Graph g = model("resnet18", 2, {Device::kCpu, TorchVersion::k1_13});
   EstimateOptions o;

@@ -143,20 +143,149 @@ std::optional<int64_t> scaled_from_another_batch(const ConvProblem& conv, int ki
 
 }  // namespace
 
-ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm) {
+ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm, bool at_bound) {
   ConvWorkspaces ws = cudnn_conv_rule(conv);
-  if (sm != 90) return ws;
   int64_t* const directions[] = {&ws.forward, &ws.backward_data, &ws.backward_filter};
-  for (int kind = 0; kind < 3; ++kind) {
+  for (int kind = 0; kind < 3 && sm == 90; ++kind) {
+    // The recordings ran fp16 autocast: a bf16 problem borrows them (cuDNN's bf16 engines
+    // are others, so the figure is not measured).
+    const bool borrowed = conv.dtype == DType::kBFloat16;
     if (const MeasuredWorkspace* m = find_measured(kMeasured, conv, kind)) {
       *directions[kind] = m->bytes;
-      ++ws.measured;
+      ws.source[static_cast<size_t>(kind)] =
+          borrowed ? FigureSource::kScaled : FigureSource::kMeasured;
+      if (!borrowed) ++ws.measured;
     } else if (const std::optional<int64_t> scaled =
                    scaled_from_another_batch(conv, kind, *directions[kind])) {
       *directions[kind] = *scaled;
+      ws.source[static_cast<size_t>(kind)] = FigureSource::kScaled;
+    }
+  }
+  if (at_bound) {
+    for (int kind = 0; kind < 3; ++kind) {
+      if (!is_unmeasured(ws.source[static_cast<size_t>(kind)])) continue;
+      *directions[kind] = std::max(*directions[kind], cudnn_conv_bound(conv, kind));
     }
   }
   return ws;
+}
+
+namespace {
+
+// Note [Workspace bounds]: how a problem is sized and grouped for its bound.
+enum class ConvClass : uint8_t { kGemm, kOneByOne, kLarger };
+struct BoundShape {
+  ConvClass cls = ConvClass::kLarger;
+  int64_t size = 0;              // S: X + Y + W, and backward-filter's per-image fp32 partials
+  bool recorded_family = false;  // dense, undilated, NCHW, 1-D or 2-D, fp32 or fp16
+};
+constexpr double kBoundMargin = 1.25;
+constexpr int64_t kBoundSlack = 1024;
+constexpr int64_t kMaxImageSlices = 64;  // cudnn_conv_rule's per-image partials
+
+std::optional<BoundShape> bound_shape(const ConvProblem& conv, int direction) {
+  const auto all_equal = [](const Dims& d, int64_t v) {
+    return std::all_of(d.begin(), d.end(), [v](int64_t x) { return x == v; });
+  };
+  const std::optional<int64_t> in_plane = checked_numel(conv.in_spatial);
+  const std::optional<int64_t> out_plane = checked_numel(conv.out_spatial);
+  const std::optional<int64_t> taps = checked_numel(conv.kernel);
+  if (!in_plane || !out_plane || !taps || conv.groups < 1) return std::nullopt;
+  const double weight = static_cast<double>(conv.out_channels) *
+                        static_cast<double>(conv.in_channels / conv.groups) *
+                        static_cast<double>(*taps);
+  const auto item = static_cast<double>(conv.itemsize);
+  double size = static_cast<double>(conv.batch) * static_cast<double>(conv.in_channels) *
+                    static_cast<double>(*in_plane) * item +
+                static_cast<double>(conv.batch) * static_cast<double>(conv.out_channels) *
+                    static_cast<double>(*out_plane) * item +
+                weight * item;
+  if (direction == 2) {
+    size += static_cast<double>(std::min(conv.batch, kMaxImageSlices)) * weight * 4;
+  }
+  if (size > static_cast<double>(int64_t{1} << 60)) return std::nullopt;
+  BoundShape b;
+  b.size = static_cast<int64_t>(size);
+  const bool one_by_one = all_equal(conv.kernel, 1);
+  const bool pointwise = one_by_one && all_equal(conv.stride, 1) && all_equal(conv.padding, 0) &&
+                         all_equal(conv.dilation, 1) && conv.groups == 1;
+  b.cls = pointwise && (*out_plane * conv.itemsize) % 16 == 0 ? ConvClass::kGemm
+          : one_by_one                                        ? ConvClass::kOneByOne
+                                                              : ConvClass::kLarger;
+  const size_t spatial = conv.in_spatial.size();
+  b.recorded_family = conv.groups == 1 && all_equal(conv.dilation, 1) && spatial >= 1 &&
+                      spatial <= 2 && conv.memory_format == MemoryFormat::kChannelsFirst &&
+                      (conv.dtype == DType::kFloat32 || conv.dtype == DType::kFloat16);
+  return b;
+}
+
+// The largest recorded workspace over S per family (direction x class x 1-D/2-D x itemsize)
+// and per direction over all of them, from cudnn_measured.inc; computed on first use.
+struct BoundRatios {
+  std::array<double, 3 * 3 * 2 * 2> family{};
+  std::array<bool, 3 * 3 * 2 * 2> seen{};
+  std::array<double, 3> direction{};
+  static size_t index(int direction, ConvClass cls, size_t spatial, int64_t itemsize) {
+    return ((static_cast<size_t>(direction) * 3 + static_cast<size_t>(cls)) * 2 + (spatial - 1)) *
+               2 +
+           (itemsize == 2 ? 1 : 0);
+  }
+};
+
+const BoundRatios& bound_ratios() {
+  static const BoundRatios ratios = [] {
+    BoundRatios r;
+    for (const MeasuredWorkspace& m : kMeasured) {
+      // kind, itemsize, N, C, K, groups, H, W, kernel, stride, padding, dilation (h, w each).
+      const MeasuredKey& k = m.key;
+      const int kind = static_cast<int>(k[0]);
+      ConvProblem p;
+      p.itemsize = k[1];
+      p.dtype = k[1] == 2 ? DType::kFloat16 : DType::kFloat32;
+      p.batch = k[2];
+      p.in_channels = k[3];
+      p.out_channels = k[4];
+      p.groups = k[5];
+      const bool one_d = k[6] == 1 && k[8] == 1 && k[10] == 1 && k[12] == 0;
+      const auto out = [&](size_t i) {
+        return (k[6 + i] + 2 * k[12 + i] - k[14 + i] * (k[8 + i] - 1) - 1) / k[10 + i] + 1;
+      };
+      const auto dims = [one_d](int64_t h, int64_t w) { return one_d ? Dims{w} : Dims{h, w}; };
+      p.in_spatial = dims(k[6], k[7]);
+      p.out_spatial = dims(out(0), out(1));
+      p.kernel = dims(k[8], k[9]);
+      p.stride = dims(k[10], k[11]);
+      p.padding = dims(k[12], k[13]);
+      p.dilation = dims(k[14], k[15]);
+      const std::optional<BoundShape> b = bound_shape(p, kind);
+      if (!b || b->size <= 0) continue;
+      const double ratio = static_cast<double>(m.bytes) / static_cast<double>(b->size);
+      const size_t i = BoundRatios::index(kind, b->cls, p.in_spatial.size(), p.itemsize);
+      r.family[i] = std::max(r.family[i], ratio);
+      r.seen[i] = true;
+      r.direction[static_cast<size_t>(kind)] =
+          std::max(r.direction[static_cast<size_t>(kind)], ratio);
+    }
+    return r;
+  }();
+  return ratios;
+}
+
+}  // namespace
+
+int64_t cudnn_conv_bound(const ConvProblem& conv, int direction) {
+  const int64_t central = cudnn_conv_rule(conv).bytes(direction);
+  const std::optional<BoundShape> b = bound_shape(conv, direction);
+  if (!b || direction < 0 || direction > 2) return central;
+  const BoundRatios& r = bound_ratios();
+  double ratio = r.direction[static_cast<size_t>(direction)];
+  if (b->recorded_family) {
+    const size_t i = BoundRatios::index(direction, b->cls, conv.in_spatial.size(), conv.itemsize);
+    if (r.seen[i]) ratio = r.family[i];
+  }
+  const auto scaled =
+      static_cast<int64_t>(std::ceil(ratio * kBoundMargin * static_cast<double>(b->size)));
+  return std::max(central, scaled) + kBoundSlack;
 }
 
 ConvPlanSearch cudnn_benchmark_search(const ConvProblem& conv, int direction, int sm) {
@@ -227,9 +356,8 @@ ConvWorkspaces cudnn_conv_rule(const ConvProblem& conv) {
   const std::optional<int64_t> y_bytes =
       product({conv.batch, conv.out_channels, *out_plane, conv.itemsize});
   if (!weight_elements || !x_bytes || !y_bytes) return {};
-  // A GEMM's weight gradient sums per-image fp32 partials: one slice per image, 64 the most
-  // seen (resnet50 at batch 64).
-  constexpr int64_t kMaxImageSlices = 64;
+  // A GEMM's weight gradient sums per-image fp32 partials: one slice per image, kMaxImageSlices
+  // the most seen (resnet50 at batch 64).
   const std::optional<int64_t> per_image =
       product({std::min(conv.batch, kMaxImageSlices), *weight_elements, 4});
   if (!per_image) return {};

@@ -114,6 +114,7 @@
 //  a 3-D input). 1.13 always computes old + new into a new tensor.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -164,6 +165,7 @@ struct ConvProblem {
   int64_t groups = 1;
   Dims in_spatial, out_spatial, kernel, stride, padding, dilation;
   int64_t itemsize = 4;
+  DType dtype = DType::kFloat32;  // of the tensors (bf16 and fp16 share an itemsize, not engines)
   MemoryFormat memory_format = MemoryFormat::kChannelsFirst;
 };
 struct ConvWorkspaces {
@@ -171,7 +173,36 @@ struct ConvWorkspaces {
   int64_t backward_data = 0;
   int64_t backward_filter = 0;
   int measured = 0;  // how many of the three an H100 recording gave (the rest: scaled or rule)
+  // Where each direction's figure comes from: forward, backward-data, backward-filter.
+  std::array<FigureSource, 3> source{FigureSource::kRule, FigureSource::kRule, FigureSource::kRule};
+  int64_t bytes(int direction) const {
+    return direction == 0 ? forward : direction == 1 ? backward_data : backward_filter;
+  }
 };
+
+// Note [Workspace bounds]
+//  A workspace no recording measured for its problem on this GPU (scaled from another batch,
+//  borrowed from fp16 for bf16, or the rule: every problem on a GPU without recordings) is a
+//  central figure that can be off either way: the rule is within rounding for 218 of the 421
+//  recorded problems, higher for 99, lower for 104. Each such workspace also has an upper
+//  bound, and the estimate replays the step a second time with every unmeasured workspace at
+//  it, so that the report can say how high reserved memory could go and `fit` can decide by
+//  it. cuDNN leaves nothing to derive a bound from: in heuristic mode PyTorch runs the first
+//  engine the heuristics list whose workspace it can allocate (Conv_v8.cpp try_configs, moving
+//  on when an allocation runs out of memory), and what an engine asks is cuDNN's. So the bound
+//  is measured: the recordings' workspaces against S, the converted tensors X + Y + W in the
+//  convolution's dtype, plus for backward-filter min(N, 64) fp32 copies of the weight (the
+//  per-image partials of the GEMM engines). For a family of problems (direction; a GEMM on
+//  NCHW planes, another 1x1 or a larger kernel; 1-D or 2-D; fp32 or fp16) the bound is 1.25
+//  times the largest ratio any recorded problem of the family reached, times S, and never
+//  below the central rule, plus 1 KiB for the few hundred bytes GEMM engines ask. Families no
+//  recording covers (grouped and depthwise, 3-D, dilated, channels_last, bf16) take the
+//  largest ratio of the direction over every family. Left out one model at a time (fitted on
+//  the other six, checked on its problems: validation/cudnn_workspaces.py --leave-one-out),
+//  the bound falls below no recorded workspace; without the 1.25 it falls below 3, and with
+//  the direction's ratio for every family, 2.
+//  The central figure stays the rule: the bound answers "could it need more", not "how much".
+int64_t cudnn_conv_bound(const ConvProblem& conv, int direction);
 // Note [cuDNN benchmark mode]
 //  With torch.backends.cudnn.benchmark = True the first call of each problem (its plan-cache
 //  key: direction, shapes, dtype, layout) times every candidate plan: PyTorch allocates one
@@ -196,8 +227,9 @@ uint64_t cudnn_problem_key(const ConvProblem& conv, int direction);
 // The rule alone, wherever no recording measured the problem.
 ConvWorkspaces cudnn_conv_rule(const ConvProblem& conv);
 // Note [cuDNN convolution workspaces]. On Hopper (sm 90) the problems the H100 recordings
-// measured take their recorded workspaces (cudnn_measured.inc); the rule gives the rest.
-ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm);
+// measured take their recorded workspaces (cudnn_measured.inc); the rule gives the rest. With
+// `at_bound`, every direction not measured takes its bound (Note [Workspace bounds]).
+ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm, bool at_bound = false);
 
 // Note [cuDNN's im2col gather]
 //  cuDNN's implicit-GEMM kernels load a convolution's input in 16-byte vectors of channels.

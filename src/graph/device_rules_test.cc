@@ -184,5 +184,55 @@ TEST(DeviceRules, ColumnSumsStageTheirPartialsOnTheH100) {
   EXPECT_EQ(cublaslt_workspace_bytes(), int64_t{1} << 20);
 }
 
+// Note [Workspace bounds]
+TEST(DeviceRules, TheBoundCoversEveryRecordedFamilyAndBacksOffElsewhere) {
+  // A recorded problem: its own measurement is within its family's bound, and a measured
+  // figure stays as it is at the bound.
+  const ConvProblem c = resnet_conv(128, 128, 28, 3, 1);
+  const ConvWorkspaces h100 = cudnn_conv_workspaces(c, 90);
+  for (int d = 0; d < 3; ++d) {
+    EXPECT_EQ(h100.source[static_cast<size_t>(d)], FigureSource::kMeasured);
+    EXPECT_GE(cudnn_conv_bound(c, d), h100.bytes(d));
+    EXPECT_EQ(cudnn_conv_workspaces(c, 90, /*at_bound=*/true).bytes(d), h100.bytes(d));
+  }
+  // Not recorded at batch 64: scaled, and at the bound it takes the bound.
+  ConvProblem b64 = c;
+  b64.batch = 64;
+  const ConvWorkspaces scaled = cudnn_conv_workspaces(b64, 90);
+  EXPECT_EQ(scaled.source[0], FigureSource::kScaled);
+  EXPECT_EQ(cudnn_conv_workspaces(b64, 90, true).forward,
+            std::max(scaled.forward, cudnn_conv_bound(b64, 0)));
+  // Elsewhere than Hopper every problem is the rule's; the bound is above it.
+  const ConvWorkspaces ampere = cudnn_conv_workspaces(c, 80);
+  for (int d = 0; d < 3; ++d) {
+    EXPECT_EQ(ampere.source[static_cast<size_t>(d)], FigureSource::kRule);
+    EXPECT_GT(cudnn_conv_bound(c, d), ampere.bytes(d));
+  }
+  // bf16 borrows fp16's recordings, which do not measure it.
+  ConvProblem half = c;
+  half.itemsize = 2;
+  half.batch = 32;
+  half.dtype = DType::kFloat16;
+  ConvProblem bf16 = half;
+  bf16.dtype = DType::kBFloat16;
+  EXPECT_EQ(cudnn_conv_workspaces(half, 90).source[0], FigureSource::kMeasured);
+  EXPECT_EQ(cudnn_conv_workspaces(bf16, 90).source[0], FigureSource::kScaled);
+  EXPECT_EQ(cudnn_conv_workspaces(bf16, 90).forward, cudnn_conv_workspaces(half, 90).forward);
+  // A family no recording covers (depthwise here) takes the direction's largest ratio over all
+  // families, which is at least its dense counterpart's family ratio: its bound per byte of S is
+  // no smaller.
+  ConvProblem depthwise = resnet_conv(128, 128, 28, 3, 1);
+  depthwise.groups = 128;
+  const int64_t dense_bound = cudnn_conv_bound(c, 0);
+  const int64_t depthwise_bound = cudnn_conv_bound(depthwise, 0);
+  const int64_t x = int64_t{32} * 128 * 28 * 28 * 4;
+  const auto per_byte = [](int64_t bound, int64_t size) {
+    return static_cast<double>(bound) / static_cast<double>(size);
+  };
+  EXPECT_GE(per_byte(depthwise_bound, 2 * x + 128 * 9 * 4),
+            per_byte(dense_bound, 2 * x + 128 * 128 * 9 * 4) * 0.999);
+  EXPECT_GT(depthwise_bound, cudnn_conv_rule(depthwise).forward);
+}
+
 }  // namespace
 }  // namespace trainfit

@@ -44,8 +44,30 @@ struct KernelTarget {
   TorchVersion torch = TorchVersion::k2;
   int sm = 0;        // CUDA: the GPU's compute capability x 10 (90: Hopper); 0 on the CPU
   int sm_count = 0;  // CUDA: its streaming multiprocessors (kernels size their grids by them)
+  // Workspaces this GPU's recordings did not measure at their upper bound rather than their
+  // central figure (device_rules.h, Note [Workspace bounds]).
+  bool workspace_bounds = false;
   bool operator==(const KernelTarget&) const = default;
 };
+
+// Where a size the memory model uses comes from (device_rules.h, Note [Workspace bounds]).
+enum class FigureSource : uint8_t {
+  kDerived,   // from the library's source: a tensor's bytes, cuBLAS's workspace; exact
+  kMeasured,  // a workspace this GPU's recordings measured for this very problem
+  kScaled,    // a recording of a neighbouring problem: another batch, fp16's for bf16
+  kRule,      // a rule fitted to the recordings: every problem on a GPU without recordings
+};
+inline constexpr int kFigureSourceCount = 4;
+inline constexpr auto kFigureSourceNames = enum_names<FigureSource>({
+    {FigureSource::kDerived, "derived"},
+    {FigureSource::kMeasured, "measured"},
+    {FigureSource::kScaled, "scaled"},
+    {FigureSource::kRule, "rule"},
+});
+// Not measured for this problem on this GPU: its figure is a central estimate with a bound.
+inline bool is_unmeasured(FigureSource s) {
+  return s == FigureSource::kScaled || s == FigureSource::kRule;
+}
 
 enum class Precision : uint8_t {
   kFp32,

@@ -163,6 +163,7 @@ struct GradRule {
   // backward-filter workspaces, a reduction's staging buffer and semaphores): allocated in
   // order right after the gradient, freed last first when it is done.
   std::vector<int64_t> workspace;
+  FigureSource workspace_source = FigureSource::kDerived;  // where those sizes come from
   // A full-size product the kernel makes before it runs and reads back (CUDA's softmax
   // backward, grad * output: Note [Softmax's backward]): its memory is one of `workspace`, its
   // pass a kernel of its own in the step time.
@@ -270,6 +271,9 @@ struct OpSchema {
   InferFn infer;          // primitive ops
   SavedFn saved;          // primitive ops
   WorkspaceFn workspace;  // primitive ops
+  // Optional: where the workspace's size comes from, where it is not derived (a cuDNN
+  // convolution's: device_rules.h, Note [Workspace bounds]).
+  std::function<FigureSource(const OpCall&)> workspace_source;
   // The workspace is made before the outputs (layer_norm's contiguous copy of its input),
   // not between them and the kernel.
   bool workspace_first = false;

@@ -110,6 +110,7 @@ std::optional<ConvProblem> cudnn_problem(const OpCall& call, size_t spatial, boo
   p.padding = g->padding;
   p.dilation = g->dilation;
   p.itemsize = dtype_bytes(call.in(0).dtype);
+  p.dtype = call.in(0).dtype;
   p.memory_format = call.memory_format;
   return p;
 }
@@ -171,8 +172,15 @@ OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial
     if (!call.on_cuda()) return 0;
     const std::optional<ConvProblem> p = cudnn_problem(call, spatial, transposed);
     if (!p) return 0;
-    const ConvWorkspaces ws = cudnn_conv_workspaces(*p, call.target.sm);
+    const ConvWorkspaces ws =
+        cudnn_conv_workspaces(*p, call.target.sm, call.target.workspace_bounds);
     return transposed ? ws.backward_data : ws.forward;
+  };
+  s.workspace_source = [spatial, transposed](const OpCall& call) {
+    const std::optional<ConvProblem> p =
+        call.on_cuda() ? cudnn_problem(call, spatial, transposed) : std::nullopt;
+    if (!p) return FigureSource::kDerived;
+    return cudnn_conv_workspaces(*p, call.target.sm).source[transposed ? 1 : 0];
   };
   // In benchmark mode each direction searches its own plans; a transposed convolution's forward
   // is backward-data.
@@ -195,12 +203,14 @@ OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial
       if (rule.input == 0) rule.plan_search = search(*p, transposed ? 0 : 1, call);
       if (rule.input == 1) rule.plan_search = search(*p, 2, call);
     }
-    const ConvWorkspaces ws = cudnn_conv_workspaces(*p, call.target.sm);
+    const ConvWorkspaces ws =
+        cudnn_conv_workspaces(*p, call.target.sm, call.target.workspace_bounds);
     for (GradRule& rule : spec.grads) {
-      const int64_t bytes = rule.input == 0   ? (transposed ? ws.forward : ws.backward_data)
-                            : rule.input == 1 ? ws.backward_filter
-                                              : 0;
+      const int direction = rule.input == 0 ? (transposed ? 0 : 1) : rule.input == 1 ? 2 : -1;
+      if (direction < 0) continue;
+      const int64_t bytes = ws.bytes(direction);
       if (bytes > 0) rule.workspace = {bytes};
+      rule.workspace_source = ws.source[static_cast<size_t>(direction)];
     }
     return spec;
   };

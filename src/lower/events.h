@@ -9,6 +9,7 @@
 //   list.events.push_back({b, /*alloc=*/false, Phase::kBackward, 0, node});
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -70,6 +71,9 @@ struct Buffer {
   // is set too), on the GPU while it has room and moved to the host when it has not.
   bool paged = false;
   int32_t param = -1;  // the parameter it holds (category parameter), as an index
+  // Where its size comes from: a workspace no recording measured is a central figure with a
+  // bound (device_rules.h, Note [Workspace bounds]).
+  FigureSource source = FigureSource::kDerived;
 };
 
 struct Event {
@@ -100,6 +104,9 @@ struct EventList {
   // them those whose trial workspace no recording measured (device_rules.h).
   int plan_searches = 0;
   int unmeasured_searches = 0;
+  // Kernel calls in one step whose workspace is not derived, by FigureSource: a cuDNN
+  // convolution's measured, scaled or rule workspace (those asking none included).
+  std::array<int64_t, kFigureSourceCount> workspace_sources{};
 
   // Appends a buffer and the event that allocates it; returns the buffer's index.
   BufferId add_alloc(const Buffer& buffer, Phase phase, uint8_t iteration, NodeId node) {

@@ -17,12 +17,22 @@ Result<BatchSearch::Probe> BatchSearch::run(const DeviceProfile& device, double 
   // A probe that runs out only needs to say so, and none needs the step time.
   TF_ASSIGN_OR_RETURN(const Estimate e,
                       estimator_.estimate(r, {.peak_after_oom = false, .step_time = false}));
-  return Probe{e.peak_allocated_bytes, e.peak_reserved_bytes, e.device_used_bytes,
-               e.num_alloc_retries, e.fits};
+  // The upper figures are never below the central ones.
+  const int64_t used_upper = std::max(e.device_used_upper_bytes, e.device_used_bytes);
+  const bool fits_upper = e.fits && e.fits_upper;
+  if (used_upper != e.device_used_bytes || fits_upper != e.fits) bounded_by_workspaces_ = true;
+  return Probe{e.peak_allocated_bytes,
+               e.peak_reserved_bytes,
+               e.device_used_bytes,
+               used_upper,
+               e.num_alloc_retries,
+               e.fits,
+               fits_upper};
 }
 
 Result<BatchSearch::Probe> BatchSearch::unbounded(const DeviceProfile& device, int64_t batch) {
-  const auto key = std::make_tuple(device.cublas_workspace_bytes, device.context_bytes, batch);
+  const auto key = std::make_tuple(device.target.sm, device.target.sm_count,
+                                   device.cublas_workspace_bytes, device.context_bytes, batch);
   if (auto it = unbounded_.find(key); it != unbounded_.end()) return it->second;
   DeviceProfile open = device;
   open.total_bytes = -1;
@@ -48,24 +58,36 @@ Result<std::vector<BatchPoint>> BatchSearch::curve(const DeviceProfile& device,
   return points;
 }
 
-Result<bool> BatchSearch::fits(const DeviceProfile& device, double margin, int64_t batch) {
+Result<bool> BatchSearch::fits(const DeviceProfile& device, double margin, int64_t batch,
+                               bool upper) {
   const int64_t budget = device.total_bytes - margin_bytes(device.total_bytes, margin);
   TF_ASSIGN_OR_RETURN(const Probe open, unbounded(device, batch));
   // The allocator never reaches the limit: the bounded run would be the same.
-  if (open.device_used <= budget) return true;
+  if (open.used(upper) <= budget) return true;
   // Live tensors alone exceed it: no freeing of cached blocks helps.
   if (open.allocated + device.context_bytes > budget) return false;
   const auto key =
-      std::make_tuple(device.cublas_workspace_bytes, device.context_bytes, budget, batch);
+      std::make_tuple(device.target.sm, device.target.sm_count, device.cublas_workspace_bytes,
+                      device.context_bytes, budget, batch);
   auto it = bounded_.find(key);
   if (it == bounded_.end()) {
     TF_ASSIGN_OR_RETURN(const Probe p, run(device, margin, batch));
     it = bounded_.emplace(key, p).first;
   }
-  return it->second.fits;
+  return upper ? it->second.fits_upper : it->second.fits;
 }
 
 Result<BatchFit> BatchSearch::fit(const DeviceProfile& device, double margin) {
+  TF_ASSIGN_OR_RETURN(BatchFit result, search(device, margin, /*upper=*/true));
+  result.central_max_batch = result.max_batch;
+  if (bounded_by_workspaces_) {
+    TF_ASSIGN_OR_RETURN(const BatchFit central, search(device, margin, /*upper=*/false));
+    result.central_max_batch = central.max_batch;
+  }
+  return result;
+}
+
+Result<BatchFit> BatchSearch::search(const DeviceProfile& device, double margin, bool upper) {
   TF_CHECK(device.total_bytes >= 0) << "fit needs a device with known memory";
   BatchFit result;
   const int64_t budget = device.total_bytes - margin_bytes(device.total_bytes, margin);
@@ -86,10 +108,11 @@ Result<BatchFit> BatchSearch::fit(const DeviceProfile& device, double margin) {
   // from the fourth inside a bracket bisects, so that a bent curve cannot stall the search.
   const auto used = [&](int64_t batch) -> std::optional<double> {
     if (std::find(probed.begin(), probed.end(), batch) == probed.end()) return std::nullopt;
-    auto it = unbounded_.find(
-        std::make_tuple(device.cublas_workspace_bytes, device.context_bytes, batch));
+    auto it = unbounded_.find(std::make_tuple(device.target.sm, device.target.sm_count,
+                                              device.cublas_workspace_bytes, device.context_bytes,
+                                              batch));
     if (it == unbounded_.end()) return std::nullopt;
-    return static_cast<double>(it->second.device_used);
+    return static_cast<double>(it->second.used(upper));
   };
   const auto crossing = [&](int64_t b1, int64_t b2) -> std::optional<int64_t> {
     const std::optional<double> d1 = used(b1);
@@ -130,7 +153,7 @@ Result<BatchFit> BatchSearch::fit(const DeviceProfile& device, double margin) {
       }
     }
     const int64_t batch = std::clamp(guess, lo + 1, hi - 1);
-    Result<bool> ok = fits(device, margin, batch);
+    Result<bool> ok = fits(device, margin, batch, upper);
     probed.push_back(batch);
     if (!ok.ok()) {
       // The same configuration built at a smaller batch: a size that overflows does not fit.
@@ -149,20 +172,21 @@ Result<BatchFit> BatchSearch::fit(const DeviceProfile& device, double margin) {
   result.at_search_limit = lo == kMaxSearchBatch;
   if (lo == 0) {
     TF_ASSIGN_OR_RETURN(const Probe one, unbounded(device, 1));
-    result.next_device_used_bytes = one.device_used;
+    result.next_device_used_bytes = one.used(upper);
     return result;
   }
   TF_ASSIGN_OR_RETURN(Probe at, unbounded(device, lo));
-  if (at.device_used > result.budget_bytes) {
+  if (at.used(upper) > result.budget_bytes) {
     TF_ASSIGN_OR_RETURN(at, run(device, margin, lo));  // fits through allocator retries
   }
   result.peak_allocated_bytes = at.allocated;
   result.peak_reserved_bytes = at.reserved;
   result.device_used_bytes = at.device_used;
+  result.device_used_upper_bytes = at.device_used_upper;
   result.alloc_retries = at.retries;
   if (!result.at_search_limit) {
     Result<Probe> next = unbounded(device, lo + 1);
-    if (next.ok()) result.next_device_used_bytes = next->device_used;
+    if (next.ok()) result.next_device_used_bytes = next->used(upper);
   }
   return result;
 }

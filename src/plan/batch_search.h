@@ -34,20 +34,27 @@ struct BatchPoint {
 };
 
 struct BatchFit {
-  int64_t max_batch = 0;         // 0: not even batch 1 fits
+  // Decided by the upper figures (Note [Workspace bounds]): the largest batch whose device use,
+  // with every workspace no recording measured at its bound, fits.
+  int64_t max_batch = 0;  // 0: not even batch 1 fits
+  // What the central figures alone would allow; equal to max_batch where every workspace was
+  // measured.
+  int64_t central_max_batch = 0;
   bool at_search_limit = false;  // every batch up to kMaxSearchBatch fits
   int64_t budget_bytes = 0;      // the GPU's memory less the margin
   // At max_batch, on this GPU.
   int64_t peak_allocated_bytes = 0;
   int64_t peak_reserved_bytes = 0;
   int64_t device_used_bytes = 0;
+  int64_t device_used_upper_bytes = 0;
   int64_t alloc_retries = 0;  // > 0: it fits only by freeing the allocator's cache mid-step
-  // At max_batch + 1 on an unbounded device: what would not fit.
+  // At max_batch + 1 on an unbounded device: what would not fit (the upper figure).
   int64_t next_device_used_bytes = 0;
 };
 
 // Searches the batch of one model and training configuration across devices. Estimates on an
-// unbounded device are shared by every GPU with the same cuBLAS workspace and CUDA context;
+// unbounded device are shared by every GPU with the same architecture, SM count, cuBLAS
+// workspace and CUDA context;
 // each search steers by its own probes, so a GPU's answer is the same searched alone.
 class BatchSearch {
  public:
@@ -66,21 +73,29 @@ class BatchSearch {
     int64_t allocated = 0;
     int64_t reserved = 0;
     int64_t device_used = 0;
+    int64_t device_used_upper = 0;
     int64_t retries = 0;
     bool fits = true;
+    bool fits_upper = true;
+    int64_t used(bool upper) const { return upper ? device_used_upper : device_used; }
   };
+  // The search by the upper figures or the central ones.
+  Result<BatchFit> search(const DeviceProfile& device, double margin, bool upper);
   // `device` with its memory, or with total_bytes -1 for an unbounded one (no margin).
   Result<Probe> run(const DeviceProfile& device, double margin, int64_t batch);
   Result<Probe> unbounded(const DeviceProfile& device, int64_t batch);
   // Does `batch` fit `device`? The unbounded estimate decides unless the batch is so close to
   // the limit that the allocator would free its cache and retry; then the bounded one does.
-  Result<bool> fits(const DeviceProfile& device, double margin, int64_t batch);
+  Result<bool> fits(const DeviceProfile& device, double margin, int64_t batch, bool upper);
 
   Estimator& estimator_;
   TrainingRequest base_;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, Probe> unbounded_;  // workspace, context, batch
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, Probe> bounded_;  // + budget
+  // Probes by what sets a device's figures: its architecture and SMs (which workspaces were
+  // measured, how reductions stage), cuBLAS workspace, context and the batch; bounded: + budget.
+  std::map<std::tuple<int, int, int64_t, int64_t, int64_t>, Probe> unbounded_;
+  std::map<std::tuple<int, int, int64_t, int64_t, int64_t, int64_t>, Probe> bounded_;
   int estimates_ = 0;
+  bool bounded_by_workspaces_ = false;  // some probe's upper figure is above its central one
 };
 
 }  // namespace trainfit

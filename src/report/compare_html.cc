@@ -36,7 +36,11 @@ std::string compare_html(const std::vector<CompareEntry>& entries) {
     const Dominant d = dominant_category(m);
     rows.push_back({model_title(e.header), std::to_string(e.header.batch),
                     format_count(m.parameters), format_bytes(m.activation_bytes),
-                    format_bytes(m.peak_allocated_bytes), format_bytes(m.device_used_bytes),
+                    format_bytes(m.peak_allocated_bytes),
+                    m.device_used_upper_bytes > m.device_used_bytes
+                        ? fmt::format("{} (up to {})", format_bytes(m.device_used_bytes),
+                                      format_bytes(m.device_used_upper_bytes))
+                        : format_bytes(m.device_used_bytes),
                     fmt::format("{} {:.0f}%", category_name(d.category), d.share * 100)});
   }
   page.table({"model", "batch", "parameters", "activations", "peak allocated", "device used",

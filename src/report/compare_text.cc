@@ -140,6 +140,19 @@ std::string compare_text(const std::vector<CompareEntry>& entries) {
   if (entries.front().header.device.target.device == Device::kCuda) {
     add("device used",
         [](const CompareEntry& e) { return format_bytes(e.estimate.device_used_bytes); });
+    // Note [Workspace bounds]
+    if (std::any_of(entries.begin(), entries.end(), [](const CompareEntry& e) {
+          return e.estimate.unmeasured_workspace_calls() > 0;
+        })) {
+      add("  up to", [](const CompareEntry& e) {
+        const int64_t unmeasured = e.estimate.unmeasured_workspace_calls();
+        if (unmeasured == 0) return std::string("(none unmeasured)");
+        const int64_t all =
+            unmeasured + e.estimate.workspace_calls[static_cast<size_t>(FigureSource::kMeasured)];
+        return fmt::format("{} ({} of {} workspaces unmeasured)",
+                           format_bytes(e.estimate.device_used_upper_bytes), unmeasured, all);
+      });
+    }
   }
   add("peak in", [](const CompareEntry& e) {
     return fmt::format("{}, iteration {}", phase_name(e.estimate.peak.phase),

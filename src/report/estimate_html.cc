@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/units.h"
+#include "report/format.h"
 #include "report/html.h"
 #include "report/html_page.h"
 #include "report/json.h"
@@ -106,12 +107,22 @@ std::string estimate_html(const EstimateReport& report) {
       {"Peak reserved", format_bytes(e.peak_reserved_bytes)},
       {"Device used (nvidia-smi)", format_bytes(e.device_used_bytes)},
       {"Peak in", fmt::format("{}, iteration {}", phase_name(e.peak.phase), e.peak.iteration + 1)}};
+  const std::string unmeasured = workspace_bound_reason(e);
+  if (!unmeasured.empty()) {
+    figures.emplace_back("Device used, up to", format_bytes(e.device_used_upper_bytes));
+  }
   if (e.total_bytes > 0) {
     figures.emplace_back(e.fits ? "Fits, headroom" : "Does not fit, short by",
                          format_bytes(e.fits ? e.headroom_bytes : -e.headroom_bytes));
   }
   if (e.time) figures.emplace_back("Step time (predicted)", format_duration(e.time->step_s));
   page.figures(figures);
+  if (!unmeasured.empty()) {
+    page.paragraph(fmt::format(
+        "Peak reserved up to {} and device used up to {}: {}, each taken at its upper bound.",
+        format_bytes(e.peak_reserved_upper_bytes), format_bytes(e.device_used_upper_bytes),
+        unmeasured));
+  }
   for (const std::string& note : h.notes) page.paragraph(note);
 
   if (!report.timeline.empty()) {

@@ -114,6 +114,13 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
   j["peak_allocated_bytes"] = e.peak_allocated_bytes;
   j["peak_reserved_bytes"] = e.peak_reserved_bytes;
   j["device_used_bytes"] = e.device_used_bytes;
+  j["peak_reserved_upper_bytes"] = e.peak_reserved_upper_bytes;
+  j["device_used_upper_bytes"] = e.device_used_upper_bytes;
+  nlohmann::json sources = nlohmann::json::object();
+  for (const WorkspaceSourceRow& row : workspace_source_rows(e)) {
+    sources[std::string(row.source)] = {{"calls", row.calls}, {"bytes_at_peak", row.bytes_at_peak}};
+  }
+  j["workspace_sources"] = sources;
   j["cuda_context_bytes"] = e.cuda_context_bytes;
   if (h.device.target.device == Device::kCuda) {
     j["cuda_context_source"] = kContextSourceNames.name(h.device.context_source);
@@ -227,6 +234,7 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
                 {"sm", h.device.sm}};
     j["margin_bytes"] = e.margin_bytes;
     j["fits"] = e.fits;
+    j["fits_upper"] = e.fits_upper;
     j["headroom_bytes"] = e.headroom_bytes;
     if (e.oom) {
       j["oom"] = {{"phase", phase_name(e.oom->phase)},

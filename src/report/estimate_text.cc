@@ -281,10 +281,15 @@ std::string estimate_text(const EstimateReport& report) {
        cuda ? "torch.cuda.max_memory_allocated()" : "peak of live tensor bytes");
   line("peak reserved", e.peak_reserved_bytes,
        cuda ? "torch.cuda.max_memory_reserved()" : "= allocated (no caching allocator)");
+  const std::string unmeasured = workspace_bound_reason(e);
+  if (!unmeasured.empty()) line("  up to", e.peak_reserved_upper_bytes, unmeasured);
   if (cuda) {
     line("device used", e.device_used_bytes,
          fmt::format("nvidia-smi: reserved + {} CUDA context ({})",
                      format_bytes(e.cuda_context_bytes), context_note(h.device)));
+    if (!unmeasured.empty()) {
+      line("  up to", e.device_used_upper_bytes, "with those workspaces at their bound");
+    }
   }
   line("kept for backward", e.activation_bytes, "at the end of the forward pass");
   out += fmt::format("  {:<20}{}\n", "peak at", where(e.peak));
@@ -304,6 +309,12 @@ std::string estimate_text(const EstimateReport& report) {
                                   format_bytes(e.headroom_bytes), of)
                     : fmt::format("  {:<20}no, {} over {}\n", "fits",
                                   format_bytes(-e.headroom_bytes), of);
+      if (e.fits && !e.fits_upper) {
+        out += fmt::format(
+            "  {:<20}not at the bound: the unmeasured workspaces could take {} "
+            "more (trainfit fit decides by the bound)\n",
+            "", format_bytes(e.device_used_upper_bytes - e.device_used_bytes));
+      }
     }
   }
   if (e.time) out += time_text(h, *e.time, e.epoch, report.speedups);

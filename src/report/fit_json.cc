@@ -6,11 +6,13 @@ namespace {
 nlohmann::json batch_fit_json(const BatchFit& f) {
   nlohmann::json j{{"max_batch", f.max_batch},
                    {"budget_bytes", f.budget_bytes},
-                   {"at_search_limit", f.at_search_limit}};
+                   {"at_search_limit", f.at_search_limit},
+                   {"central_max_batch", f.central_max_batch}};
   if (f.max_batch > 0) {
     j["peak_allocated_bytes"] = f.peak_allocated_bytes;
     j["peak_reserved_bytes"] = f.peak_reserved_bytes;
     j["device_used_bytes"] = f.device_used_bytes;
+    j["device_used_upper_bytes"] = f.device_used_upper_bytes;
     j["alloc_retries"] = f.alloc_retries;
   }
   if (!f.at_search_limit) j["next_batch_device_used_bytes"] = f.next_device_used_bytes;

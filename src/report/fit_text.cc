@@ -73,12 +73,24 @@ std::string every_gpu_text(const FitReport& r) {
                g.time ? format_duration(g.time->step_s) : "-",
                g.time ? fmt::format("{:.0f}", g.time->samples_per_s) : "-"});
   }
+  std::string notes;
+  for (const GpuFit& g : r.gpus) {
+    if (g.fit.central_max_batch == g.fit.max_batch) continue;
+    notes += fmt::format("{}: the central figure alone would allow batch {}\n", g.gpu.name,
+                         g.fit.central_max_batch);
+  }
+  if (!notes.empty()) {
+    notes =
+        "\nDecided by the bound, where cuDNN workspaces no recording measured could need "
+        "more:\n" +
+        notes;
+  }
   return describe(r) + '\n' +
          fmt::format(
              "largest batch per GPU, {:g}% of each GPU's memory kept free ({} "
              "estimates); step time and samples/s predicted at that batch{}\n\n",
              100 * r.margin, r.estimates, r.rank == Rank::kTime ? "; fastest first" : "") +
-         t.render(kWidth);
+         t.render(kWidth) + notes;
 }
 
 std::string largest_batch_text(const BatchFit& fit) {
@@ -95,6 +107,18 @@ std::string largest_batch_text(const BatchFit& fit) {
         "  {:<18}fits only by freeing the allocator's cache mid-step ({} "
         "retries): slower\n",
         "note", fit.alloc_retries);
+  }
+  if (fit.device_used_upper_bytes > fit.device_used_bytes) {
+    s += fmt::format(
+        "  {:<18}device used up to {} with the workspaces no recording measured at "
+        "their bound, which decides\n",
+        "", format_bytes(fit.device_used_upper_bytes));
+  }
+  if (fit.central_max_batch != fit.max_batch) {
+    s += fmt::format(
+        "  {:<18}the central figure alone would allow batch {}: unmeasured cuDNN "
+        "workspaces could need more\n",
+        "note", fit.central_max_batch);
   }
   if (!fit.at_search_limit) {
     s += fmt::format("  {:<18}needs {}\n", fmt::format("batch {}", fit.max_batch + 1),

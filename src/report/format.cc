@@ -70,4 +70,22 @@ std::string unplanned_accumulation(const TargetPlan& plan) {
       plan.accumulation, plan.micro_batch, kMaxPlannedAccumulation);
 }
 
+std::string workspace_bound_reason(const Estimate& e) {
+  const int64_t unmeasured = e.unmeasured_workspace_calls();
+  if (unmeasured == 0) return "";
+  const int64_t all = unmeasured + e.workspace_calls[static_cast<size_t>(FigureSource::kMeasured)];
+  return fmt::format("{} of {} cuDNN workspaces not measured on this GPU", unmeasured, all);
+}
+
+std::vector<WorkspaceSourceRow> workspace_source_rows(const Estimate& e) {
+  std::vector<WorkspaceSourceRow> rows;
+  for (const FigureSource s :
+       {FigureSource::kMeasured, FigureSource::kScaled, FigureSource::kRule}) {
+    const auto i = static_cast<size_t>(s);
+    rows.push_back(
+        {kFigureSourceNames.name(s), e.workspace_calls[i], e.workspace_bytes_at_peak[i]});
+  }
+  return rows;
+}
+
 }  // namespace trainfit

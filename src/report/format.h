@@ -37,4 +37,16 @@ std::string command_line(const std::vector<std::string>& estimate_args);
 // (it is not estimated): "gradient accumulation would take 6250000 micro-batches of 160, ...".
 std::string unplanned_accumulation(const TargetPlan& plan);
 
+// Why an estimate has a bound above its central figure (Note [Workspace bounds]): "38 of 160
+// cuDNN workspaces not measured on this GPU"; empty where every workspace was measured.
+std::string workspace_bound_reason(const Estimate& e);
+// The JSON object of where the estimate's workspaces come from: per FigureSource, the kernel
+// calls of one step and the bytes alive at the allocated peak.
+struct WorkspaceSourceRow {
+  std::string_view source;
+  int64_t calls = 0;
+  int64_t bytes_at_peak = 0;
+};
+std::vector<WorkspaceSourceRow> workspace_source_rows(const Estimate& e);
+
 }  // namespace trainfit

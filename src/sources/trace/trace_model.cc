@@ -119,6 +119,9 @@ Result<ConvProblem> conv_problem(const Trace& t, size_t i, int64_t batch) {
   p.dilation = c.dilation;
   const int64_t itemsize = e.dtype >= 0 ? dtype_itemsize(t.dtypes[e.dtype]) : 0;
   p.itemsize = itemsize > 0 ? itemsize : 4;
+  const std::optional<DType> dtype =
+      e.dtype >= 0 ? parse_dtype(t.dtypes[e.dtype]) : std::optional<DType>();
+  p.dtype = dtype.value_or(p.itemsize == 2 ? DType::kFloat16 : DType::kFloat32);
   p.memory_format = c.channels_last ? MemoryFormat::kChannelsLast : MemoryFormat::kChannelsFirst;
   return p;
 }
@@ -126,24 +129,33 @@ Result<ConvProblem> conv_problem(const Trace& t, size_t i, int64_t batch) {
 // The cuDNN workspace of the kernel that fills a convolution's allocation (Note [cuDNN
 // convolution workspaces]): forward for the output, backward-data for the input's gradient,
 // backward-filter for the weight's, the first two exchanged for a transposed convolution.
-Result<int64_t> conv_workspace(const Trace& t, size_t i, int64_t batch,
-                               const KernelTarget& target) {
+struct SizedWorkspace {
+  int64_t bytes = 0;
+  FigureSource source = FigureSource::kDerived;
+};
+Result<SizedWorkspace> conv_workspace(const Trace& t, size_t i, int64_t batch,
+                                      const KernelTarget& target) {
   const TraceEvent& e = t.runs[0].events[i];
   TF_ASSIGN_OR_RETURN(const ConvProblem p, conv_problem(t, i, batch));
-  const ConvWorkspaces ws = cudnn_conv_workspaces(p, target.sm);
+  const ConvWorkspaces ws = cudnn_conv_workspaces(p, target.sm, target.workspace_bounds);
   const bool transposed = t.runs[0].convs[static_cast<size_t>(e.conv)].transposed;
+  int direction = -1;
   switch (e.conv_role) {
     case ConvRole::kOutput:
-      return transposed ? ws.backward_data : ws.forward;
+      direction = transposed ? 1 : 0;
+      break;
     case ConvRole::kGradInput:
-      return transposed ? ws.forward : ws.backward_data;
+      direction = transposed ? 0 : 1;
+      break;
     case ConvRole::kGradWeight:
-      return ws.backward_filter;
+      direction = 2;
+      break;
     case ConvRole::kGradBias:
     case ConvRole::kAbsent:
       break;
   }
-  return 0;
+  if (direction < 0) return SizedWorkspace{};
+  return SizedWorkspace{ws.bytes(direction), ws.source[static_cast<size_t>(direction)]};
 }
 
 // Note [Fused attention in a 1.13 trace]
@@ -635,8 +647,15 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
       }
     }
     if (workspaces && e.conv_role != ConvRole::kAbsent) {
-      TF_ASSIGN_OR_RETURN(const int64_t size, conv_workspace(t, i, batch, target));
-      if (size > 0) list.events.push_back({workspace(size), false, e.phase, e.iteration, node});
+      TF_ASSIGN_OR_RETURN(const SizedWorkspace ws, conv_workspace(t, i, batch, target));
+      if (ws.source != FigureSource::kDerived && e.iteration == 0) {
+        ++list.workspace_sources[static_cast<size_t>(ws.source)];
+      }
+      if (ws.bytes > 0) {
+        const BufferId b = workspace(ws.bytes);
+        list.buffers[b].source = ws.source;
+        list.events.push_back({b, false, e.phase, e.iteration, node});
+      }
     }
     const auto release = [&](BufferId b) {
       if (b >= 0) list.events.push_back({b, false, e.phase, e.iteration, node});
@@ -700,7 +719,15 @@ Result<Estimate> estimate_trace(const TraceModel& m, int64_t batch,
   facts.parameters = m.parameters;
   facts.trainable_parameters = m.trainable_parameters;
   for (const BlockItem& k : kept_items(list, 1)) facts.activation_bytes += k.kept_bytes;
-  return estimate_events(list, trace_names(m), std::move(facts), options);
+  const EventNames names = trace_names(m);
+  TF_ASSIGN_OR_RETURN(Estimate e, estimate_events(list, names, std::move(facts), options));
+  if (has_unmeasured_workspaces(list) && !options.device.target.workspace_bounds) {
+    EstimateOptions bound = options;
+    bound.device.target.workspace_bounds = true;
+    TF_ASSIGN_OR_RETURN(const EventList at_bound, trace_events(m, batch, bound));
+    TF_RETURN_IF_ERROR(add_workspace_bound(e, at_bound, names, options));
+  }
+  return e;
 }
 
 Result<BlockFigures> per_sample_blocks(const TraceModel& m, const EstimateOptions& options) {
