@@ -302,9 +302,15 @@ def compare(args):
             if below_bound:
                 line += " [" + ", ".join(below_bound) + "]"
             gap = gaps.get(case["id"], {})
+            sources = ours.get("workspace_sources", {})
+            unmeasured = sum(sources.get(k, {}).get("calls", 0) for k in ("scaled", "rule"))
             if any("BELOW" in b for b in below_bound):
                 if gap.get("bound_why"):
                     line += f" (bound: {gap['bound_why']})"
+                elif unmeasured == 0:
+                    # Every workspace measured: the bound is the central figure (DESIGN.md), which
+                    # the tolerances above hold.
+                    line += " (every workspace measured: the bound is the central figure)"
                 else:
                     failures += 1
             for key, value in figures.items():

@@ -129,7 +129,9 @@ def estimate(model: Union[str, Any, None] = None, example_batch: Any = None, *,
              explain: bool = False,
              timeline: Union[str, "os.PathLike[str]", None] = None) -> Report:
     """Peak GPU memory of two training iterations: allocated, reserved, device used, breakdown;
-    with a gpu, the predicted step time (step_time_s, samples_per_s, time_breakdown).
+    with a gpu, the predicted step time (step_time_s, samples_per_s, time_breakdown). Where cuDNN
+    workspaces were not measured on the card, peak_reserved_upper_bytes and
+    device_used_upper_bytes bound the central figures (workspace_sources says which were).
 
     model: a zoo name (`trainfit models`); or a live torch.nn.Module with example_batch, what it
     is called with (traced here on the CPU, nothing written; loss_fn(output, inputs) when the

@@ -335,5 +335,55 @@ TEST(Fit, BadInputIsOneLine) {
   }
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Note [Workspace bounds]: on a card no recording covers, resnet50's workspaces are unmeasured;
+// estimate gives the bound in text, JSON and HTML, and fit decides by it and says so.
+TEST(WorkspaceBound, EveryReportCarriesTheBound) {
+  const std::vector<std::string> args = {"--model", "resnet50", "--gpu", "rtx4090"};
+  const std::vector<std::string> at64 = concat(concat({"estimate"}, args), {"--batch", "64"});
+  const nlohmann::json e = run_json(at64);
+  const int64_t upper = e["device_used_upper_bytes"].get<int64_t>();
+  EXPECT_GT(upper, e["device_used_bytes"].get<int64_t>());
+  EXPECT_GT(e["peak_reserved_upper_bytes"].get<int64_t>(), e["peak_reserved_bytes"].get<int64_t>());
+  EXPECT_EQ(e["workspace_sources"]["rule"]["calls"].get<int64_t>(), 158);
+  EXPECT_EQ(e["workspace_sources"]["measured"]["calls"].get<int64_t>(), 0);
+  const CliRun text = run(at64);
+  EXPECT_NE(text.out.find("158 of 158 cuDNN workspaces not measured on this GPU"),
+            std::string::npos)
+      << text.out;
+  const std::string html = testing::TempDir() + "workspace_bound.html";
+  ASSERT_EQ(run(concat(at64, {"--html", html})).code, 0);
+  EXPECT_NE(read_file(html).find("158 of 158 cuDNN workspaces not measured on this GPU"),
+            std::string::npos);
+
+  const std::vector<std::string> fit = concat({"fit"}, args);
+  const nlohmann::json f = run_json(fit);
+  const int64_t max_batch = f["max_batch"].get<int64_t>();
+  const int64_t central = f["central_max_batch"].get<int64_t>();
+  EXPECT_LT(max_batch, central);  // the bound decides, lower
+  const CliRun fit_text = run(fit);
+  EXPECT_NE(
+      fit_text.out.find(fmt::format("the central figure alone would allow batch {}", central)),
+      std::string::npos)
+      << fit_text.out;
+  const std::string fit_html = testing::TempDir() + "workspace_bound_fit.html";
+  ASSERT_EQ(run(concat(fit, {"--html", fit_html})).code, 0);
+  EXPECT_NE(read_file(fit_html).find(fmt::format("would allow batch {}", central)),
+            std::string::npos);
+
+  // On the H100, at a batch its recordings measured, the bound is the central figure.
+  const nlohmann::json h100 =
+      run_json({"estimate", "--model", "resnet50", "--gpu", "h100-80gb", "--batch", "32"});
+  EXPECT_EQ(h100["device_used_upper_bytes"], h100["device_used_bytes"]);
+  EXPECT_EQ(h100["workspace_sources"]["measured"]["calls"].get<int64_t>(), 158);
+  EXPECT_EQ(run({"estimate", "--model", "resnet50", "--gpu", "h100-80gb", "--batch", "32"})
+                .out.find("up to"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace trainfit

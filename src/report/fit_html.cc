@@ -173,6 +173,13 @@ std::string fit_html(const FitReport& r) {
       if (!g.curve.empty()) cards.push_back({std::string(g.gpu.name), &g.fit, &g.curve});
     }
     page.add(render_bar_chart(bars));
+    for (const GpuFit& g : r.gpus) {
+      if (g.fit.central_max_batch == g.fit.max_batch) continue;
+      page.paragraph(fmt::format(
+          "{}: decided by the bound on cuDNN workspaces no recording measured; the central "
+          "figure alone would allow batch {}.",
+          g.gpu.display, g.fit.central_max_batch));
+    }
     if (!cards.empty()) page.add(curve_chart(cards));
     return page.render(j);
   }
@@ -184,6 +191,14 @@ std::string fit_html(const FitReport& r) {
                 {"Device used at it", format_bytes(r.fit.device_used_bytes)},
                 {"Budget", format_bytes(r.fit.budget_bytes)},
                 {"One more needs", format_bytes(r.fit.next_device_used_bytes)}});
+  if (r.fit.device_used_upper_bytes > r.fit.device_used_bytes ||
+      r.fit.central_max_batch != r.fit.max_batch) {
+    page.paragraph(fmt::format(
+        "Decided by the bound: with the cuDNN workspaces no recording measured at their upper "
+        "bound, device used at batch {} is up to {}; the central figure alone would allow batch "
+        "{}.",
+        r.fit.max_batch, format_bytes(r.fit.device_used_upper_bytes), r.fit.central_max_batch));
+  }
   if (!r.curve.empty()) {
     page.add(curve_chart({{r.device.gpu.empty() ? "this GPU" : r.device.gpu, &r.fit, &r.curve}}));
   }
