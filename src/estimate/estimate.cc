@@ -57,8 +57,17 @@ struct Replay {
   std::vector<TimelinePoint> timeline;
 };
 
+// What a buffer asks of the allocator in this replay: its bound at the bound's (Note
+// [Workspace bounds]); 0 where it is made at the other replay only.
+int64_t asked_bytes(const Buffer& b, bool at_bound) {
+  return at_bound && b.bound_bytes >= 0 ? b.bound_bytes : b.bytes;
+}
+bool made_in_replay(const Buffer& b, bool at_bound) {
+  return b.bound_bytes < 0 || asked_bytes(b, at_bound) > 0;
+}
+
 Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfig config,
-              bool timeline, const IdVector<int>& slot_of_buffer, size_t slots,
+              bool timeline, const IdVector<int>& slot_of_buffer, size_t slots, bool at_bound,
               std::optional<size_t> stop_after = std::nullopt) {
   Replay r;
   r.activations.assign(slots, 0);
@@ -84,11 +93,12 @@ Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfi
       continue;
     }
     const Buffer& b = list.buffers[e.buffer];
-    if (b.host && skip_host) continue;
-    int64_t size = b.bytes;
+    if ((b.host && skip_host) || !made_in_replay(b, at_bound)) continue;
+    const int64_t asked = asked_bytes(b, at_bound);
+    int64_t size = asked;
     if (caching) {
       if (e.alloc) {
-        const auto id = allocator.malloc(b.bytes);
+        const auto id = allocator.malloc(asked);
         if (!id) {
           r.oom_event = i;
           r.oom = allocator.last_oom();
@@ -122,18 +132,21 @@ Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfi
     r.peak_reserved = std::max(r.peak_reserved, reserved);
     if (timeline) {
       r.timeline.push_back(
-          {e.phase, e.iteration, e.node, e.alloc, false, b.category, b.bytes, allocated, reserved});
+          {e.phase, e.iteration, e.node, e.alloc, false, b.category, asked, allocated, reserved});
     }
     if (stop_after && i == *stop_after) {
       r.live_sizes.assign(list.buffers.size(), 0);
       for (size_t j = 0; j <= i; ++j) {
         const Event& ev = list.events[j];
-        if (ev.empty_cache || (list.buffers[ev.buffer].host && skip_host)) continue;
+        if (ev.empty_cache) continue;
+        const Buffer& buffer = list.buffers[ev.buffer];
+        if ((buffer.host && skip_host) || !made_in_replay(buffer, at_bound)) continue;
         r.live_sizes[ev.buffer] = ev.alloc ? 1 : 0;
       }
       for (size_t k = 0; k < r.live_sizes.size(); ++k) {
         if (r.live_sizes[k] == 0) continue;
-        r.live_sizes[k] = caching ? allocator.block_size(block[k]) : list.buffers[k].bytes;
+        r.live_sizes[k] =
+            caching ? allocator.block_size(block[k]) : asked_bytes(list.buffers[k], at_bound);
       }
       break;
     }
@@ -151,7 +164,6 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
     lowering.cublas_workspace_bytes = device.cublas_workspace_bytes;
     lowering.cublaslt_workspace_bytes = cublaslt_workspace_bytes();
     lowering.op_workspaces = true;
-    lowering.workspace_bounds = device.target.workspace_bounds;
   }
   TF_ASSIGN_OR_RETURN(EventList list, lower_training_step(g, options.training, lowering));
   Estimate facts;
@@ -164,12 +176,7 @@ Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
   facts.activation_bytes = activation_bytes(g);
   const EventNames names = names_of(g);
   TF_ASSIGN_OR_RETURN(Estimate e, estimate_events(list, names, std::move(facts), options));
-  if (has_unmeasured_workspaces(list) && !lowering.workspace_bounds) {
-    lowering.workspace_bounds = true;
-    TF_ASSIGN_OR_RETURN(const EventList at_bound,
-                        lower_training_step(g, options.training, lowering));
-    TF_RETURN_IF_ERROR(add_workspace_bound(e, at_bound, names, options));
-  }
+  TF_RETURN_IF_ERROR(add_workspace_bound(e, list, names, options));
   if (options.step_time) {
     TF_ASSIGN_OR_RETURN(e.time, graph_step_time(g, options, &list));
     if (e.time && options.dataset_size) {
@@ -284,7 +291,7 @@ Result<std::optional<StepTime>> graph_step_time(const Graph& g, const EstimateOp
 }
 
 Result<Estimate> estimate_events(const EventList& list, const EventNames& names, Estimate facts,
-                                 const EstimateOptions& options) {
+                                 const EstimateOptions& options, bool at_bound) {
   const DeviceProfile& device = options.device;
   if (list.events.empty()) {
     return invalid_argument("there are no allocation events to replay",
@@ -307,7 +314,11 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
   }
 
   Estimate e = std::move(facts);
-  e.events = list.events.size();
+  // The events this replay plays: not those of buffers made at the other one only.
+  e.events = static_cast<size_t>(
+      std::count_if(list.events.begin(), list.events.end(), [&](const Event& ev) {
+        return ev.empty_cache || made_in_replay(list.buffers[ev.buffer], at_bound);
+      }));
   e.ddp = list.ddp;
   e.plan_searches = list.plan_searches;
   e.unmeasured_searches = list.unmeasured_searches;
@@ -322,7 +333,8 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
     config.capacity =
         std::max<int64_t>(0, device.total_bytes - e.margin_bytes - e.cuda_context_bytes);
   }
-  Replay r = replay(list, device, config, options.timeline, slot_of_buffer, slot_modules.size());
+  Replay r =
+      replay(list, device, config, options.timeline, slot_of_buffer, slot_modules.size(), at_bound);
   if (r.oom_event) {
     e.oom = moment_of(names, list.events[*r.oom_event]);
     e.oom_numbers = r.oom;
@@ -330,7 +342,8 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
     // What the run would need: the same events on an unbounded device.
     if (options.peak_after_oom) {
       config.capacity = -1;
-      r = replay(list, device, config, options.timeline, slot_of_buffer, slot_modules.size());
+      r = replay(list, device, config, options.timeline, slot_of_buffer, slot_modules.size(),
+                 at_bound);
     }
   }
   e.peak_allocated_bytes = r.peak_allocated;
@@ -369,8 +382,8 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
   e.timeline = std::move(r.timeline);
   if (options.explain) {
     const size_t peak_event = r.peak_event;
-    const Replay at_peak =
-        replay(list, device, config, false, slot_of_buffer, slot_modules.size(), peak_event);
+    const Replay at_peak = replay(list, device, config, false, slot_of_buffer, slot_modules.size(),
+                                  at_bound, peak_event);
     IdVector<int> first_phase(list.buffers.size(), 0);
     for (const Event& ev : list.events) {
       if (ev.alloc && !ev.empty_cache) first_phase[ev.buffer] = static_cast<int>(ev.phase);
@@ -402,13 +415,15 @@ bool has_unmeasured_workspaces(const EventList& list) {
          0;
 }
 
-Status add_workspace_bound(Estimate& e, const EventList& at_bound, const EventNames& names,
+Status add_workspace_bound(Estimate& e, const EventList& list, const EventNames& names,
                            const EstimateOptions& options) {
+  if (!has_unmeasured_workspaces(list)) return Status();
   EstimateOptions o = options;
   o.timeline = false;
   o.explain = false;
   o.step_time = false;
-  TF_ASSIGN_OR_RETURN(const Estimate upper, estimate_events(at_bound, names, Estimate{}, o));
+  TF_ASSIGN_OR_RETURN(const Estimate upper,
+                      estimate_events(list, names, Estimate{}, o, /*at_bound=*/true));
   // A bound is never below the central figure: reserved memory is not monotone in one
   // allocation's size (where blocks land changes), so a larger workspace can come out lower.
   e.peak_reserved_upper_bytes = std::max(e.peak_reserved_bytes, upper.peak_reserved_bytes);

@@ -145,15 +145,16 @@ EventNames names_of(const Graph& graph);  // refers to `graph`, which must outli
 // The allocator model and the report's figures for events from any source (lowering or a
 // recorded trace). `facts` brings what the events do not say: parameter counts and
 // activation_bytes.
+// `at_bound`: every workspace no recording measured at its bound (Buffer::bound_bytes).
 Result<Estimate> estimate_events(const EventList& list, const EventNames& names, Estimate facts,
-                                 const EstimateOptions& options);
+                                 const EstimateOptions& options, bool at_bound = false);
 
 // Whether the events' workspaces include some no recording measured, so that the estimate has
 // a bound above its central figures (Note [Workspace bounds]).
 bool has_unmeasured_workspaces(const EventList& list);
-// Sets `e`'s upper figures from `at_bound`, the same step lowered with every unmeasured
-// workspace at its bound (KernelTarget::workspace_bounds).
-Status add_workspace_bound(Estimate& e, const EventList& at_bound, const EventNames& names,
+// Sets `e`'s upper figures, `list`'s events replayed with every unmeasured workspace at its
+// bound; the central ones where there is none.
+Status add_workspace_bound(Estimate& e, const EventList& list, const EventNames& names,
                            const EstimateOptions& options);
 
 }  // namespace trainfit

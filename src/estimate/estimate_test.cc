@@ -4,6 +4,8 @@
 
 #include <numeric>
 
+#include "graph/device_rules.h"
+#include "lower/lowering.h"
 #include "sources/zoo/zoo.h"
 
 namespace trainfit {
@@ -58,10 +60,24 @@ TEST(Estimate, UnmeasuredWorkspacesGiveABoundAboveTheCentralFigure) {
   EXPECT_GT(e.peak_reserved_upper_bytes, e.peak_reserved_bytes);
   EXPECT_EQ(e.device_used_upper_bytes - e.device_used_bytes,
             e.peak_reserved_upper_bytes - e.peak_reserved_bytes);
-  // The bound is the same replay with every workspace at its bound.
-  EstimateOptions at_bound = o;
-  at_bound.device.target.workspace_bounds = true;
-  const Estimate upper = *estimate(model("resnet50", 32, at_bound.device.target), at_bound);
+  // The bound is the same events replayed with every unmeasured workspace at its bound.
+  const EventList list =
+      *lower_training_step(g, o.training,
+                           {.cublas_workspace_bytes = o.device.cublas_workspace_bytes,
+                            .cublaslt_workspace_bytes = cublaslt_workspace_bytes(),
+                            .op_workspaces = true});
+  int bounded = 0;
+  for (const Buffer& b : list.buffers) {
+    if (b.bound_bytes < 0) continue;
+    ++bounded;
+    EXPECT_EQ(b.category, Category::kWorkspace);
+    EXPECT_TRUE(is_unmeasured(b.source));
+    EXPECT_GE(b.bound_bytes, b.bytes);
+  }
+  EXPECT_EQ(bounded, 2 * (53 * 3 - 1));  // two iterations
+  const Estimate central = *estimate_events(list, names_of(g), Estimate{}, o);
+  const Estimate upper = *estimate_events(list, names_of(g), Estimate{}, o, /*at_bound=*/true);
+  EXPECT_EQ(central.peak_reserved_bytes, e.peak_reserved_bytes);
   EXPECT_EQ(e.peak_reserved_upper_bytes,
             std::max(e.peak_reserved_bytes, upper.peak_reserved_bytes));
   EXPECT_GT(upper.peak_allocated_bytes, e.peak_allocated_bytes);  // its workspaces are larger

@@ -143,7 +143,7 @@ std::optional<int64_t> scaled_from_another_batch(const ConvProblem& conv, int ki
 
 }  // namespace
 
-ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm, bool at_bound) {
+ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm) {
   ConvWorkspaces ws = cudnn_conv_rule(conv);
   int64_t* const directions[] = {&ws.forward, &ws.backward_data, &ws.backward_filter};
   for (int kind = 0; kind < 3 && sm == 90; ++kind) {
@@ -161,11 +161,11 @@ ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm, bool at_bo
       ws.source[static_cast<size_t>(kind)] = FigureSource::kScaled;
     }
   }
-  if (at_bound) {
-    for (int kind = 0; kind < 3; ++kind) {
-      if (!is_unmeasured(ws.source[static_cast<size_t>(kind)])) continue;
-      *directions[kind] = std::max(*directions[kind], cudnn_conv_bound(conv, kind));
-    }
+  for (int kind = 0; kind < 3; ++kind) {
+    const auto k = static_cast<size_t>(kind);
+    ws.bound[k] = is_unmeasured(ws.source[k])
+                      ? std::max(*directions[kind], cudnn_conv_bound(conv, kind))
+                      : *directions[kind];
   }
   return ws;
 }

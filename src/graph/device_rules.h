@@ -175,6 +175,8 @@ struct ConvWorkspaces {
   int measured = 0;  // how many of the three an H100 recording gave (the rest: scaled or rule)
   // Where each direction's figure comes from: forward, backward-data, backward-filter.
   std::array<FigureSource, 3> source{FigureSource::kRule, FigureSource::kRule, FigureSource::kRule};
+  // Each direction's upper bound (Note [Workspace bounds]): its figure where measured.
+  std::array<int64_t, 3> bound{};
   int64_t bytes(int direction) const {
     return direction == 0 ? forward : direction == 1 ? backward_data : backward_filter;
   }
@@ -185,15 +187,15 @@ struct ConvWorkspaces {
 //  borrowed from fp16 for bf16, or the rule: every problem on a GPU without recordings) is a
 //  central figure that can be off either way: the rule is within rounding for 218 of the 421
 //  recorded problems, higher for 99, lower for 104. Each such workspace also has an upper
-//  bound, and the estimate replays the step a second time with every unmeasured workspace at
-//  it, so that the report can say how high reserved memory could go and `fit` can decide by
-//  it. cuDNN leaves nothing to derive a bound from: in heuristic mode PyTorch runs the first
-//  engine the heuristics list whose workspace it can allocate (Conv_v8.cpp try_configs, moving
-//  on when an allocation runs out of memory), and what an engine asks is cuDNN's. So the bound
-//  is measured: the recordings' workspaces against S, the converted tensors X + Y + W in the
-//  convolution's dtype, plus for backward-filter min(N, 64) fp32 copies of the weight (the
-//  per-image partials of the GEMM engines). For a family of problems (direction; a GEMM on
-//  NCHW planes, another 1x1 or a larger kernel; 1-D or 2-D; fp32 or fp16) the bound is 1.25
+//  bound (Buffer::bound_bytes), and the estimate replays the step's events a second time with
+//  every unmeasured workspace at it, so that the report can say how high reserved memory could
+//  go and `fit` can decide by it. cuDNN leaves nothing to derive a bound from: in heuristic mode
+//  PyTorch runs the first engine the heuristics list whose workspace it can allocate (Conv_v8.cpp
+//  try_configs, moving on when an allocation runs out of memory), and what an engine asks is
+//  cuDNN's. So the bound is measured: the recordings' workspaces against S, the converted tensors X
+//  + Y + W in the convolution's dtype, plus for backward-filter min(N, 64) fp32 copies of the
+//  weight (the per-image partials of the GEMM engines). For a family of problems (direction; a GEMM
+//  on NCHW planes, another 1x1 or a larger kernel; 1-D or 2-D; fp32 or fp16) the bound is 1.25
 //  times the largest ratio any recorded problem of the family reached, times S, and never
 //  below the central rule, plus 1 KiB for the few hundred bytes GEMM engines ask. Families no
 //  recording covers (grouped and depthwise, 3-D, dilated, channels_last, bf16) take the
@@ -227,9 +229,9 @@ uint64_t cudnn_problem_key(const ConvProblem& conv, int direction);
 // The rule alone, wherever no recording measured the problem.
 ConvWorkspaces cudnn_conv_rule(const ConvProblem& conv);
 // Note [cuDNN convolution workspaces]. On Hopper (sm 90) the problems the H100 recordings
-// measured take their recorded workspaces (cudnn_measured.inc); the rule gives the rest. With
-// `at_bound`, every direction not measured takes its bound (Note [Workspace bounds]).
-ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm, bool at_bound = false);
+// measured take their recorded workspaces (cudnn_measured.inc); the rule gives the rest. Each
+// direction not measured also has its bound (Note [Workspace bounds]).
+ConvWorkspaces cudnn_conv_workspaces(const ConvProblem& conv, int sm);
 
 // Note [cuDNN's im2col gather]
 //  cuDNN's implicit-GEMM kernels load a convolution's input in 16-byte vectors of channels.

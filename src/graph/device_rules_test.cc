@@ -193,15 +193,14 @@ TEST(DeviceRules, TheBoundCoversEveryRecordedFamilyAndBacksOffElsewhere) {
   for (int d = 0; d < 3; ++d) {
     EXPECT_EQ(h100.source[static_cast<size_t>(d)], FigureSource::kMeasured);
     EXPECT_GE(cudnn_conv_bound(c, d), h100.bytes(d));
-    EXPECT_EQ(cudnn_conv_workspaces(c, 90, /*at_bound=*/true).bytes(d), h100.bytes(d));
+    EXPECT_EQ(h100.bound[static_cast<size_t>(d)], h100.bytes(d));
   }
   // Not recorded at batch 64: scaled, and at the bound it takes the bound.
   ConvProblem b64 = c;
   b64.batch = 64;
   const ConvWorkspaces scaled = cudnn_conv_workspaces(b64, 90);
   EXPECT_EQ(scaled.source[0], FigureSource::kScaled);
-  EXPECT_EQ(cudnn_conv_workspaces(b64, 90, true).forward,
-            std::max(scaled.forward, cudnn_conv_bound(b64, 0)));
+  EXPECT_EQ(scaled.bound[0], std::max(scaled.forward, cudnn_conv_bound(b64, 0)));
   // Elsewhere than Hopper every problem is the rule's; the bound is above it.
   const ConvWorkspaces ampere = cudnn_conv_workspaces(c, 80);
   for (int d = 0; d < 3; ++d) {

@@ -44,9 +44,6 @@ struct KernelTarget {
   TorchVersion torch = TorchVersion::k2;
   int sm = 0;        // CUDA: the GPU's compute capability x 10 (90: Hopper); 0 on the CPU
   int sm_count = 0;  // CUDA: its streaming multiprocessors (kernels size their grids by them)
-  // Workspaces this GPU's recordings did not measure at their upper bound rather than their
-  // central figure (device_rules.h, Note [Workspace bounds]).
-  bool workspace_bounds = false;
   bool operator==(const KernelTarget&) const = default;
 };
 

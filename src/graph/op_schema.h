@@ -164,6 +164,9 @@ struct GradRule {
   // order right after the gradient, freed last first when it is done.
   std::vector<int64_t> workspace;
   FigureSource workspace_source = FigureSource::kDerived;  // where those sizes come from
+  // Of one workspace not measured (a cuDNN convolution's), its upper bound (device_rules.h,
+  // Note [Workspace bounds]); -1: none.
+  int64_t workspace_bound_bytes = -1;
   // A full-size product the kernel makes before it runs and reads back (CUDA's softmax
   // backward, grad * output: Note [Softmax's backward]): its memory is one of `workspace`, its
   // pass a kernel of its own in the step time.
@@ -254,6 +257,12 @@ using GridFn = std::function<KernelGrid(const OpCall&)>;
 using DecomposeFn =
     std::function<std::vector<ValueId>(GraphBuilder&, std::span<const ValueId>, const Attrs&)>;
 
+// Where a workspace's size comes from, and how large it could be (Note [Workspace bounds]).
+struct WorkspaceFigure {
+  FigureSource source = FigureSource::kDerived;
+  int64_t bound_bytes = -1;  // -1: exact
+};
+
 struct OpSchema {
   std::string_view name;
   std::string_view family;
@@ -271,9 +280,9 @@ struct OpSchema {
   InferFn infer;          // primitive ops
   SavedFn saved;          // primitive ops
   WorkspaceFn workspace;  // primitive ops
-  // Optional: where the workspace's size comes from, where it is not derived (a cuDNN
-  // convolution's: device_rules.h, Note [Workspace bounds]).
-  std::function<FigureSource(const OpCall&)> workspace_source;
+  // Optional: where the workspace's size comes from, where it is not derived, and its upper
+  // bound (a cuDNN convolution's: device_rules.h, Note [Workspace bounds]).
+  std::function<WorkspaceFigure(const OpCall&)> workspace_figure;
   // The workspace is made before the outputs (layer_norm's contiguous copy of its input),
   // not between them and the kernel.
   bool workspace_first = false;

@@ -172,15 +172,16 @@ OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial
     if (!call.on_cuda()) return 0;
     const std::optional<ConvProblem> p = cudnn_problem(call, spatial, transposed);
     if (!p) return 0;
-    const ConvWorkspaces ws =
-        cudnn_conv_workspaces(*p, call.target.sm, call.target.workspace_bounds);
+    const ConvWorkspaces ws = cudnn_conv_workspaces(*p, call.target.sm);
     return transposed ? ws.backward_data : ws.forward;
   };
-  s.workspace_source = [spatial, transposed](const OpCall& call) {
+  s.workspace_figure = [spatial, transposed](const OpCall& call) {
     const std::optional<ConvProblem> p =
         call.on_cuda() ? cudnn_problem(call, spatial, transposed) : std::nullopt;
-    if (!p) return FigureSource::kDerived;
-    return cudnn_conv_workspaces(*p, call.target.sm).source[transposed ? 1 : 0];
+    if (!p) return WorkspaceFigure{};
+    const ConvWorkspaces ws = cudnn_conv_workspaces(*p, call.target.sm);
+    const size_t direction = transposed ? 1 : 0;
+    return WorkspaceFigure{ws.source[direction], ws.bound[direction]};
   };
   // In benchmark mode each direction searches its own plans; a transposed convolution's forward
   // is backward-data.
@@ -203,14 +204,16 @@ OpSchema conv_schema(std::string_view name, std::string_view doc, size_t spatial
       if (rule.input == 0) rule.plan_search = search(*p, transposed ? 0 : 1, call);
       if (rule.input == 1) rule.plan_search = search(*p, 2, call);
     }
-    const ConvWorkspaces ws =
-        cudnn_conv_workspaces(*p, call.target.sm, call.target.workspace_bounds);
+    const ConvWorkspaces ws = cudnn_conv_workspaces(*p, call.target.sm);
     for (GradRule& rule : spec.grads) {
       const int direction = rule.input == 0 ? (transposed ? 0 : 1) : rule.input == 1 ? 2 : -1;
       if (direction < 0) continue;
+      const auto d = static_cast<size_t>(direction);
       const int64_t bytes = ws.bytes(direction);
-      if (bytes > 0) rule.workspace = {bytes};
-      rule.workspace_source = ws.source[static_cast<size_t>(direction)];
+      // A workspace of none whose bound is some is made at the bound's replay only.
+      if (bytes > 0 || ws.bound[d] > 0) rule.workspace = {bytes};
+      rule.workspace_source = ws.source[d];
+      rule.workspace_bound_bytes = ws.bound[d];
     }
     return spec;
   };

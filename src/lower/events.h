@@ -74,6 +74,9 @@ struct Buffer {
   // Where its size comes from: a workspace no recording measured is a central figure with a
   // bound (device_rules.h, Note [Workspace bounds]).
   FigureSource source = FigureSource::kDerived;
+  // Its size at the upper bound where the source is not measured; -1: `bytes` either way. A
+  // buffer whose bytes are 0 is made at the bound's replay only.
+  int64_t bound_bytes = -1;
 };
 
 struct Event {

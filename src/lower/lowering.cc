@@ -55,9 +55,9 @@ class Lowerer : public EventSink {
   BufferId new_buffer(int64_t bytes, Category category, NodeId node, bool host = false);
   void emit(BufferId buffer, bool alloc, NodeId node);
   BufferId alloc_new(int64_t bytes, Category category, NodeId node, bool host = false);
-  // A kernel's workspace whose size comes from `source`, counted by it (EventList::
-  // workspace_sources); none for 0 bytes.
-  BufferId alloc_workspace(int64_t bytes, FigureSource source, NodeId node);
+  // A kernel's workspace, counted by where its size comes from (EventList::workspace_sources),
+  // with its bound where it was not measured; none where both are 0 bytes.
+  BufferId alloc_workspace(int64_t bytes, const WorkspaceFigure& figure, NodeId node);
   void free_buffer(BufferId buffer, NodeId node);
   void unref_grad(BufferId buffer, NodeId node);
 
@@ -471,18 +471,19 @@ void Lowerer::allocate_parameters() {
 OpCall Lowerer::call_of(const Node& node, std::vector<const Value*>& inputs) const {
   inputs.clear();
   for (ValueId v : node.inputs) inputs.push_back(&g_.value(v));
-  KernelTarget target = g_.target;
-  target.workspace_bounds = options_.workspace_bounds;
-  return OpCall{node.attrs, inputs, target, g_.precision, g_.memory_format};
+  return OpCall{node.attrs, inputs, g_.target, g_.precision, g_.memory_format};
 }
 
-BufferId Lowerer::alloc_workspace(int64_t bytes, FigureSource source, NodeId node) {
+BufferId Lowerer::alloc_workspace(int64_t bytes, const WorkspaceFigure& figure, NodeId node) {
+  const FigureSource source = figure.source;
   if (source != FigureSource::kDerived && iteration_ == 0 && micro_step_ == 0) {
     ++out_.workspace_sources[static_cast<size_t>(source)];
   }
-  if (bytes <= 0 && source != FigureSource::kDerived) return kNoBuffer;
+  const int64_t bound = is_unmeasured(source) ? std::max(bytes, figure.bound_bytes) : -1;
+  if (source != FigureSource::kDerived && bytes <= 0 && bound <= 0) return kNoBuffer;
   const BufferId b = new_buffer(bytes, Category::kWorkspace, node, /*host=*/false);
   out_.buffers[b].source = source;
+  out_.buffers[b].bound_bytes = bound;
   emit(b, true, node);
   return b;
 }
@@ -588,7 +589,7 @@ void Lowerer::forward() {
     free_buffer(early_workspace, n);
     if (options_.op_workspaces && !early) {
       int64_t workspace = node.workspace_bytes;
-      FigureSource source = FigureSource::kDerived;
+      WorkspaceFigure figure;
       bool searched = false;
       if (config_.cudnn_benchmark && node.op->plan_search) {
         std::vector<const Value*> in_values;
@@ -598,14 +599,12 @@ void Lowerer::forward() {
           searched = true;
         }
       }
-      if (!searched && node.op->workspace_source) {
+      if (!searched && node.op->workspace_figure) {
         std::vector<const Value*> in_values;
-        const OpCall call = call_of(node, in_values);
-        source = node.op->workspace_source(call);
-        if (options_.workspace_bounds) workspace = node.op->workspace(call);
+        figure = node.op->workspace_figure(call_of(node, in_values));
       }
-      if (workspace > 0 || source != FigureSource::kDerived) {
-        free_buffer(alloc_workspace(workspace, source, n), n);
+      if (workspace > 0 || figure.source != FigureSource::kDerived) {
+        free_buffer(alloc_workspace(workspace, figure, n), n);
       }
     }
     for (const BufferId b : own) free_buffer(b, n);
@@ -903,11 +902,12 @@ void Lowerer::backward() {
           }
         } else if (options_.op_workspaces) {
           std::vector<BufferId> scratch_of_kernel;
-          if (rule.workspace.empty() && rule.workspace_source != FigureSource::kDerived) {
-            alloc_workspace(0, rule.workspace_source, n);  // counted: a kernel that asks none
+          const WorkspaceFigure figure{rule.workspace_source, rule.workspace_bound_bytes};
+          if (rule.workspace.empty() && figure.source != FigureSource::kDerived) {
+            alloc_workspace(0, figure, n);  // counted: a kernel that asks none
           }
           for (const int64_t bytes : rule.workspace) {
-            scratch_of_kernel.push_back(alloc_workspace(bytes, rule.workspace_source, n));
+            scratch_of_kernel.push_back(alloc_workspace(bytes, figure, n));
           }
           for (auto s = scratch_of_kernel.rbegin(); s != scratch_of_kernel.rend(); ++s) {
             free_buffer(*s, n);

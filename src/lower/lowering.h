@@ -22,9 +22,6 @@ struct LoweringOptions {
   int64_t cublas_workspace_bytes = 0;    // per cuBLAS handle, allocated at its first GEMM
   int64_t cublaslt_workspace_bytes = 0;  // the forward thread's cuBLASLt handle, likewise
   bool op_workspaces = false;            // transient memory inside kernels (CUDA)
-  // Workspaces no recording measured at their upper bound (device_rules.h, Note [Workspace
-  // bounds]) instead of their central figure.
-  bool workspace_bounds = false;
 };
 
 // A checkpointed module call: nodes [first, end). Inside it autograd keeps nothing during

@@ -173,6 +173,7 @@ std::string fit_html(const FitReport& r) {
       if (!g.curve.empty()) cards.push_back({std::string(g.gpu.name), &g.fit, &g.curve});
     }
     page.add(render_bar_chart(bars));
+    if (!cards.empty()) page.add(curve_chart(cards));
     for (const GpuFit& g : r.gpus) {
       if (g.fit.central_max_batch == g.fit.max_batch) continue;
       page.paragraph(fmt::format(
@@ -180,7 +181,6 @@ std::string fit_html(const FitReport& r) {
           "figure alone would allow batch {}.",
           g.gpu.display, g.fit.central_max_batch));
     }
-    if (!cards.empty()) page.add(curve_chart(cards));
     return page.render(j);
   }
   HtmlPage page(fmt::format("trainfit fit: {} on {}", model_title(h), r.device.gpu_display),

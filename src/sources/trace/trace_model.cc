@@ -131,13 +131,13 @@ Result<ConvProblem> conv_problem(const Trace& t, size_t i, int64_t batch) {
 // backward-filter for the weight's, the first two exchanged for a transposed convolution.
 struct SizedWorkspace {
   int64_t bytes = 0;
-  FigureSource source = FigureSource::kDerived;
+  WorkspaceFigure figure;
 };
 Result<SizedWorkspace> conv_workspace(const Trace& t, size_t i, int64_t batch,
                                       const KernelTarget& target) {
   const TraceEvent& e = t.runs[0].events[i];
   TF_ASSIGN_OR_RETURN(const ConvProblem p, conv_problem(t, i, batch));
-  const ConvWorkspaces ws = cudnn_conv_workspaces(p, target.sm, target.workspace_bounds);
+  const ConvWorkspaces ws = cudnn_conv_workspaces(p, target.sm);
   const bool transposed = t.runs[0].convs[static_cast<size_t>(e.conv)].transposed;
   int direction = -1;
   switch (e.conv_role) {
@@ -155,7 +155,8 @@ Result<SizedWorkspace> conv_workspace(const Trace& t, size_t i, int64_t batch,
       break;
   }
   if (direction < 0) return SizedWorkspace{};
-  return SizedWorkspace{ws.bytes(direction), ws.source[static_cast<size_t>(direction)]};
+  const auto d = static_cast<size_t>(direction);
+  return SizedWorkspace{ws.bytes(direction), WorkspaceFigure{ws.source[d], ws.bound[d]}};
 }
 
 // Note [Fused attention in a 1.13 trace]
@@ -648,12 +649,15 @@ Result<EventList> trace_events(const TraceModel& m, int64_t batch, const Estimat
     }
     if (workspaces && e.conv_role != ConvRole::kAbsent) {
       TF_ASSIGN_OR_RETURN(const SizedWorkspace ws, conv_workspace(t, i, batch, target));
-      if (ws.source != FigureSource::kDerived && e.iteration == 0) {
-        ++list.workspace_sources[static_cast<size_t>(ws.source)];
+      const FigureSource source = ws.figure.source;
+      if (source != FigureSource::kDerived && e.iteration == 0) {
+        ++list.workspace_sources[static_cast<size_t>(source)];
       }
-      if (ws.bytes > 0) {
+      const int64_t bound = is_unmeasured(source) ? std::max(ws.bytes, ws.figure.bound_bytes) : -1;
+      if (ws.bytes > 0 || bound > 0) {
         const BufferId b = workspace(ws.bytes);
-        list.buffers[b].source = ws.source;
+        list.buffers[b].source = source;
+        list.buffers[b].bound_bytes = bound;
         list.events.push_back({b, false, e.phase, e.iteration, node});
       }
     }
@@ -721,12 +725,7 @@ Result<Estimate> estimate_trace(const TraceModel& m, int64_t batch,
   for (const BlockItem& k : kept_items(list, 1)) facts.activation_bytes += k.kept_bytes;
   const EventNames names = trace_names(m);
   TF_ASSIGN_OR_RETURN(Estimate e, estimate_events(list, names, std::move(facts), options));
-  if (has_unmeasured_workspaces(list) && !options.device.target.workspace_bounds) {
-    EstimateOptions bound = options;
-    bound.device.target.workspace_bounds = true;
-    TF_ASSIGN_OR_RETURN(const EventList at_bound, trace_events(m, batch, bound));
-    TF_RETURN_IF_ERROR(add_workspace_bound(e, at_bound, names, options));
-  }
+  TF_RETURN_IF_ERROR(add_workspace_bound(e, list, names, options));
   return e;
 }
 
