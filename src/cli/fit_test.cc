@@ -359,6 +359,17 @@ TEST(WorkspaceBound, EveryReportCarriesTheBound) {
   ASSERT_EQ(run(concat(at64, {"--html", html})).code, 0);
   EXPECT_NE(read_file(html).find("158 of 158 cuDNN workspaces not measured on this GPU"),
             std::string::npos);
+  EXPECT_NE(read_file(html).find("cuDNN workspaces alive at the allocated peak: measured 0 B"),
+            std::string::npos);
+  // At batch 33 the H100's recordings (batch 8 and 32) are scaled; the peak holds one of them,
+  // which the breakdown names.
+  const std::vector<std::string> at33 = {"estimate",  "--model", "resnet50", "--gpu",
+                                         "h100-80gb", "--batch", "33"};
+  const nlohmann::json scaled = run_json(at33);
+  const int64_t scaled_at_peak =
+      scaled["workspace_sources"]["scaled"]["bytes_at_peak"].get<int64_t>();
+  EXPECT_GT(scaled_at_peak, 0);
+  EXPECT_NE(run(at33).out.find("cuDNN, not measured on this GPU"), std::string::npos);
 
   const std::vector<std::string> fit = concat({"fit"}, args);
   const nlohmann::json f = run_json(fit);

@@ -118,10 +118,16 @@ std::string estimate_html(const EstimateReport& report) {
   if (e.time) figures.emplace_back("Step time (predicted)", format_duration(e.time->step_s));
   page.figures(figures);
   if (!unmeasured.empty()) {
+    std::string at_peak;
+    for (const WorkspaceSourceRow& row : workspace_source_rows(e)) {
+      at_peak += fmt::format("{}{} {}", at_peak.empty() ? "" : ", ", row.source,
+                             format_bytes(row.bytes_at_peak));
+    }
     page.paragraph(fmt::format(
-        "Peak reserved up to {} and device used up to {}: {}, each taken at its upper bound.",
+        "Peak reserved up to {} and device used up to {}: {}, each taken at its upper bound. "
+        "cuDNN workspaces alive at the allocated peak: {}.",
         format_bytes(e.peak_reserved_upper_bytes), format_bytes(e.device_used_upper_bytes),
-        unmeasured));
+        unmeasured, at_peak));
   }
   for (const std::string& note : h.notes) page.paragraph(note);
 

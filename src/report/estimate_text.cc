@@ -338,6 +338,15 @@ std::string estimate_text(const EstimateReport& report) {
         out += fmt::format("    {:<{}}{:>10}\n", m.module, width, format_bytes(m.bytes));
       }
     }
+    // Note [Workspace bounds]: which of the cuDNN workspaces alive at the peak were measured.
+    if (c == Category::kWorkspace && e.unmeasured_workspace_calls() > 0) {
+      for (const WorkspaceSourceRow& row : workspace_source_rows(e)) {
+        if (row.bytes_at_peak == 0) continue;
+        out += fmt::format("    {:<18}{:>10}  cuDNN, {} on this GPU\n", row.source,
+                           format_bytes(row.bytes_at_peak),
+                           row.source == "measured" ? "measured" : "not measured");
+      }
+    }
   }
   if (cuda) {
     line("allocator cache", e.allocator_cache_bytes,
