@@ -191,8 +191,8 @@ std::optional<BoundShape> bound_shape(const ConvProblem& conv, int direction) {
   const std::optional<int64_t> out_plane = checked_numel(conv.out_spatial);
   const std::optional<int64_t> taps = checked_numel(conv.kernel);
   if (!in_plane || !out_plane || !taps || conv.groups < 1) return std::nullopt;
-  const double weight = static_cast<double>(conv.out_channels) *
-                        static_cast<double>(conv.in_channels / conv.groups) *
+  const int64_t in_per_group = conv.in_channels / conv.groups;
+  const double weight = static_cast<double>(conv.out_channels) * static_cast<double>(in_per_group) *
                         static_cast<double>(*taps);
   const auto item = static_cast<double>(conv.itemsize);
   double size = static_cast<double>(conv.batch) * static_cast<double>(conv.in_channels) *
@@ -222,18 +222,20 @@ std::optional<BoundShape> bound_shape(const ConvProblem& conv, int direction) {
 // The largest recorded workspace over S per family (direction x class x 1-D/2-D x itemsize)
 // and per direction over all of them, from cudnn_measured.inc; computed on first use.
 struct BoundRatios {
-  std::array<double, 3 * 3 * 2 * 2> family{};
-  std::array<bool, 3 * 3 * 2 * 2> seen{};
+  static constexpr size_t kFamilies = size_t{3} * 3 * 2 * 2;
+  std::array<double, kFamilies> family{};
+  std::array<bool, kFamilies> seen{};
   std::array<double, 3> direction{};
   static size_t index(int direction, ConvClass cls, size_t spatial, int64_t itemsize) {
+    const size_t dtype = itemsize == 2 ? 1 : 0;
     return ((static_cast<size_t>(direction) * 3 + static_cast<size_t>(cls)) * 2 + (spatial - 1)) *
                2 +
-           (itemsize == 2 ? 1 : 0);
+           dtype;
   }
 };
 
 const BoundRatios& bound_ratios() {
-  static const BoundRatios ratios = [] {
+  static const BoundRatios kRatios = [] {
     BoundRatios r;
     for (const MeasuredWorkspace& m : kMeasured) {
       // kind, itemsize, N, C, K, groups, H, W, kernel, stride, padding, dilation (h, w each).
@@ -268,7 +270,7 @@ const BoundRatios& bound_ratios() {
     }
     return r;
   }();
-  return ratios;
+  return kRatios;
 }
 
 }  // namespace

@@ -228,8 +228,10 @@ TEST(DeviceRules, TheBoundCoversEveryRecordedFamilyAndBacksOffElsewhere) {
   const auto per_byte = [](int64_t bound, int64_t size) {
     return static_cast<double>(bound) / static_cast<double>(size);
   };
-  EXPECT_GE(per_byte(depthwise_bound, 2 * x + 128 * 9 * 4),
-            per_byte(dense_bound, 2 * x + 128 * 128 * 9 * 4) * 0.999);
+  const int64_t depthwise_weight = int64_t{128} * 9 * 4;
+  const int64_t dense_weight = int64_t{128} * 128 * 9 * 4;
+  EXPECT_GE(per_byte(depthwise_bound, 2 * x + depthwise_weight),
+            per_byte(dense_bound, 2 * x + dense_weight) * 0.999);
   EXPECT_GT(depthwise_bound, cudnn_conv_rule(depthwise).forward);
 }
 
