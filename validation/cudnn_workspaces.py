@@ -302,15 +302,19 @@ def fit_bound(observations):
     return ratios
 
 
-def bound(ratios, key):
+def bound(ratios, key, margin=BOUND_MARGIN, by_family=True):
+    """The bound trainfit gives; `margin` and `by_family` (else the direction's ratio for every
+    family) to see what each part of it is for."""
     conv = conv_of_key(key)
-    ratio = ratios.get(bound_family(conv, key), ratios[(key[0],)])
+    ratio = ratios[(key[0],)]
+    if by_family:
+        ratio = ratios.get(bound_family(conv, key), ratio)
     central = rule(conv, KINDS[key[0]], key[1])
-    return max(central, math.ceil(ratio * BOUND_MARGIN * bound_size(conv, KINDS[key[0]], key[1]))) \
+    return max(central, math.ceil(ratio * margin * bound_size(conv, KINDS[key[0]], key[1]))) \
         + BOUND_SLACK
 
 
-def leave_one_model_out(path):
+def leave_one_model_out(path, margin=BOUND_MARGIN, by_family=True, report=True):
     """Fits the bound on every recorded model but one and counts the problems of that model it
     places below their recording, and those the central rule does; for each model. Returns the
     number of problems below the bound."""
@@ -325,25 +329,27 @@ def leave_one_model_out(path):
         if k not in per_model or per_model[k]["bytes"] < o["bytes"]:
             per_model[k] = o
     models = sorted({m for m, _ in per_model})
-    print(f"{len(per_model)} problems of {len(models)} models; fitted without the model, "
-          f"checked on it:")
-    print(f"  {'model':12s} {'problems':>8s} {'below bound':>12s} {'below rule':>11s} "
-          f"{'above rule':>11s}  bound / measured")
+    out = print if report else (lambda *_: None)
+    out(f"{len(per_model)} problems of {len(models)} models; fitted without the model, "
+        f"checked on it:")
+    out(f"  {'model':12s} {'problems':>8s} {'below bound':>12s} {'below rule':>11s} "
+        f"{'above rule':>11s}  bound / measured")
     total_below = 0
     for m in models:
         ratios = fit_bound([o for (mm, _), o in per_model.items() if mm != m])
         test = [o for (mm, _), o in per_model.items() if mm == m]
-        below = [o for o in test if block(bound(ratios, tuple(o["key"]))) < block(o["bytes"])]
+        bound_of = lambda o: bound(ratios, tuple(o["key"]), margin, by_family)  # noqa: E731
+        below = [o for o in test if block(bound_of(o)) < block(o["bytes"])]
         rules = [rule(conv_of_key(o["key"]), KINDS[o["key"][0]], o["key"][1]) for o in test]
         rule_below = sum(block(r) < block(o["bytes"]) for r, o in zip(rules, test))
         rule_above = sum(block(r) > block(o["bytes"]) for r, o in zip(rules, test))
         measured = sum(o["bytes"] for o in test)
-        bounded = sum(bound(ratios, tuple(o["key"])) for o in test)
-        print(f"  {m:12s} {len(test):8d} {len(below):12d} {rule_below:11d} {rule_above:11d}  "
-              f"{bounded / measured:.2f}")
+        bounded = sum(bound_of(o) for o in test)
+        out(f"  {m:12s} {len(test):8d} {len(below):12d} {rule_below:11d} {rule_above:11d}  "
+            f"{bounded / measured:.2f}")
         for o in below:
-            print(f"    below: {o['case']} {o['conv']} {KINDS[o['key'][0]]} {o['bytes']:,} bytes, "
-                  f"bound {bound(ratios, tuple(o['key'])):,}")
+            out(f"    below: {o['case']} {o['conv']} {KINDS[o['key'][0]]} {o['bytes']:,} bytes, "
+                f"bound {bound_of(o):,}")
         total_below += len(below)
     return total_below
 
@@ -414,6 +420,12 @@ def main():
     if args.leave_one_out:
         below = leave_one_model_out(OBSERVATIONS)
         print(f"{below} problems below the bound fitted without their model")
+        # What its parts are for: the same check without the margin, and without the families.
+        for label, margin, by_family in (("without the margin", 1.0, True),
+                                         ("with the direction's ratio for every family", BOUND_MARGIN, False),
+                                         ("with neither", 1.0, False)):
+            n = leave_one_model_out(OBSERVATIONS, margin, by_family, report=False)
+            print(f"  {label}: {n} below")
         sys.exit(1 if below else 0)
     table, benchmark, per_case, observed = collect(args.snapshots)
     if args.observations:

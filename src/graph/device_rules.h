@@ -201,8 +201,9 @@ struct ConvWorkspaces {
 //  recording covers (grouped and depthwise, 3-D, dilated, channels_last, bf16) take the
 //  largest ratio of the direction over every family. Left out one model at a time (fitted on
 //  the other six, checked on its problems: validation/cudnn_workspaces.py --leave-one-out),
-//  the bound falls below no recorded workspace; without the 1.25 it falls below 3, and with
-//  the direction's ratio for every family, 2.
+//  the bound falls below no recorded workspace; without the 1.25 it falls below 3. The families
+//  make it tighter, not safer: the direction's ratio for every family is never smaller, and
+//  without either it falls below 2.
 //  The central figure stays the rule: the bound answers "could it need more", not "how much".
 int64_t cudnn_conv_bound(const ConvProblem& conv, int direction);
 // Note [cuDNN benchmark mode]
