@@ -194,7 +194,8 @@ def fit(model: Union[str, Any, None] = None, example_batch: Any = None, *,
         loss_fn: Optional[Callable[[Any, Any], Any]] = None,
         trace: Optional[TraceSource] = None, batch: Optional[int] = None, input: Optional[Shape] = None,
         seq_len: Optional[int] = None, set: Optional[Mapping[str, Any]] = None,
-        precision: str = "fp32", freeze: Union[str, Sequence[str], None] = None,
+        precision: str = "fp32", device_profile: str = "cuda",
+        freeze: Union[str, Sequence[str], None] = None,
         hf_config: Union[str, "os.PathLike[str]", None] = None,
         lora: Union[str, Mapping[str, Any], None] = None,
         optimizer: Optional[str] = None, optimizer_impl: str = "default",
@@ -203,7 +204,13 @@ def fit(model: Union[str, Any, None] = None, example_batch: Any = None, *,
         checkpoint_reentrant: bool = False,
         grad_accum: int = 1, grad_scaler_skips: int = 0, cudnn_benchmark: bool = False,
         loop: str = "held", tf32: bool = False, memory_format: str = "channels_first",
-        dataset_size: Optional[int] = None, gpu: Optional[str] = None,
+        dataset_size: Optional[int] = None, gpus: int = 1, nodes: int = 1,
+        network: Optional[float] = None, strategy: Optional[str] = None,
+        fsdp_wrap: Union[str, Sequence[str], None] = None, fsdp_sharding: Optional[str] = None,
+        fsdp_mixed_precision: Optional[str] = None, bucket_cap_mb: Optional[float] = None,
+        gradient_as_bucket_view: bool = False, find_unused_parameters: bool = False,
+        broadcast_buffers: bool = True, link: Optional[str] = None,
+        bus_bandwidth: Optional[float] = None, gpu: Optional[str] = None,
         gpu_memory: Optional[Size] = None,
         gpu_profile: Union[str, "os.PathLike[str]", None] = None,
         cuda_context: Optional[Size] = None, margin: Union[float, str, None] = None,
@@ -239,20 +246,33 @@ def fit(model: Union[str, Any, None] = None, example_batch: Any = None, *,
 def launch(model: Optional[str] = None, *, gpu: str, gpus: int, baseline_batch: int,
            baseline_lr: float, set: Optional[Mapping[str, Any]] = None,
            input: Optional[Shape] = None, seq_len: Optional[int] = None,
-           precision: str = "fp32", freeze: Union[str, Sequence[str], None] = None,
+           precision: str = "fp32", device_profile: str = "cuda",
+           freeze: Union[str, Sequence[str], None] = None,
            hf_config: Union[str, "os.PathLike[str]", None] = None,
            lora: Union[str, Mapping[str, Any], None] = None,
            optimizer: Optional[str] = None, optimizer_impl: str = "default",
            default_device: str = "cpu", weight_decay: Optional[float] = None,
-           checkpoint: Union[str, Sequence[str], None] = None, strategy: Optional[str] = None,
-           gradient_as_bucket_view: bool = False, link: Optional[str] = None,
-           bus_bandwidth: Optional[float] = None, dataset_size: Optional[int] = None,
-           margin: Union[float, str, None] = None, cores: Optional[int] = None) -> Report:
+           checkpoint: Union[str, Sequence[str], None] = None,
+           checkpoint_reentrant: bool = False, grad_scaler_skips: int = 0,
+           cudnn_benchmark: bool = False, loop: str = "held", tf32: bool = False,
+           memory_format: str = "channels_first", dataset_size: Optional[int] = None,
+           strategy: Optional[str] = None,
+           fsdp_wrap: Union[str, Sequence[str], None] = None,
+           fsdp_sharding: Optional[str] = None, fsdp_mixed_precision: Optional[str] = None,
+           bucket_cap_mb: Optional[float] = None, gradient_as_bucket_view: bool = False,
+           find_unused_parameters: bool = False, broadcast_buffers: bool = True,
+           link: Optional[str] = None, bus_bandwidth: Optional[float] = None,
+           gpu_profile: Union[str, "os.PathLike[str]", None] = None,
+           cuda_context: Optional[Size] = None, expandable_segments: bool = False,
+           max_split_size: Optional[Size] = None, margin: Union[float, str, None] = None,
+           cores: Optional[int] = None) -> Report:
     """The GPU count (1 to `gpus`), strategy, per-GPU batch and gradient accumulation that
     reproduce `baseline_batch` exactly, fastest within `gpu`'s memory, with the learning rate,
     the torchrun command and the changes the training script needs (`trainfit launch --json`).
     cores: the node's CPU cores for OMP_NUM_THREADS (default: this host's). Step times include
-    the all-reduce over `link` or at `bus_bandwidth` (as for trainfit.estimate)."""
+    the all-reduce over `link` or at `bus_bandwidth`. Other keywords as for trainfit.estimate;
+    launch chooses the batch and gradient accumulation itself, for a zoo model on one node of
+    a catalog GPU (no batch, grad_accum, trace, nodes, network or gpu_memory)."""
     options = _request_options(locals(), ("cores",))
     return _report(_binding().launch(options, cores or os.cpu_count() or 1))
 
@@ -295,7 +315,8 @@ def summary(model: Union[str, Any, None] = None, example_batch: Any = None, *,
                     "trainfit.summary(model, example_batch))")
     if batch is None:
         batch = 1
-    options = _request_options(locals(), ("depth", "example_batch", "loss_fn"))
+    # A zoo model's or a trace's summary has no optimizer: it only traces a live module.
+    options = _request_options(locals(), ("depth", "example_batch", "loss_fn", "optimizer"))
     return _report(_binding().summary(options, depth),
                    lambda: str(_binding().summary(dict(options), depth, True)))
 
@@ -342,8 +363,9 @@ def _batch_of(example_batch: Any) -> int:
 
 
 def _request_options(given: Mapping[str, Any], not_request: Sequence[str]) -> Dict[str, Any]:
-    """The request's keywords for the binding: None left out, traces loaded, set values
-    spelled as the command line spells them."""
+    """The request's keywords for the binding: None left out, traces loaded, files read. The
+    binding converts each value by the option table's kind (a dict of --set keys or LoRA fields
+    passes as it is)."""
     options: Dict[str, Any] = {}
     for key, value in given.items():
         if key in not_request or value is None:
@@ -352,8 +374,8 @@ def _request_options(given: Mapping[str, Any], not_request: Sequence[str]) -> Di
             value = load_trace(value)
         if key == "trace":
             value = value._handle
-        elif key == "set":
-            value = {str(k): _set_value(v) for k, v in value.items()}
+        elif key in ("set", "lora") and isinstance(value, Mapping):
+            value = dict(value)
         elif key == "input" and not isinstance(value, str):
             value = list(value)
         elif key == "gpu_profile":
@@ -361,8 +383,6 @@ def _request_options(given: Mapping[str, Any], not_request: Sequence[str]) -> Di
                                "calibrate --out FILE` on the machine that trains")
         elif key == "hf_config":
             value = _read_file(value, "config", "give the config.json of a Hugging Face model")
-        elif key == "lora" and not isinstance(value, str):
-            value = _lora_text(value)
         options[key] = value
     return options
 
@@ -375,21 +395,6 @@ def _read_file(source: Union[str, "os.PathLike[str]"], what: str, hint: str) -> 
             return path, f.read()
     except OSError as e:
         raise Error(f"cannot open {what} '{path}' ({e.strerror}) (hint: {hint})") from None
-
-
-def _lora_text(lora: Mapping[str, Any]) -> str:
-    """{"r": 16, "target": ["q_proj", "v_proj"]} as --lora spells it:
-    "r=16,target=q_proj,v_proj"."""
-    return ",".join(f"{key}={_set_value(value)}" for key, value in lora.items())
-
-
-def _set_value(value: Any) -> str:
-    """A --set value as the command line spells it (true/false, a,b,c)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return ",".join(_set_value(v) for v in value)
-    return str(value)
 
 
 def _report(text: str, html: Optional[Callable[[], str]] = None) -> Report:

@@ -4,10 +4,32 @@
 
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 
 namespace trainfit {
+
+std::optional<double> parse_number(std::string_view text) {
+  const std::string s(text);
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(s, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used == 0 || used != s.size()) return std::nullopt;
+  return value;
+}
+
+std::optional<int64_t> parse_whole(std::string_view text) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || text.empty()) return std::nullopt;
+  return value;
+}
 namespace {
 
 struct Unit {

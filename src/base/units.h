@@ -7,12 +7,18 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "base/status.h"
 
 namespace trainfit {
+
+// The number `text` spells, all of it ("0.05", "1e-4"), or nullopt.
+std::optional<double> parse_number(std::string_view text);
+// The whole number `text` spells, all of it, within int64; or nullopt.
+std::optional<int64_t> parse_whole(std::string_view text);
 
 // "24GiB", "24GB" (10^9), "24576MiB", "512MB", "1000000" (bytes).
 Result<int64_t> parse_bytes(std::string_view text);

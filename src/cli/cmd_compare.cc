@@ -9,7 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/input_files.h"
-#include "cli/request_flags.h"
+#include "cli/request_cli.h"
 #include "report/html.h"
 #include "report/json.h"
 #include "report/text.h"
@@ -19,8 +19,8 @@ namespace {
 
 std::string options_help() {
   CLI::App app{"", "compare"};
-  RequestFlags f;
-  add_layered_flags(app, f);
+  RequestCli flags(RequestCommand::kCompare);
+  flags.add_to(app, /*layered=*/true);
   std::string help = app.help();
   // Keep the option list only: drop the usage and --help lines the throwaway parser prints.
   const size_t model = help.find("  --model");
@@ -30,14 +30,16 @@ std::string options_help() {
 
 // One model source's arguments (the shared ones first) as a request.
 Result<TrainingRequest> segment_request(const std::vector<std::string>& args, size_t index) {
-  Result<RequestFlags> parsed = parse_layered_flags(args);
-  if (!parsed.ok()) {
-    return invalid_argument(fmt::format("model {}: {}", index + 1, parsed.status().message()),
+  RequestCli flags(RequestCommand::kCompare);
+  if (Status parsed = flags.parse_layered(args); !parsed.ok()) {
+    return invalid_argument(fmt::format("model {}: {}", index + 1, parsed.message()),
                             "see trainfit compare --help");
   }
-  Result<TrainingRequest> request = to_request(*parsed);
+  Result<TrainingRequest> request = flags.to_request();
   if (!request.ok()) {
-    const std::string& source = parsed->model.empty() ? parsed->trace : parsed->model;
+    const std::string source = flags.given("model")       ? flags.text("model")
+                               : flags.given("hf_config") ? flags.text("hf_config")
+                                                          : flags.text("trace");
     return request.status().with_context(fmt::format("model {} ({})", index + 1, source));
   }
   return request;
@@ -67,12 +69,12 @@ int run_compare(const CLI::App& app, std::ostream& out, std::ostream& err) {
       ++it;
     }
   }
-  // Split at each --model or --trace; what comes before the first applies to all.
+  // Split at each --model, --hf-config or --trace; what comes before the first applies to all.
   std::vector<std::string> shared;
   std::vector<std::vector<std::string>> models;
   for (const std::string& a : args) {
     if (a == "--model" || a.starts_with("--model=") || a == "--trace" ||
-        a.starts_with("--trace=")) {
+        a.starts_with("--trace=") || a == "--hf-config" || a.starts_with("--hf-config=")) {
       models.emplace_back();
     }
     (models.empty() ? shared : models.back()).push_back(a);

@@ -7,7 +7,7 @@
 
 #include "cli/cli.h"
 #include "cli/input_files.h"
-#include "cli/request_flags.h"
+#include "cli/request_cli.h"
 #include "report/csv.h"
 #include "report/html.h"
 #include "report/json.h"
@@ -17,7 +17,7 @@ namespace trainfit {
 namespace {
 
 struct EstimateFlags {
-  RequestFlags request;
+  RequestCli request{RequestCommand::kEstimate};
   std::string timeline;
   std::string html;
   bool json = false;
@@ -25,7 +25,7 @@ struct EstimateFlags {
 };
 
 int run_estimate(const EstimateFlags& o, std::ostream& out, std::ostream& err) {
-  Result<TrainingRequest> request = to_request(o.request);
+  Result<TrainingRequest> request = o.request.to_request();
   if (!request.ok()) return report_error(err, request.status());
   const bool html = !o.html.empty();
   Result<EstimateReport> report = make_estimate_report(
@@ -70,8 +70,7 @@ CommandRun setup_estimate(CLI::App& app) {
       "rate)\n"
       "  trainfit estimate --trace mynet.trace.json --batch 64 --gpu h100   (your own model:\n"
       "      PYTHONPATH=python python3 -m trainfit.trace --help)");
-  add_request_flags(app, o->request);
-  add_baseline_flags(app, o->request);
+  o->request.add_to(app);
   app.add_option("--timeline", o->timeline,
                  "write allocated and reserved bytes after every event as CSV");
   app.add_flag("--explain", o->explain, "also list the largest tensors alive at the peak");

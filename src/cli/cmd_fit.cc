@@ -4,7 +4,7 @@
 
 #include "cli/cli.h"
 #include "cli/input_files.h"
-#include "cli/request_flags.h"
+#include "cli/request_cli.h"
 #include "report/html.h"
 #include "report/json.h"
 #include "report/text.h"
@@ -13,7 +13,7 @@ namespace trainfit {
 namespace {
 
 struct FitFlags {
-  RequestFlags request;
+  RequestCli request{RequestCommand::kFit};
   bool what_if = false;
   int64_t target_batch = 0;
   bool allow_model_changes = false;
@@ -25,24 +25,23 @@ struct FitFlags {
 
 // The flags checked in the order the planner would meet them, so that the first problem is
 // the one reported; then the request.
-Result<FitRequest> to_fit_request(FitFlags o, bool batch_given) {
-  RequestFlags& flags = o.request;
-  if (flags.gpu.empty() && flags.gpu_memory.empty()) {
+Result<FitRequest> to_fit_request(const FitFlags& o, bool batch_given) {
+  const RequestCli& flags = o.request;
+  if (!flags.given("gpu") && !flags.given("gpu_memory")) {
     return invalid_argument("fit needs a GPU", "add --gpu NAME (see `trainfit gpus`) or --gpu all");
   }
-  if (flags.device_profile != "cuda") {
+  if (flags.given("device_profile") && flags.text("device_profile") != "cuda") {
     return unsupported("fit plans for CUDA GPUs", "drop --device-profile cpu");
   }
   FitRequest f;
-  f.all_gpus = flags.gpu == "all";
-  if (f.all_gpus) flags.gpu.clear();
+  f.all_gpus = flags.text("gpu") == "all";
   f.batch_given = batch_given;
   f.what_if = o.what_if;
   f.target_batch = o.target_batch;
   f.allow_model_changes = o.allow_model_changes;
   f.curve = o.curve || !o.html.empty();
   TF_ASSIGN_OR_RETURN(f.rank, parse_enum(kRankNames, "--rank", o.rank));
-  TF_ASSIGN_OR_RETURN(f.request, to_request(flags));
+  TF_ASSIGN_OR_RETURN(f.request, flags.to_request(f.all_gpus ? "gpu" : ""));
   return f;
 }
 
@@ -87,7 +86,7 @@ CommandRun setup_fit(CLI::App& app) {
       "  trainfit fit --model resnet50 --gpu all --rank time\n"
       "  trainfit fit --model vit_b_16 --gpu a100-80gb --target-batch 512 --json\n"
       "  trainfit fit --model resnet50 --gpu rtx4090 --what-if --html fit.html");
-  add_request_flags(app, o->request);
+  o->request.add_to(app);
   app.get_option("--gpu")->description(
       "GPU from the catalog (see `trainfit gpus`), or all: one row per catalog GPU");
   app.add_flag("--what-if", o->what_if,

@@ -9,7 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/input_files.h"
-#include "cli/request_flags.h"
+#include "cli/request_cli.h"
 #include "report/html.h"
 #include "report/json.h"
 #include "report/text.h"
@@ -18,31 +18,27 @@ namespace trainfit {
 namespace {
 
 struct LaunchFlags {
-  RequestFlags request;
+  RequestCli request{RequestCommand::kLaunch};
   int cores = 0;  // 0: this host's
   std::string html;
   bool json = false;
 };
 
 Result<TrainingRequest> to_launch_request(const LaunchFlags& o) {
-  const RequestFlags& flags = o.request;
-  if (flags.gpu.empty() || flags.gpu == "all") {
+  const RequestCli& flags = o.request;
+  if (!flags.given("gpu") || flags.text("gpu") == "all") {
     return invalid_argument("launch needs the GPU the run will use",
                             "add --gpu NAME (see `trainfit gpus`)");
   }
-  if (flags.device_profile != "cuda") {
+  if (flags.given("device_profile") && flags.text("device_profile") != "cuda") {
     return unsupported("launch plans for CUDA GPUs", "drop --device-profile cpu");
   }
-  if (!flags.baseline_batch || !flags.baseline_lr) {
+  if (!flags.given("baseline_batch") || !flags.given("baseline_lr")) {
     return invalid_argument("launch needs the baseline's batch and learning rate",
                             "add --baseline-batch B --baseline-lr LR (what the paper or config "
                             "trained with)");
   }
-  if (flags.batch != 1 || flags.grad_accum != 1) {
-    return invalid_argument("launch chooses the per-GPU batch and accumulation itself",
-                            "drop --batch and --grad-accum; give --baseline-batch");
-  }
-  return to_request(flags);
+  return flags.to_request();
 }
 
 int run_launch(const LaunchFlags& o, std::ostream& out, std::ostream& err) {
@@ -88,8 +84,7 @@ CommandRun setup_launch(CLI::App& app) {
       "--baseline-lr 0.1 --optimizer momentum\n"
       "  trainfit launch --model act --gpu rtx4090 --gpus 2 --baseline-batch 64 "
       "--baseline-lr 1e-5 --json");
-  add_request_flags(app, o->request);
-  add_baseline_flags(app, o->request);
+  o->request.add_to(app);
   app.get_option("--gpus")->description("GPUs the node has: plans use 1 to this many");
   app.add_option("--cores", o->cores,
                  "CPU cores of the node the run will use (default: this host's): "

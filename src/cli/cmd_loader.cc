@@ -9,7 +9,7 @@
 #include "base/units.h"
 #include "cli/cli.h"
 #include "cli/input_files.h"
-#include "cli/request_flags.h"
+#include "cli/request_cli.h"
 #include "report/html.h"
 #include "report/json.h"
 #include "report/text.h"
@@ -18,7 +18,7 @@ namespace trainfit {
 namespace {
 
 struct LoaderFlags {
-  RequestFlags request;
+  RequestCli request{RequestCommand::kLoader};
   std::string profile;
   std::string step_time;
   std::optional<int64_t> num_workers;
@@ -54,7 +54,8 @@ Result<LoaderReportRequest> to_loader_request(const LoaderFlags& o, bool batch_g
                             "MODULE:FACTORY --out loader.json");
   }
   LoaderReportRequest q;
-  const bool model = !o.request.model.empty() || !o.request.trace.empty();
+  const bool model =
+      o.request.given("model") || o.request.given("trace") || o.request.given("hf_config");
   if (model == !o.step_time.empty()) {
     return invalid_argument(
         model ? "give a model with --gpu or --step-time, not both"
@@ -65,10 +66,11 @@ Result<LoaderReportRequest> to_loader_request(const LoaderFlags& o, bool batch_g
     return invalid_argument("loader needs --batch N", "the batch size training uses");
   }
   if (model) {
-    TF_ASSIGN_OR_RETURN(q.training, to_request(o.request));
+    TF_ASSIGN_OR_RETURN(q.training, o.request.to_request());
   } else {
     TF_ASSIGN_OR_RETURN(q.step_time_s, parse_duration("--step-time", o.step_time));
-    q.batch = o.request.batch;
+    TF_ASSIGN_OR_RETURN(const TrainingRequest batch_only, o.request.to_request());
+    q.batch = batch_only.batch;
   }
   q.given.num_workers = o.num_workers;
   q.given.prefetch_factor = o.prefetch_factor;
@@ -128,7 +130,7 @@ CommandRun setup_loader(CLI::App& app) {
       "--memory-limit 16GB --json");
   app.add_option("--profile", o->profile, "the loader profile from python3 -m trainfit.loader")
       ->required();
-  add_request_flags(app, o->request);
+  o->request.add_to(app);
   app.add_option("--step-time", o->step_time,
                  "the GPU's time per batch instead of a model, e.g. 80ms or 0.08s");
   app.add_option("--num-workers", o->num_workers, "judge these settings instead of choosing");

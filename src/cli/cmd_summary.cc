@@ -4,7 +4,7 @@
 
 #include "cli/cli.h"
 #include "cli/input_files.h"
-#include "cli/request_flags.h"
+#include "cli/request_cli.h"
 #include "report/html.h"
 #include "report/json.h"
 #include "report/summary_report.h"
@@ -14,7 +14,7 @@ namespace trainfit {
 namespace {
 
 struct SummaryFlags {
-  RequestFlags request;  // the MODEL-SOURCE flags only
+  RequestCli request{RequestCommand::kSummary};  // the model options only
   int depth = -1;
   std::string html;
   bool json = false;
@@ -23,7 +23,7 @@ struct SummaryFlags {
 constexpr int kDefaultTextDepth = 3;
 
 int run_summary(const SummaryFlags& o, std::ostream& out, std::ostream& err) {
-  Result<TrainingRequest> request = to_request(o.request);
+  Result<TrainingRequest> request = o.request.to_request();
   if (!request.ok()) return report_error(err, request.status());
   Result<Summary> s = make_summary(*request);
   if (!s.ok()) return report_error(err, s.status());
@@ -52,7 +52,7 @@ CommandRun setup_summary(CLI::App& app) {
       "  trainfit summary --model vit_b_16 --depth 2 --json\n"
       "  trainfit summary --model gpt2 --seq-len 512 --precision amp-bf16\n"
       "  trainfit summary --trace model.trace.json --batch 64   (python3 -m trainfit.trace)");
-  add_source_flags(app, o->request);
+  o->request.add_to(app);
   app.add_option("--depth", o->depth, "deepest module level to show (text default 3, JSON all)");
   app.add_flag("--json", o->json, "print one JSON object");
   app.add_option("--html", o->html,

@@ -11,7 +11,8 @@
 
 #include "cli/cli.h"
 #include "cli/cli_test_util.h"
-#include "cli/request_flags.h"
+#include "cli/request_cli.h"
+#include "pipeline/request_options.h"
 #include "plan/batch_search.h"
 
 namespace trainfit {
@@ -102,10 +103,11 @@ void expect_rows_are_estimates(const std::vector<std::string>& model, const std:
                 1e-12);
     // The change is the knob's arguments on top of the user's.
     const std::vector<std::string> knob = row["args"].get<std::vector<std::string>>();
-    Result<RequestFlags> user = parse_layered_flags(
+    RequestCli user(RequestCommand::kCompare);
+    const Status parsed_args = user.parse_layered(
         concat(concat(model, {"--gpu", gpu, "--batch", batch, "--margin", "5%"}), knob));
-    ASSERT_TRUE(user.ok()) << user.status().to_string();
-    Result<TrainingRequest> parsed = to_request(*user);
+    ASSERT_TRUE(parsed_args.ok()) << parsed_args.to_string();
+    Result<TrainingRequest> parsed = user.to_request();
     ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
     EXPECT_EQ(request_args(*parsed), args);
   }

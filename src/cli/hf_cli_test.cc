@@ -6,6 +6,7 @@
 
 #include "cli/cli_test_util.h"
 #include "pipeline/request.h"
+#include "pipeline/request_options.h"
 
 namespace trainfit {
 namespace {

@@ -6,11 +6,8 @@
 #include <sstream>
 
 namespace trainfit {
-namespace {
-
-// The whole file, or "cannot open WHAT 'PATH'" with `hint`.
-Result<std::string> read_text(const std::string& path, std::string_view what,
-                              std::string_view hint) {
+Result<std::string> read_input_file(const std::string& path, std::string_view what,
+                                    std::string_view hint) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(fmt::format("cannot open {} '{}'", what, path), std::string(hint));
   std::ostringstream text;
@@ -18,40 +15,13 @@ Result<std::string> read_text(const std::string& path, std::string_view what,
   return text.str();
 }
 
-}  // namespace
-
-Result<std::shared_ptr<const TraceModel>> read_trace_file(const std::string& path) {
-  TF_ASSIGN_OR_RETURN(
-      const std::string text,
-      read_text(path, "trace",
-                "give the path of a file written by `python3 -m trainfit.trace --out`"));
-  return load_trace(text, path);
-}
-
-Result<HfModel> read_hf_config_file(const std::string& path) {
-  TF_ASSIGN_OR_RETURN(const std::string text,
-                      read_text(path, "config",
-                                "give the config.json of a Hugging Face model; see "
-                                "examples/*.json"));
-  return parse_hf_config(text, path);
-}
-
-Result<std::shared_ptr<const GpuProfile>> read_gpu_profile_file(const std::string& path) {
-  TF_ASSIGN_OR_RETURN(
-      const std::string text,
-      read_text(path, "GPU profile",
-                "write it with `python3 -m trainfit.calibrate --out FILE` on the machine that "
-                "trains"));
-  TF_ASSIGN_OR_RETURN(GpuProfile profile, parse_gpu_profile(text, path));
-  return std::make_shared<const GpuProfile>(std::move(profile));
-}
-
 Result<std::shared_ptr<const LoaderProfile>> read_loader_profile_file(const std::string& path) {
   TF_ASSIGN_OR_RETURN(
       const std::string text,
-      read_text(path, "loader profile",
-                "write it with `python3 -m trainfit.loader --dataset MODULE:FACTORY --out FILE` "
-                "on the host that trains"));
+      read_input_file(
+          path, "loader profile",
+          "write it with `python3 -m trainfit.loader --dataset MODULE:FACTORY --out FILE` "
+          "on the host that trains"));
   TF_ASSIGN_OR_RETURN(LoaderProfile profile, parse_loader_profile(text, path));
   return std::make_shared<const LoaderProfile>(std::move(profile));
 }
@@ -70,9 +40,9 @@ Status write_report_file(std::string_view option, const std::string& path,
 Result<MetricsCurve> read_metrics_file(const std::string& path, const std::string& column) {
   TF_ASSIGN_OR_RETURN(
       const std::string text,
-      read_text(path, "metrics file",
-                "give a CSV with one validation value per epoch (a logger's metrics.csv, or "
-                "TensorBoard's scalars downloaded as CSV)"));
+      read_input_file(path, "metrics file",
+                      "give a CSV with one validation value per epoch (a logger's metrics.csv, or "
+                      "TensorBoard's scalars downloaded as CSV)"));
   return parse_metrics_csv(text, path, column);
 }
 

@@ -5,8 +5,8 @@
 // (sources/trace load_trace, sources/calibration parse_gpu_profile, sources/loader
 // parse_loader_profile).
 //
-//   Result<std::shared_ptr<const TraceModel>> m = read_trace_file("mine.trace.json");
-//   Result<std::shared_ptr<const GpuProfile>> p = read_gpu_profile_file("gpu.json");
+//   Result<std::string> text = read_input_file("gpu.json", "GPU profile", "write it with ...");
+//   Result<std::shared_ptr<const LoaderProfile>> p = read_loader_profile_file("loader.json");
 #pragma once
 
 #include <memory>
@@ -20,9 +20,9 @@
 
 namespace trainfit {
 
-Result<std::shared_ptr<const TraceModel>> read_trace_file(const std::string& path);
-Result<std::shared_ptr<const GpuProfile>> read_gpu_profile_file(const std::string& path);
-Result<HfModel> read_hf_config_file(const std::string& path);
+// The whole file, or "cannot open WHAT 'PATH'" with `hint`.
+Result<std::string> read_input_file(const std::string& path, std::string_view what,
+                                    std::string_view hint);
 Result<std::shared_ptr<const LoaderProfile>> read_loader_profile_file(const std::string& path);
 Result<MetricsCurve> read_metrics_file(const std::string& path, const std::string& column);
 // Writes a report (--html FILE, --timeline FILE): "cannot write --html 'PATH'" on failure.

@@ -284,20 +284,6 @@ Result<EstimateOptions> device_options(const TrainingRequest& r) {
   return o;
 }
 
-// The number `text` spells, all of it, or nullopt.
-std::optional<double> parse_number(std::string_view text) {
-  const std::string s(text);
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(s, &used);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (used == 0 || used != s.size()) return std::nullopt;
-  return value;
-}
-
 // LoRA's numbers in range, and its targets: peft's default for the model when none are given.
 Result<LoraConfig> resolve_lora(const LoraConfig& given, const ModelSpec* spec) {
   LoraConfig lora = given;
@@ -340,90 +326,6 @@ Status check_quantized_base(const TrainingRequest& r) {
                        "DDP or one GPU");
   }
   return {};
-}
-
-Result<LoraConfig> parse_lora(std::string_view text) {
-  LoraConfig lora;
-  std::string key;  // the key a bare item continues (target's list)
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string_view item = text.substr(start, comma - start);
-    start = comma + 1;
-    const size_t eq = item.find('=');
-    std::string_view value = item;
-    if (eq != std::string_view::npos) {
-      key = std::string(item.substr(0, eq));
-      value = item.substr(eq + 1);
-    } else if (key != "target") {
-      return invalid_argument(fmt::format("--lora '{}': '{}' is not key=value", text, item),
-                              "for example --lora r=16,alpha=32,dropout=0.05,target=q_proj,v_proj");
-    }
-    const auto number = [&](double& out) -> Status {
-      const std::optional<double> n = parse_number(value);
-      if (!n) {
-        return invalid_argument(fmt::format("--lora {}='{}' is not a number", key, value),
-                                "for example --lora r=16,alpha=32,dropout=0.05");
-      }
-      out = *n;
-      return {};
-    };
-    if (key == "r") {
-      double r = 0;
-      TF_RETURN_IF_ERROR(number(r));
-      if (r != std::floor(r) || r < 1 || r > static_cast<double>(int64_t{1} << 20)) {
-        return invalid_argument(fmt::format("--lora r={} is not a rank", value),
-                                "give a whole number, e.g. --lora r=16");
-      }
-      lora.rank = static_cast<int64_t>(r);
-    } else if (key == "alpha") {
-      TF_RETURN_IF_ERROR(number(lora.alpha));
-    } else if (key == "dropout") {
-      TF_RETURN_IF_ERROR(number(lora.dropout));
-    } else if (key == "target") {
-      if (value.empty()) {
-        return invalid_argument(fmt::format("--lora '{}' has an empty target", text),
-                                "name modules, e.g. target=q_proj,v_proj or target=all-linear");
-      }
-      lora.target.emplace_back(value);
-    } else if (key == "adapter_dtype") {
-      if (value != "fp32" && value != "base") {
-        return invalid_argument(fmt::format("--lora adapter_dtype='{}' is not fp32 or base", value),
-                                "fp32: peft's default (autocast_adapter_dtype=True); base: the "
-                                "dtype of the layer adapted");
-      }
-      lora.fp32_adapters = value == "fp32";
-    } else if (key == "quant") {
-      if (value == "nf4") {
-        lora.quant = LoraConfig::Quant::kNf4;
-      } else if (value == "fp4") {
-        lora.quant = LoraConfig::Quant::kFp4;
-      } else if (value == "none") {
-        lora.quant = LoraConfig::Quant::kOff;
-      } else {
-        return invalid_argument(fmt::format("--lora quant='{}' is not nf4, fp4 or none", value),
-                                "nf4: QLoRA's 4-bit base (bnb_4bit_quant_type=\"nf4\")");
-      }
-    } else if (key == "double_quant") {
-      if (value != "true" && value != "false") {
-        return invalid_argument(fmt::format("--lora double_quant='{}' is not true or false", value),
-                                "true: bnb_4bit_use_double_quant=True, QLoRA's recipe");
-      }
-      lora.double_quant = value == "true";
-    } else if (key == "prepare") {
-      if (value != "true" && value != "false") {
-        return invalid_argument(
-            fmt::format("--lora prepare='{}' is not true or false", value),
-            "true: peft's prepare_model_for_kbit_training before get_peft_model");
-      }
-      lora.prepare = value == "true";
-    } else {
-      return invalid_argument(
-          fmt::format("--lora has no key '{}'", key),
-          "keys: r, alpha, dropout, target, adapter_dtype, quant, double_quant, prepare");
-    }
-  }
-  return lora;
 }
 
 std::string lora_arg(const LoraConfig& lora) {
@@ -596,92 +498,6 @@ Result<bool> parse_fsdp_mixed_precision(std::string_view option, std::string_vie
                        "use bf16 (FSDP's fp16 needs a ShardedGradScaler)");
   }
   return invalid_argument(fmt::format("unknown {} '{}'", option, text), "use bf16");
-}
-
-std::vector<std::string> request_args(const TrainingRequest& r) {
-  std::vector<std::string> args;
-  const auto add = [&](const char* flag, const std::string& value) {
-    args.emplace_back(flag);
-    args.push_back(value);
-  };
-  size_t first_set = 0;  // the sets a config.json gives come from the file
-  if (!r.hf_config.empty()) {
-    add("--hf-config", r.hf_config);
-    first_set = std::min(r.hf_sets, r.sets.size());
-  } else if (!r.model.empty()) {
-    add("--model", r.model);
-  }
-  if (r.trace) add("--trace", r.trace_source);
-  for (size_t i = first_set; i < r.sets.size(); ++i) {
-    add("--set", fmt::format("{}={}", r.sets[i].first, r.sets[i].second));
-  }
-  add("--batch", std::to_string(r.batch));
-  if (r.input) add("--input", shape_string(*r.input));
-  if (r.seq_len) add("--seq-len", std::to_string(*r.seq_len));
-  if (r.precision != Precision::kFp32) add("--precision", std::string(precision_name(r.precision)));
-  if (r.device.target.device != Device::kCuda) {
-    add("--device-profile", std::string(kDeviceNames.name(r.device.target.device)));
-  }
-  for (const std::string& p : r.freeze) add("--freeze", p);
-  if (r.lora) add("--lora", lora_arg(*r.lora));
-  if (r.optimizer) add("--optimizer", std::string(optimizer_name(*r.optimizer)));
-  if (r.optimizer_impl != OptimizerImpl::kDefault) {
-    add("--optimizer-impl", std::string(optimizer_impl_name(r.optimizer_impl)));
-  }
-  if (r.cuda_default_device) add("--default-device", "cuda");
-  if (r.weight_decay) add("--weight-decay", fmt::format("{}", *r.weight_decay));
-  for (const std::string& p : r.checkpoint) add("--checkpoint", p);
-  if (r.checkpoint_reentrant) args.emplace_back("--checkpoint-reentrant");
-  if (r.grad_accum != 1) add("--grad-accum", std::to_string(r.grad_accum));
-  if (r.grad_scaler_skips != 0) {
-    add("--grad-scaler-skips", std::to_string(r.grad_scaler_skips));
-  }
-  if (r.cudnn_benchmark) args.emplace_back("--cudnn-benchmark");
-  if (r.loop != LoopStyle::kHeld) add("--loop", std::string(kLoopStyleNames.name(r.loop)));
-  if (r.gpus != 1) add("--gpus", std::to_string(r.gpus));
-  if (r.nodes != 1) add("--nodes", std::to_string(r.nodes));
-  if (r.network_gbits) add("--network", fmt::format("{:g}", *r.network_gbits));
-  if (r.strategy) add("--strategy", std::string(strategy_name(*r.strategy)));
-  if (r.ddp.bucket_cap_bytes) {
-    add("--bucket-cap-mb",
-        fmt::format("{:g}", static_cast<double>(*r.ddp.bucket_cap_bytes) / (1 << 20)));
-  }
-  if (r.ddp.gradient_as_bucket_view) args.emplace_back("--gradient-as-bucket-view");
-  for (const std::string& w : r.fsdp.wrap) add("--fsdp-wrap", w);
-  if (r.fsdp.sharding != FsdpSharding::kFullShard) {
-    add("--fsdp-sharding", std::string(kFsdpShardingNames.name(r.fsdp.sharding)));
-  }
-  if (r.fsdp.mixed_precision_bf16) add("--fsdp-mixed-precision", "bf16");
-  if (r.ddp.find_unused_parameters) args.emplace_back("--find-unused-parameters");
-  if (!r.ddp.broadcast_buffers) args.emplace_back("--no-broadcast-buffers");
-  if (r.tf32) args.emplace_back("--tf32");
-  if (r.memory_format != MemoryFormat::kChannelsFirst) {
-    add("--memory-format", std::string(kMemoryFormatNames.name(r.memory_format)));
-  }
-  if (r.dataset_size) add("--dataset-size", std::to_string(*r.dataset_size));
-  if (r.baseline_batch) add("--baseline-batch", std::to_string(*r.baseline_batch));
-  if (r.baseline_lr) add("--baseline-lr", fmt::format("{:g}", *r.baseline_lr));
-  const DeviceProfile& d = r.device;
-  if (!d.gpu.empty()) {
-    add("--gpu", d.gpu);
-  } else if (d.total_bytes >= 0) {
-    add("--gpu-memory", size_arg(d.total_bytes));
-  }
-  if (d.calibration) add("--gpu-profile", d.calibration->file);
-  if (d.timing) {
-    const Link& link = d.timing->link;
-    if (link.kind != default_link(d.gpu)) add("--link", std::string(kLinkNames.name(link.kind)));
-    if (link.bus_gbps != link_of(link.kind).bus_gbps) {
-      add("--bus-bandwidth", fmt::format("{:g}", link.bus_gbps));
-    }
-  }
-  if (d.target.device == Device::kCuda && d.context_source == ContextSource::kGiven) {
-    add("--cuda-context", size_arg(d.context_bytes));
-  }
-  if (r.expandable_segments) args.emplace_back("--expandable-segments");
-  if (r.max_split_size_bytes) add("--max-split-size", size_arg(*r.max_split_size_bytes));
-  if (r.margin) add("--margin", fmt::format("{:g}%", 100 * *r.margin));
-  return args;
 }
 
 }  // namespace trainfit

@@ -9,7 +9,7 @@
 //   r.precision = Precision::kAmpBf16;
 //   r.device = cuda_profile(*find_gpu("rtx4090"));
 //   Result<ResolvedRequest> resolved = resolve(r);   // checked, with the model's presets applied
-//   request_args(r);   // --model resnet50 --batch 64 --precision amp-bf16 --gpu rtx4090
+//   request_args(r);   // request_options.h: --model resnet50 --batch 64 --precision amp-bf16 ...
 #pragma once
 
 #include <cstdint>
@@ -119,20 +119,11 @@ Result<double> parse_margin(std::string_view option, std::string_view text);
 // a ShardedGradScaler on a pure-fp16 model, which is not modelled.
 Result<bool> parse_fsdp_mixed_precision(std::string_view option, std::string_view text);
 
-// --lora's value, peft's LoraConfig fields: "r=16,alpha=32,dropout=0.05,target=q_proj,v_proj".
-// Keys: r (8), alpha (8), dropout (0), target (module names, or all-linear; default: peft's for
-// the model), adapter_dtype (fp32, as get_peft_model casts bf16 adapters; or base), quant (nf4 or
-// fp4: QLoRA's 4-bit base; none), double_quant (true) and prepare (false; true:
-// prepare_model_for_kbit_training's fp32 casts).
-Result<LoraConfig> parse_lora(std::string_view text);
-// The value parse_lora reads back, defaults left out ("r=16,target=q_proj,v_proj").
+// The --lora text that request_options.h's parse_lora reads back, defaults left out
+// ("r=16,target=q_proj,v_proj").
 std::string lora_arg(const LoraConfig& lora);
 // Whether a 4-bit base (--lora quant=) is modelled under the request's precision and strategy:
 // the model loaded in its dtype and computing in it, on one GPU or under DDP; else why not.
 Status check_quantized_base(const TrainingRequest& r);
-
-// The request as `trainfit estimate` arguments that build it again, defaults left out: what
-// `fit` prints to reproduce a row.
-std::vector<std::string> request_args(const TrainingRequest& request);
 
 }  // namespace trainfit

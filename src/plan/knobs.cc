@@ -7,6 +7,7 @@
 
 #include "lower/flops.h"
 #include "lower/optimizer_step.h"
+#include "pipeline/request_options.h"
 
 namespace trainfit {
 

@@ -53,6 +53,10 @@ Result<LaunchPlan> plan_launch(Estimator& estimator, const TrainingRequest& requ
       LaunchCandidate c;
       c.gpus = gpus;
       c.strategy = strategy;
+      // FSDP is offered, not asked for: a model it cannot shard (a unit mixing frozen and
+      // trained parameters, as LoRA makes) is no candidate rather than an error.
+      const bool offered = strategy == Strategy::kFsdp && !request.strategy;
+      bool cannot = false;
       // The fewest micro-batches whose per-GPU batch fits: accumulation divides per_gpu.
       for (int64_t accum = 1; accum <= std::min<int64_t>(per_gpu, kMaxPlannedAccumulation);
            ++accum) {
@@ -69,7 +73,12 @@ Result<LaunchPlan> plan_launch(Estimator& estimator, const TrainingRequest& requ
           r.fsdp.wrap = *fsdp_wrap;
           r.ddp = {};
         }
-        TF_ASSIGN_OR_RETURN(Estimate e, estimator.estimate(r));
+        Result<Estimate> estimated = estimator.estimate(r);
+        if (!estimated.ok() && offered) {
+          cannot = true;
+          break;
+        }
+        TF_ASSIGN_OR_RETURN(Estimate e, std::move(estimated));
         ++plan.estimates;
         c.per_gpu_batch = r.batch;
         c.grad_accum = r.grad_accum;
@@ -79,7 +88,7 @@ Result<LaunchPlan> plan_launch(Estimator& estimator, const TrainingRequest& requ
         c.request = std::move(r);
         if (c.fits) break;
       }
-      plan.candidates.push_back(std::move(c));
+      if (!cannot) plan.candidates.push_back(std::move(c));
     }
   }
   if (plan.candidates.empty()) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "pipeline/request_options.h"
 #include "plan/fake_estimator_test_util.h"
 #include "plan/target.h"
 #include "plan/what_if.h"

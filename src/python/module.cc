@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/suggest.h"
+#include "pipeline/request_options.h"
 #include "report/csv.h"
 #include "report/html.h"
 #include "report/json.h"
@@ -34,50 +35,6 @@ struct TraceHandle {
   std::shared_ptr<const TraceModel> model;
   std::string source;
 };
-
-// The keywords a request takes, as api.py names them.
-const std::vector<std::string> kRequestKeys = {"model",
-                                               "trace",
-                                               "set",
-                                               "batch",
-                                               "input",
-                                               "seq_len",
-                                               "precision",
-                                               "device_profile",
-                                               "freeze",
-                                               "hf_config",
-                                               "lora",
-                                               "optimizer",
-                                               "optimizer_impl",
-                                               "default_device",
-                                               "weight_decay",
-                                               "checkpoint",
-                                               "checkpoint_reentrant",
-                                               "grad_accum",
-                                               "grad_scaler_skips",
-                                               "cudnn_benchmark",
-                                               "loop",
-                                               "gpus",
-                                               "strategy",
-                                               "fsdp_wrap",
-                                               "fsdp_sharding",
-                                               "fsdp_mixed_precision",
-                                               "bucket_cap_mb",
-                                               "gradient_as_bucket_view",
-                                               "find_unused_parameters",
-                                               "broadcast_buffers",
-                                               "tf32",
-                                               "memory_format",
-                                               "dataset_size",
-                                               "baseline_batch",
-                                               "baseline_lr",
-                                               "gpu",
-                                               "gpu_memory",
-                                               "gpu_profile",
-                                               "cuda_context",
-                                               "margin",
-                                               "expandable_segments",
-                                               "max_split_size"};
 
 std::string type_name(const py::handle& value) {
   return py::str(py::type::of(value).attr("__name__"));
@@ -148,218 +105,167 @@ Result<Dims> dims_of(const std::string& key, const py::handle& v) {
   return dims;
 }
 
-Status unknown_key(const std::string& key) {
-  const std::string guess = closest(key, kRequestKeys);
-  return invalid_argument(
-      fmt::format("unknown option '{}'", key),
-      guess.empty() ? "see help(trainfit.estimate)" : fmt::format("did you mean '{}'?", guess));
-}
-
-// api.py reads the files it is given: (path, text).
-Result<std::pair<std::string, std::string>> file_of(const std::string& key, const py::handle& v,
-                                                    std::string_view what) {
-  if (!py::isinstance<py::tuple>(v) || py::len(v) != 2 ||
-      !py::isinstance<py::str>(v.cast<py::tuple>()[0]) ||
-      !py::isinstance<py::str>(v.cast<py::tuple>()[1])) {
-    return wrong_type(key, v, what);
+Result<double> number_of(const std::string& key, const py::handle& v) {
+  if (py::isinstance<py::bool_>(v) ||
+      (!py::isinstance<py::float_>(v) && !py::isinstance<py::int_>(v))) {
+    return wrong_type(key, v, "a number");
   }
-  return v.cast<std::pair<std::string, std::string>>();
+  return v.cast<double>();
 }
 
-// Keywords (None already dropped by api.py) as a request; the library checks the rest.
-Result<TrainingRequest> request_of(const py::dict& options) {
-  TrainingRequest r;
-  DeviceChoice device;
-  std::optional<std::pair<HfModel, std::string>> hf;  // applied once the model keys are read
-  for (const auto& [k, v] : options) {
-    const std::string key = py::str(k);
-    if (key == "model") {
-      TF_ASSIGN_OR_RETURN(r.model, text_of(key, v));
-    } else if (key == "trace") {
+// A --set value or a LoRA field as Python typed it.
+Result<FieldValue> field_of(const std::string& key, const py::handle& v) {
+  if (py::isinstance<py::bool_>(v)) return FieldValue{v.cast<bool>()};
+  if (py::isinstance<py::int_>(v)) {
+    TF_ASSIGN_OR_RETURN(const int64_t n, int_of(key, v));
+    return FieldValue{n};
+  }
+  if (py::isinstance<py::float_>(v)) return FieldValue{v.cast<double>()};
+  if (py::isinstance<py::str>(v)) return FieldValue{v.cast<std::string>()};
+  if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
+    std::vector<std::string> items;
+    for (const py::handle& item : v) items.emplace_back(py::str(item));
+    return FieldValue{std::move(items)};
+  }
+  return wrong_type(key, v, "a bool, number, string or list");
+}
+
+Result<OptionFields> fields_of(const std::string& key, const py::handle& v) {
+  if (!py::isinstance<py::dict>(v)) return wrong_type(key, v, "a dict such as {\"k\": 1}");
+  OptionFields fields;
+  for (const auto& [k, value] : v.cast<py::dict>()) {
+    const std::string field = py::str(k);
+    TF_ASSIGN_OR_RETURN(FieldValue typed, field_of(fmt::format("{}[{}]", key, field), value));
+    fields.emplace_back(field, std::move(typed));
+  }
+  return fields;
+}
+
+// A keyword's value as the option's kind takes it (what the command line gives as text).
+Result<OptionValue> value_of(const RequestOption& o, const std::string& key, const py::handle& v) {
+  switch (o.kind) {
+    case OptionKind::kBool:
+      if (!py::isinstance<py::bool_>(v)) return wrong_type(key, v, "True or False");
+      return OptionValue{v.cast<bool>()};
+    case OptionKind::kInt: {
+      TF_ASSIGN_OR_RETURN(const int64_t n, int_of(key, v));
+      return OptionValue{n};
+    }
+    case OptionKind::kFloat: {
+      TF_ASSIGN_OR_RETURN(const double x, number_of(key, v));
+      return OptionValue{x};
+    }
+    case OptionKind::kSize: {
+      TF_ASSIGN_OR_RETURN(const int64_t bytes, size_of(key, v));
+      return OptionValue{bytes};
+    }
+    case OptionKind::kFraction: {
+      if (py::isinstance<py::str>(v)) {
+        TF_ASSIGN_OR_RETURN(const double share, parse_margin(key, v.cast<std::string>()));
+        return OptionValue{share};
+      }
+      TF_ASSIGN_OR_RETURN(const double share, number_of(key, v));
+      return OptionValue{share};
+    }
+    case OptionKind::kEnum:
+    case OptionKind::kText: {
+      TF_ASSIGN_OR_RETURN(std::string text, text_of(key, v));
+      return OptionValue{std::move(text)};
+    }
+    case OptionKind::kShape: {
+      TF_ASSIGN_OR_RETURN(Dims dims, dims_of(key, v));
+      return OptionValue{std::move(dims)};
+    }
+    case OptionKind::kList: {
+      TF_ASSIGN_OR_RETURN(std::vector<std::string> items, strings_of(key, v));
+      return OptionValue{std::move(items)};
+    }
+    case OptionKind::kKeyValues: {
+      TF_ASSIGN_OR_RETURN(OptionFields fields, fields_of(key, v));
+      return OptionValue{std::move(fields)};
+    }
+    case OptionKind::kLora: {
+      if (py::isinstance<py::str>(v)) {
+        TF_ASSIGN_OR_RETURN(OptionFields fields, split_lora(v.cast<std::string>()));
+        return OptionValue{std::move(fields)};
+      }
+      TF_ASSIGN_OR_RETURN(OptionFields fields, fields_of(key, v));
+      return OptionValue{std::move(fields)};
+    }
+    case OptionKind::kTrace: {
       if (!py::isinstance<TraceHandle>(v)) return wrong_type(key, v, "trainfit.load_trace(...)");
       const auto& handle = v.cast<const TraceHandle&>();
-      r.trace = handle.model;
-      r.trace_source = handle.source;
-    } else if (key == "set") {
-      if (!py::isinstance<py::dict>(v)) return wrong_type(key, v, "a dict such as {\"k\": 1}");
-      for (const auto& [sk, sv] : v.cast<py::dict>()) {
-        r.sets.emplace_back(py::str(sk), py::str(sv));
+      return OptionValue{OptionTrace{.model = handle.model, .source = handle.source}};
+    }
+    case OptionKind::kFile: {
+      // api.py reads the file: (path, text).
+      if (!py::isinstance<py::tuple>(v) || py::len(v) != 2 ||
+          !py::isinstance<py::str>(v.cast<py::tuple>()[0]) ||
+          !py::isinstance<py::str>(v.cast<py::tuple>()[1])) {
+        return wrong_type(key, v, fmt::format("a {}'s path", o.file_what));
       }
-    } else if (key == "batch") {
-      TF_ASSIGN_OR_RETURN(r.batch, int_of(key, v));
-    } else if (key == "input") {
-      TF_ASSIGN_OR_RETURN(r.input, dims_of(key, v));
-    } else if (key == "seq_len") {
-      TF_ASSIGN_OR_RETURN(r.seq_len, int_of(key, v));
-    } else if (key == "precision") {
-      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
-      TF_ASSIGN_OR_RETURN(r.precision, parse_enum(kPrecisionNames, key, s));
-    } else if (key == "device_profile") {
-      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
-      TF_ASSIGN_OR_RETURN(device.profile, parse_enum(kDeviceNames, key, s));
-    } else if (key == "freeze") {
-      TF_ASSIGN_OR_RETURN(r.freeze, strings_of(key, v));
-    } else if (key == "hf_config") {
-      TF_ASSIGN_OR_RETURN(const auto file, file_of(key, v, "a config.json's path"));
-      TF_ASSIGN_OR_RETURN(HfModel model, parse_hf_config(file.second, file.first));
-      hf.emplace(std::move(model), file.first);
-    } else if (key == "lora") {
-      // api.py spells a dict as the command line does.
-      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
-      TF_ASSIGN_OR_RETURN(r.lora, parse_lora(s));
-    } else if (key == "optimizer") {
-      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
-      TF_ASSIGN_OR_RETURN(r.optimizer, parse_enum(kOptimizerNames, key, s));
-    } else if (key == "optimizer_impl") {
-      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
-      TF_ASSIGN_OR_RETURN(r.optimizer_impl, parse_enum(kOptimizerImplNames, key, s));
-    } else if (key == "default_device") {
-      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
-      if (s != "cpu" && s != "cuda") {
-        return invalid_argument(fmt::format("default_device {} is not a device", s),
-                                "give \"cpu\" or \"cuda\"");
-      }
-      r.cuda_default_device = s == "cuda";
-    } else if (key == "weight_decay") {
-      if (!py::isinstance<py::float_>(v) && !py::isinstance<py::int_>(v)) {
-        return wrong_type(key, v, "a number");
-      }
-      r.weight_decay = v.cast<double>();
-    } else if (key == "checkpoint") {
-      TF_ASSIGN_OR_RETURN(r.checkpoint, strings_of(key, v));
-    } else if (key == "grad_accum") {
-      TF_ASSIGN_OR_RETURN(const int64_t n, int_of(key, v));
-      if (n < 1) {
-        return invalid_argument("grad_accum must be at least 1", "use grad_accum=1 or more");
-      }
-      if (n > std::numeric_limits<int>::max()) {
-        return out_of_range(fmt::format("grad_accum {} is too large", n),
-                            "every micro-batch is replayed: a few thousand at most");
-      }
-      r.grad_accum = static_cast<int>(n);
-    } else if (key == "grad_scaler_skips") {
-      TF_ASSIGN_OR_RETURN(const int64_t n, int_of(key, v));
-      if (n < 0 || n > 1000000) {
-        return invalid_argument("grad_scaler_skips must be between 0 and 1000000",
-                                "for example grad_scaler_skips=2");
-      }
-      r.grad_scaler_skips = static_cast<int>(n);
-    } else if (key == "gpus") {
-      TF_ASSIGN_OR_RETURN(const int64_t n, int_of(key, v));
-      if (n < 1 || n > 1 << 20) {
-        return invalid_argument("gpus must be at least 1", "for example gpus=2");
-      }
-      r.gpus = static_cast<int>(n);
-    } else if (key == "nodes") {
-      TF_ASSIGN_OR_RETURN(const int64_t n, int_of(key, v));
-      if (n < 1 || n > 1 << 20) {
-        return invalid_argument("nodes must be at least 1", "for example nodes=2");
-      }
-      r.nodes = static_cast<int>(n);
-    } else if (key == "network") {
-      if (!v.is_none()) {
-        if (!py::isinstance<py::float_>(v) && !py::isinstance<py::int_>(v)) {
-          return wrong_type(key, v, "a number of Gbit/s such as 200");
-        }
-        r.network_gbits = v.cast<double>();
-      }
-    } else if (key == "strategy") {
-      if (!v.is_none()) {
-        TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
-        TF_ASSIGN_OR_RETURN(r.strategy, parse_enum(kStrategyNames, key, s));
-      }
-    } else if (key == "fsdp_wrap") {
-      TF_ASSIGN_OR_RETURN(r.fsdp.wrap, strings_of(key, v));
-    } else if (key == "fsdp_sharding") {
-      if (!v.is_none()) {
-        TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
-        TF_ASSIGN_OR_RETURN(r.fsdp.sharding, parse_enum(kFsdpShardingNames, key, s));
-      }
-    } else if (key == "fsdp_mixed_precision") {
-      if (!v.is_none()) {
-        TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
-        TF_ASSIGN_OR_RETURN(r.fsdp.mixed_precision_bf16, parse_fsdp_mixed_precision(key, s));
-      }
-    } else if (key == "bucket_cap_mb") {
-      if (!v.is_none()) {
-        if (!py::isinstance<py::float_>(v) && !py::isinstance<py::int_>(v)) {
-          return wrong_type(key, v, "a number of MiB such as 25");
-        }
-        const double mb = v.cast<double>();
-        if (!(mb > 0 && mb < 1e9)) {
-          return invalid_argument("bucket_cap_mb must be more than 0", "DDP's default is 25");
-        }
-        r.ddp.bucket_cap_bytes = static_cast<int64_t>(mb * 1024 * 1024);
-      }
-    } else if (key == "gradient_as_bucket_view" || key == "find_unused_parameters" ||
-               key == "broadcast_buffers") {
-      if (!py::isinstance<py::bool_>(v)) return wrong_type(key, v, "True or False");
-      const bool on = v.cast<bool>();
-      if (key == "gradient_as_bucket_view") r.ddp.gradient_as_bucket_view = on;
-      if (key == "find_unused_parameters") r.ddp.find_unused_parameters = on;
-      if (key == "broadcast_buffers") r.ddp.broadcast_buffers = on;
-    } else if (key == "tf32" || key == "checkpoint_reentrant" || key == "cudnn_benchmark") {
-      if (!py::isinstance<py::bool_>(v)) return wrong_type(key, v, "True or False");
-      if (key == "tf32") r.tf32 = v.cast<bool>();
-      if (key == "checkpoint_reentrant") r.checkpoint_reentrant = v.cast<bool>();
-      if (key == "cudnn_benchmark") r.cudnn_benchmark = v.cast<bool>();
-    } else if (key == "loop") {
-      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
-      TF_ASSIGN_OR_RETURN(r.loop, parse_enum(kLoopStyleNames, key, s));
-    } else if (key == "memory_format") {
-      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
-      TF_ASSIGN_OR_RETURN(r.memory_format, parse_enum(kMemoryFormatNames, key, s));
-    } else if (key == "dataset_size") {
-      TF_ASSIGN_OR_RETURN(r.dataset_size, int_of(key, v));
-    } else if (key == "baseline_batch") {
-      if (!v.is_none()) {
-        TF_ASSIGN_OR_RETURN(r.baseline_batch, int_of(key, v));
-      }
-    } else if (key == "baseline_lr") {
-      if (!v.is_none()) {
-        if (!py::isinstance<py::float_>(v) && !py::isinstance<py::int_>(v)) {
-          return wrong_type(key, v, "a number such as 0.1");
-        }
-        r.baseline_lr = v.cast<double>();
-      }
-    } else if (key == "link") {
-      TF_ASSIGN_OR_RETURN(const std::string s, text_of(key, v));
-      TF_ASSIGN_OR_RETURN(device.link, parse_enum(kLinkNames, key, s));
-    } else if (key == "bus_bandwidth") {
-      if (!py::isinstance<py::float_>(v) && !py::isinstance<py::int_>(v)) {
-        return wrong_type(key, v, "a number of GB/s such as 20");
-      }
-      device.bus_gbps = v.cast<double>();
-    } else if (key == "gpu") {
-      TF_ASSIGN_OR_RETURN(device.gpu, text_of(key, v));
-    } else if (key == "gpu_memory") {
-      TF_ASSIGN_OR_RETURN(device.gpu_memory_bytes, size_of(key, v));
-    } else if (key == "gpu_profile") {
-      TF_ASSIGN_OR_RETURN(const auto file, file_of(key, v, "a GPU profile's path"));
-      TF_ASSIGN_OR_RETURN(GpuProfile profile, parse_gpu_profile(file.second, file.first));
-      device.gpu_profile = std::make_shared<const GpuProfile>(std::move(profile));
-    } else if (key == "cuda_context") {
-      TF_ASSIGN_OR_RETURN(device.cuda_context_bytes, size_of(key, v));
-    } else if (key == "margin") {
-      if (py::isinstance<py::str>(v)) {
-        TF_ASSIGN_OR_RETURN(r.margin, parse_margin(key, v.cast<std::string>()));
-      } else if (py::isinstance<py::float_>(v) || py::isinstance<py::int_>(v)) {
-        r.margin = v.cast<double>();
-      } else {
-        return wrong_type(key, v, "a fraction such as 0.05, or \"5%\"");
-      }
-    } else if (key == "expandable_segments") {
-      if (!py::isinstance<py::bool_>(v)) return wrong_type(key, v, "True or False");
-      r.expandable_segments = v.cast<bool>();
-    } else if (key == "max_split_size") {
-      TF_ASSIGN_OR_RETURN(r.max_split_size_bytes, size_of(key, v));
-    } else {
-      return unknown_key(key);
+      auto [path, text] = v.cast<std::pair<std::string, std::string>>();
+      return OptionValue{OptionFile{.path = std::move(path), .text = std::move(text)}};
     }
   }
-  if (hf) TF_RETURN_IF_ERROR(use_hf_config(r, std::move(hf->first), std::move(hf->second)));
-  TF_ASSIGN_OR_RETURN(r.device, choose_device(device));
-  return r;
+  return wrong_type(key, v, "a value");
+}
+
+Status unknown_key(const std::string& key, RequestCommand command) {
+  std::vector<std::string> keys;
+  for (const RequestOption* o : request_options_of(command)) keys.emplace_back(o->key);
+  const std::string guess = closest(key, keys);
+  return invalid_argument(
+      fmt::format("unknown option '{}'", key),
+      guess.empty() ? fmt::format("see help(trainfit.{})", kRequestCommandNames.name(command))
+                    : fmt::format("did you mean '{}'?", guess));
+}
+
+// Keywords (None left out) as a request for `command`; the library checks the rest.
+Result<TrainingRequest> request_of(const py::dict& options, RequestCommand command) {
+  RequestDraft draft;
+  for (const auto& [k, v] : options) {
+    const std::string key = py::str(k);
+    if (v.is_none()) continue;
+    const RequestOption* o = find_request_option(key);
+    if (o == nullptr || ((o->commands | o->refused) & bit(command)) == 0) {
+      return unknown_key(key, command);
+    }
+    TF_ASSIGN_OR_RETURN(const OptionValue value, value_of(*o, key, v));
+    TF_RETURN_IF_ERROR(set_request_option(draft, *o, command, value, key));
+  }
+  return finish_request(std::move(draft));
+}
+
+// The option table as data: docs/options.md and the test that holds api.py to it read it.
+py::list option_table() {
+  py::list rows;
+  for (const RequestOption& o : request_options()) {
+    py::dict row;
+    row["key"] = std::string(o.key);
+    row["flag"] = option_flag(o);
+    row["group"] = std::string(kOptionGroupNames.name(o.group));
+    row["kind"] = std::string(kOptionKindNames.name(o.kind));
+    row["default"] = std::string(o.default_text);
+    row["help"] = std::string(o.help);
+    row["note"] = std::string(o.note);
+    py::list commands;
+    py::list refused;
+    for (const auto& entry : kRequestCommandNames.entries) {
+      if ((o.commands & bit(entry.value)) != 0) commands.append(std::string(entry.name));
+      if ((o.refused & bit(entry.value)) != 0) refused.append(std::string(entry.name));
+    }
+    row["commands"] = commands;
+    row["refused"] = refused;
+    row["refusal"] = std::string(o.refusal);
+    py::list choices;
+    if (o.choices != nullptr) {
+      for (const std::string_view c : o.choices()) choices.append(std::string(c));
+    }
+    row["choices"] = choices;
+    rows.append(row);
+  }
+  return rows;
 }
 
 // Raises the module's Error with the status's one line.
@@ -406,6 +312,9 @@ PYBIND11_MODULE(_trainfit, m) {
         return fmt::format("<trainfit.Trace {} from {}>", t.model->trace.model, t.source);
       });
 
+  m.def("request_options", &option_table,
+        "The request options: key, flag, group, kind, default, help, note, commands, choices.");
+
   m.def(
       "load_trace",
       [m](const std::string& text, const std::string& source) {
@@ -418,7 +327,8 @@ PYBIND11_MODULE(_trainfit, m) {
   m.def(
       "estimate",
       [m](const py::dict& options, bool explain, bool timeline) {
-        const TrainingRequest request = value_or_raise(m, request_of(options));
+        const TrainingRequest request =
+            value_or_raise(m, request_of(options, RequestCommand::kEstimate));
         const EstimateReport report = value_or_raise(
             m, without_gil([&] {
               return make_estimate_report(request, {.timeline = timeline, .explain = explain});
@@ -432,7 +342,8 @@ PYBIND11_MODULE(_trainfit, m) {
   m.def(
       "estimate_html",
       [m](const py::dict& options) {
-        const TrainingRequest request = value_or_raise(m, request_of(options));
+        const TrainingRequest request =
+            value_or_raise(m, request_of(options, RequestCommand::kEstimate));
         const EstimateReport report = value_or_raise(
             m, without_gil([&] {
               return make_estimate_report(request, {.timeline = true, .explain = true});
@@ -456,7 +367,7 @@ PYBIND11_MODULE(_trainfit, m) {
         f.allow_model_changes = allow_model_changes;
         f.rank = value_or_raise(m, parse_enum(kRankNames, "rank", rank));
         f.curve = html;
-        f.request = value_or_raise(m, request_of(options));
+        f.request = value_or_raise(m, request_of(options, RequestCommand::kFit));
         const FitReport report = value_or_raise(m, without_gil([&] { return make_fit_report(f); }));
         return html ? fit_html(report) : fit_json(report).dump(2);
       },
@@ -467,7 +378,8 @@ PYBIND11_MODULE(_trainfit, m) {
   m.def(
       "launch",
       [m](const py::dict& options, int cores) {
-        const TrainingRequest request = value_or_raise(m, request_of(options));
+        const TrainingRequest request =
+            value_or_raise(m, request_of(options, RequestCommand::kLaunch));
         if (cores < 1) {
           raise(m, invalid_argument("cores must be at least 1", "for example cores=32"));
         }
@@ -485,7 +397,7 @@ PYBIND11_MODULE(_trainfit, m) {
       [m](const std::vector<py::dict>& models) {
         std::vector<TrainingRequest> requests;
         for (size_t i = 0; i < models.size(); ++i) {
-          Result<TrainingRequest> r = request_of(models[i]);
+          Result<TrainingRequest> r = request_of(models[i], RequestCommand::kCompare);
           if (!r.ok()) raise(m, r.status().with_context(fmt::format("model {}", i + 1)));
           requests.push_back(std::move(*r));
         }
@@ -498,7 +410,8 @@ PYBIND11_MODULE(_trainfit, m) {
   m.def(
       "summary",
       [m](const py::dict& options, int depth, bool html) {
-        const TrainingRequest request = value_or_raise(m, request_of(options));
+        const TrainingRequest request =
+            value_or_raise(m, request_of(options, RequestCommand::kSummary));
         const Summary s = value_or_raise(m, without_gil([&] { return make_summary(request); }));
         return html ? summary_html(s, depth) : summary_json(s, depth).dump(2);
       },

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "base/units.h"
+#include "pipeline/request_options.h"
 #include "report/format.h"
 #include "report/html.h"
 #include "report/html_page.h"

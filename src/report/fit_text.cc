@@ -2,6 +2,7 @@
 #include <fmt/ranges.h>
 
 #include "base/units.h"
+#include "pipeline/request_options.h"
 #include "report/format.h"
 #include "report/table.h"
 #include "report/text.h"

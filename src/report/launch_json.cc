@@ -1,3 +1,4 @@
+#include "pipeline/request_options.h"
 #include "report/json.h"
 
 namespace trainfit {

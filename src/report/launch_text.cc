@@ -3,6 +3,7 @@
 
 #include "base/units.h"
 #include "estimate/zero_formulas.h"
+#include "pipeline/request_options.h"
 #include "report/format.h"
 #include "report/text.h"
 

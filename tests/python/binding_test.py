@@ -6,6 +6,7 @@ rewritten is read anew; several threads run at once.
     TRAINFIT_BUILD=build/release /usr/bin/python3 tests/python/binding_test.py --trainfit build/release/trainfit
 """
 import argparse
+import inspect
 import json
 import os
 import subprocess
@@ -336,6 +337,193 @@ class Errors(unittest.TestCase):
                               env=env, check=True)
         self.assertIn("scripts/setup.sh", done.stdout)
         self.assertIn("/nonexistent-build/python/trainfit", done.stdout)
+
+
+
+# ---- The option table: every row, every command that lists it, the same from both front ends.
+
+LLAMA = os.path.join(EXAMPLES, "llama-3.2-1b.json")
+H100_PROFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "validation",
+                            "gpu_results", "NVIDIA_H100_80GB_HBM3", "h100-profile.json")
+GPT2 = dict(model="gpt2", set={"n_layer": 1}, seq_len=32)
+TWO = dict(gpus=2)
+FSDP = dict(gpus=2, strategy="fsdp")
+# A value for each option, with what it needs beside it (a model of its kind, more GPUs). A row
+# without one fails the walk: a new option brings its sample.
+SAMPLES = {
+    "model": dict(model="resnet18"),
+    "hf_config": dict(hf_config=LLAMA, set={"num_hidden_layers": 1}, seq_len=32),
+    "trace": "a trace",  # made in setUpClass
+    "set": dict(set={"num_classes": 10}),
+    "batch": dict(batch=4),
+    "input": dict(input=(3, 48, 48)),
+    "seq_len": dict(GPT2, seq_len=48),
+    "precision": dict(precision="amp-bf16"),
+    "device_profile": dict(device_profile="cuda"),
+    "freeze": dict(freeze=["layer1"]),
+    "lora": dict(hf_config=LLAMA, set={"num_hidden_layers": 1}, seq_len=32,
+                 lora={"r": 4, "dropout": 0.1, "target": ["q_proj", "v_proj"]}),
+    "optimizer": dict(optimizer="sgd"),
+    "optimizer_impl": dict(optimizer_impl="foreach"),
+    "default_device": dict(default_device="cuda"),
+    "weight_decay": dict(weight_decay=0.1),
+    "checkpoint": dict(checkpoint=["layer1"]),
+    "checkpoint_reentrant": dict(checkpoint=["layer1"], checkpoint_reentrant=True),
+    "grad_accum": dict(grad_accum=2),
+    "grad_scaler_skips": dict(precision="amp-fp16", grad_scaler_skips=1),
+    "cudnn_benchmark": dict(cudnn_benchmark=True),
+    "loop": dict(loop="scoped"),
+    "gpus": dict(gpus=2),
+    "nodes": dict(TWO, nodes=2),
+    "network": dict(TWO, nodes=2, network=200.0),
+    "strategy": dict(TWO, strategy="ddp"),
+    "bucket_cap_mb": dict(TWO, bucket_cap_mb=10.0),
+    "gradient_as_bucket_view": dict(TWO, gradient_as_bucket_view=True),
+    "fsdp_wrap": dict(FSDP, fsdp_wrap=["layer1"]),
+    "fsdp_sharding": dict(FSDP, fsdp_sharding="shard_grad_op"),
+    "fsdp_mixed_precision": dict(GPT2, **FSDP, fsdp_wrap=["transformer.h.*"],
+                                 fsdp_mixed_precision="bf16"),
+    "find_unused_parameters": dict(TWO, find_unused_parameters=True),
+    "broadcast_buffers": dict(TWO, broadcast_buffers=False),
+    "tf32": dict(tf32=True),
+    "memory_format": dict(memory_format="channels_last"),
+    "dataset_size": dict(dataset_size=1000),
+    "baseline_batch": dict(baseline_batch=64),
+    "baseline_lr": dict(baseline_batch=64, baseline_lr=0.1),
+    "gpu": dict(gpu="a100-80gb"),
+    "gpu_memory": dict(gpu=None, gpu_memory="24GiB"),
+    "gpu_profile": dict(gpu="h100-80gb", gpu_profile=H100_PROFILE),
+    "link": dict(TWO, link="nvlink3"),
+    "bus_bandwidth": dict(TWO, bus_bandwidth=9.5),
+    "cuda_context": dict(cuda_context="600MiB"),
+    "expandable_segments": dict(expandable_segments=True),
+    "max_split_size": dict(max_split_size="128MiB"),
+    "margin": dict(margin="10%"),
+}
+# Each command's request around the sample; what the sample gives wins.
+BASES = {
+    "estimate": dict(model="resnet18", input=(3, 32, 32), gpu="rtx4090"),
+    "fit": dict(model="resnet18", input=(3, 32, 32), gpu="rtx4090"),
+    "summary": dict(model="resnet18", input=(3, 32, 32)),
+    "launch": dict(model="resnet18", input=(3, 32, 32), gpu="rtx4090", gpus=2,
+                   baseline_batch=64, baseline_lr=0.1),
+    "compare": dict(model="resnet18", input=(3, 32, 32), gpu="rtx4090"),
+}
+# Keywords of the Python functions that are not request options: the function's own.
+NOT_OPTIONS = {
+    "estimate": {"example_batch", "loss_fn", "explain", "timeline"},
+    "fit": {"example_batch", "loss_fn", "what_if", "target_batch", "allow_model_changes", "rank"},
+    # optimizer: what a live torch.nn.Module is traced with; a zoo model's summary has none.
+    "summary": {"example_batch", "loss_fn", "depth", "optimizer"},
+    "launch": {"cores"},
+}
+
+
+def request_of(command, sample):
+    """The base request of `command` with `sample`'s keywords; a sample that names its model
+    (another zoo model, a config.json, a trace) replaces the base's model and input."""
+    options = dict(BASES[command])
+    if {"trace", "hf_config"} & set(sample) or sample.get("model", "resnet18") != "resnet18":
+        options.pop("model")
+        options.pop("input")
+    options.update(sample)
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def words_of(rows, options):
+    """The command line of keyword options, in the table's order (the model first)."""
+    words = []
+    for row in rows:
+        if row["key"] not in options:
+            continue
+        value = options[row["key"]]
+        if row["kind"] == "bool":
+            if value != (row["default"] == "true"):
+                words.append(row["flag"])
+        elif row["kind"] == "key=value":
+            for k, v in value.items():
+                words += [row["flag"], f"{k}={v}"]
+        elif row["kind"] == "lora":
+            words += [row["flag"], ",".join(
+                f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in value.items())]
+        elif row["kind"] == "shape":
+            words += [row["flag"], "x".join(str(d) for d in value)]
+        elif row["kind"] == "list":
+            for item in value:
+                words += [row["flag"], item]
+        else:
+            words += [row["flag"], value if isinstance(value, str) else f"{value:g}"
+                      if isinstance(value, float) else str(value)]
+    return words
+
+
+class OptionTable(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.rows = trainfit.api._binding().request_options()
+        cls.scratch = tempfile.TemporaryDirectory()
+        path = os.path.join(cls.scratch.name, "tiny.trace.json")
+        tiny_trace(8, path)
+        SAMPLES["trace"] = dict(trace=path)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.scratch.cleanup()
+
+    def test_the_functions_take_what_the_table_gives_their_commands(self):
+        functions = {"estimate": trainfit.estimate, "fit": trainfit.fit,
+                     "summary": trainfit.summary, "launch": trainfit.launch}
+        for command, function in functions.items():
+            with self.subTest(command=command):
+                parameters = inspect.signature(function).parameters
+                taken = {r["key"] for r in self.rows if command in r["commands"]}
+                self.assertEqual(set(parameters) - NOT_OPTIONS[command], taken)
+                for row in self.rows:
+                    p = parameters.get(row["key"])
+                    if p is None or p.default in (None, inspect.Parameter.empty):
+                        continue
+                    default = ("true" if p.default else "false") if isinstance(p.default, bool) \
+                        else str(p.default)
+                    self.assertEqual(default, row["default"], row["key"])
+
+    def test_every_row_has_a_flag_help_and_a_sample(self):
+        flags = [r["flag"] for r in self.rows]
+        self.assertEqual(len(flags), len(set(flags)))
+        for row in self.rows:
+            self.assertIn(row["key"], SAMPLES)
+            self.assertTrue(row["help"] and "\n" not in row["help"], row["key"])
+            self.assertEqual(row["flag"].lstrip("-").replace("no-", "", 1 if row["default"] ==
+                                                             "true" else 0).replace("-", "_"),
+                             row["key"])
+
+    def test_every_row_is_taken_by_each_command_that_lists_it(self):
+        for row in self.rows:
+            for command in row["commands"]:
+                if command == "loader":
+                    continue  # needs a loader profile; tests/python/loader_test.py runs it
+                options = request_of(command, SAMPLES[row["key"]])
+                with self.subTest(option=row["key"], command=command):
+                    self.assertIn(row["key"], options)
+                    words = words_of(self.rows, options)
+                    if command == "compare":
+                        got = trainfit.compare([options, options])
+                        want = cli_json("compare", *words, *words)
+                    else:
+                        model = options.pop("model", None)
+                        got = getattr(trainfit, command)(model, **options)
+                        want = cli_json(command, *words)
+                    self.assertEqual(got, want)
+
+    def test_a_refused_option_says_why(self):
+        for row in self.rows:
+            for command in row["refused"]:
+                with self.subTest(option=row["key"], command=command):
+                    key = row["key"]
+                    options = request_of(command, {key: SAMPLES[key][key]})
+                    done = subprocess.run([TRAINFIT, command, *words_of(self.rows, options)],
+                                          capture_output=True, text=True)
+                    self.assertEqual(done.returncode, 2)
+                    self.assertIn(row["refusal"], done.stderr)
 
 
 if __name__ == "__main__":
