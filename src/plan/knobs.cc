@@ -11,65 +11,77 @@
 
 namespace trainfit {
 
+namespace {
+
+// A change and the words the option table gives it: the options `keys` name, as they stand
+// after `apply` on an empty request (so a list holds the change's items alone), with their
+// values even where these are the defaults, since the words go after the user's own.
+Change change_of(std::function<void(TrainingRequest&)> apply,
+                 std::initializer_list<std::string_view> keys) {
+  TrainingRequest changed;
+  apply(changed);
+  std::vector<std::string> args;
+  for (const std::string_view key : keys) {
+    const std::vector<std::string> words = option_words(key, changed, /*always=*/true);
+    args.insert(args.end(), words.begin(), words.end());
+  }
+  return {std::move(apply), std::move(args)};
+}
+
+}  // namespace
+
 Change set_precision(Precision precision) {
-  return {[=](TrainingRequest& r) { r.precision = precision; },
-          {"--precision", std::string(precision_name(precision))}};
+  return change_of([=](TrainingRequest& r) { r.precision = precision; }, {"precision"});
 }
 
 Change set_optimizer_impl(OptimizerImpl impl) {
-  return {[=](TrainingRequest& r) { r.optimizer_impl = impl; },
-          {"--optimizer-impl", std::string(optimizer_impl_name(impl))}};
+  return change_of([=](TrainingRequest& r) { r.optimizer_impl = impl; }, {"optimizer_impl"});
 }
 
 Change set_optimizer(OptimizerKind kind) {
-  return {[=](TrainingRequest& r) {
-            r.optimizer = kind;
-            r.optimizer_impl = OptimizerImpl::kDefault;
-          },
-          {"--optimizer", std::string(optimizer_name(kind)), "--optimizer-impl",
-           std::string(optimizer_impl_name(OptimizerImpl::kDefault))}};
+  return change_of(
+      [=](TrainingRequest& r) {
+        r.optimizer = kind;
+        r.optimizer_impl = OptimizerImpl::kDefault;
+      },
+      {"optimizer", "optimizer_impl"});
 }
 
 Change use_expandable_segments() {
-  return {[](TrainingRequest& r) { r.expandable_segments = true; }, {"--expandable-segments"}};
+  return change_of([](TrainingRequest& r) { r.expandable_segments = true; },
+                   {"expandable_segments"});
 }
 
 Change add_checkpoints(std::vector<std::string> patterns) {
-  std::vector<std::string> args;
-  for (const std::string& p : patterns) args.insert(args.end(), {"--checkpoint", p});
-  return {[patterns = std::move(patterns)](TrainingRequest& r) {
-            r.checkpoint.insert(r.checkpoint.end(), patterns.begin(), patterns.end());
-          },
-          std::move(args)};
+  return change_of(
+      [patterns = std::move(patterns)](TrainingRequest& r) {
+        r.checkpoint.insert(r.checkpoint.end(), patterns.begin(), patterns.end());
+      },
+      {"checkpoint"});
 }
 
 Change add_frozen(std::vector<std::string> prefixes) {
-  std::vector<std::string> args;
-  for (const std::string& p : prefixes) args.insert(args.end(), {"--freeze", p});
-  return {[prefixes = std::move(prefixes)](TrainingRequest& r) {
-            r.freeze.insert(r.freeze.end(), prefixes.begin(), prefixes.end());
-          },
-          std::move(args)};
+  return change_of(
+      [prefixes = std::move(prefixes)](TrainingRequest& r) {
+        r.freeze.insert(r.freeze.end(), prefixes.begin(), prefixes.end());
+      },
+      {"freeze"});
 }
 
 Change set_input(Dims input) {
-  std::vector<std::string> args = {"--input", shape_string(input)};
-  return {[input = std::move(input)](TrainingRequest& r) { r.input = input; }, std::move(args)};
+  return change_of([input = std::move(input)](TrainingRequest& r) { r.input = input; }, {"input"});
 }
 
 Change set_seq_len(int64_t seq_len) {
-  return {[=](TrainingRequest& r) { r.seq_len = seq_len; }, {"--seq-len", std::to_string(seq_len)}};
+  return change_of([=](TrainingRequest& r) { r.seq_len = seq_len; }, {"seq_len"});
 }
 
 Change add_sets(std::vector<std::pair<std::string, std::string>> sets) {
-  std::vector<std::string> args;
-  for (const auto& [key, value] : sets) {
-    args.insert(args.end(), {"--set", fmt::format("{}={}", key, value)});
-  }
-  return {[sets = std::move(sets)](TrainingRequest& r) {
-            r.sets.insert(r.sets.end(), sets.begin(), sets.end());
-          },
-          std::move(args)};
+  return change_of(
+      [sets = std::move(sets)](TrainingRequest& r) {
+        r.sets.insert(r.sets.end(), sets.begin(), sets.end());
+      },
+      {"set"});
 }
 
 Change both(Change first, Change second) {
@@ -82,23 +94,23 @@ Change both(Change first, Change second) {
 }
 
 Change set_lora(const LoraConfig& lora) {
-  return {[lora](TrainingRequest& r) { r.lora = lora; }, {"--lora", lora_arg(lora)}};
+  return change_of([lora](TrainingRequest& r) { r.lora = lora; }, {"lora"});
 }
 
 Change use_gradient_as_bucket_view() {
-  return {[](TrainingRequest& r) { r.ddp.gradient_as_bucket_view = true; },
-          {"--gradient-as-bucket-view"}};
+  return change_of([](TrainingRequest& r) { r.ddp.gradient_as_bucket_view = true; },
+                   {"gradient_as_bucket_view"});
 }
 
 Change set_strategy(Strategy strategy) {
-  return {[=](TrainingRequest& r) { r.strategy = strategy; },
-          {"--strategy", std::string(strategy_name(strategy))}};
+  return change_of([=](TrainingRequest& r) { r.strategy = strategy; }, {"strategy"});
 }
 
 Change use_fsdp(std::vector<std::string> wrap) {
-  std::vector<std::string> args = {"--strategy", "fsdp"};
+  // The units as one comma-separated --fsdp-wrap, which reads shorter than one flag each.
+  std::vector<std::string> args = {option_flag("strategy"), "fsdp"};
   if (!wrap.empty()) {
-    args.emplace_back("--fsdp-wrap");
+    args.push_back(option_flag("fsdp_wrap"));
     args.push_back(fmt::format("{}", fmt::join(wrap, ",")));
   }
   return {[wrap](TrainingRequest& r) {
