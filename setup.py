@@ -1,14 +1,14 @@
-"""`pip install .`: builds trainfit with CMake (optimized, no tests) and installs the Python
-package `trainfit` with its binding (_trainfit*.so) and the `trainfit` command.
+"""The build step of `pip install .` and `pip wheel .` (pyproject.toml holds the package's
+metadata): builds trainfit with CMake (optimized, no tests) and puts the binding
+(_trainfit*.so) and the `trainfit` program into the package.
 
-    python3 -m venv --system-site-packages venv && venv/bin/pip install .
-    venv/bin/python -c "import trainfit; print(trainfit.estimate('resnet50', batch=64))"
-    venv/bin/trainfit estimate --model resnet50 --batch 64 --gpu rtx4090
+    python3 -m venv v && v/bin/pip install .
+    v/bin/python -c "import trainfit; print(trainfit.estimate('resnet50', batch=64))"
+    v/bin/trainfit estimate --model resnet50 --batch 64 --gpu rtx4090
 
 The CMake build goes to build/pip, or to $TRAINFIT_CMAKE_BUILD (a build folder that is already
 configured, such as build/release, is built as it is). The packages the build needs are
-Debian's: scripts/deps.sh build installs them. There is no pyproject.toml on purpose: pip then
-builds with the setuptools it has, where an isolated build would download one.
+Debian's: scripts/deps.sh build installs them.
 """
 import glob
 import os
@@ -69,16 +69,4 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(
-    name="trainfit",
-    version=version(),
-    description="Peak GPU memory and step time of a training step, before it runs",
-    python_requires=">=3.9",
-    packages=["trainfit"],
-    package_dir={"": "python"},
-    package_data={"trainfit": ["*.pyi", "py.typed"]},
-    cmdclass={"build_py": BuildWithCMake},
-    distclass=BinaryDistribution,
-    entry_points={"console_scripts": ["trainfit = trainfit.__main__:main"]},
-    zip_safe=False,
-)
+setup(version=version(), cmdclass={"build_py": BuildWithCMake}, distclass=BinaryDistribution)

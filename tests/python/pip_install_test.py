@@ -1,12 +1,14 @@
-"""`pip install .` into a fresh virtual environment (with the system's site packages, for torch),
-then, from another folder so that the source tree is not on the path:
+"""`pip wheel .` and the wheel installed into a fresh virtual environment (with the system's site
+packages, for Debian's torch), then, from another folder so that the source tree is not on the
+path:
 
     python3 -c "import trainfit; print(trainfit.estimate('resnet50', batch=64)[...])"
     trainfit estimate --model resnet50 --batch 64 --json      (the installed command)
     python3 -m trainfit estimate --model resnet50 --batch 64 --json
 
-each give the figure the build's own binary gives. setup.py builds with CMake; here it builds in
-the given build folder (TRAINFIT_CMAKE_BUILD), which is already built, so the test takes
+each give the figure the build's own binary gives. pyproject.toml builds with setuptools and
+setup.py's CMake step; here without build isolation (Debian's setuptools, nothing downloaded)
+and in the given build folder (TRAINFIT_CMAKE_BUILD), which is already built, so the test takes
 seconds; a fresh `pip install .` builds in build/pip.
 
     /usr/bin/python3 tests/python/pip_install_test.py --build build/release
@@ -39,7 +41,13 @@ class PipInstall(unittest.TestCase):
         env = dict(os.environ, TRAINFIT_CMAKE_BUILD=BUILD)
         env.pop("TRAINFIT_BUILD", None)
         cls.status_before = run(["git", "status", "--porcelain"], cwd=ROOT)
-        cls.install = run([cls.python, "-m", "pip", "install", "."], cwd=ROOT, env=env)
+        wheels = os.path.join(cls.tmp.name, "wheels")
+        cls.install = run([cls.python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+                           "--wheel-dir", wheels, "."], cwd=ROOT, env=env)
+        if cls.install.returncode == 0:
+            cls.wheels = os.listdir(wheels)
+            cls.install = run([cls.python, "-m", "pip", "install", "--no-deps",
+                               *(os.path.join(wheels, w) for w in cls.wheels)], env=env)
         cls.env = dict(os.environ)
         cls.env.pop("TRAINFIT_BUILD", None)
         cls.env.pop("PYTHONPATH", None)
@@ -52,6 +60,10 @@ class PipInstall(unittest.TestCase):
 
     def setUp(self):
         self.assertEqual(self.install.returncode, 0, self.install.stdout + self.install.stderr)
+
+    def test_one_wheel_for_this_platform(self):
+        self.assertEqual(len(self.wheels), 1, self.wheels)
+        self.assertRegex(self.wheels[0], r"^trainfit-[0-9.]+-cp3[0-9]+-cp3[0-9]+-linux_\w+\.whl$")
 
     def test_import_estimates_in_process(self):
         code = ("import trainfit; print(trainfit.__file__); "
