@@ -1,0 +1,298 @@
+"""The documentation's checks: every `trainfit` command README.md and docs/ show with its output
+prints what the page shows; every relative link and anchor resolves; docs/options.md is the
+option table's.
+
+    /usr/bin/python3 scripts/docs.py examples --trainfit build/release/trainfit        # check
+    /usr/bin/python3 scripts/docs.py examples --trainfit build/release/trainfit --update
+    /usr/bin/python3 scripts/docs.py links
+    TRAINFIT_BUILD=build/release /usr/bin/python3 scripts/docs.py options [--update]
+
+An example is a fenced block whose lines start with `$ trainfit ...` (or `$ build/release/
+trainfit ...`; a trailing backslash continues the command), each followed by what it prints
+(standard output, then standard error); a command shown without output is not run. A line `...`
+in the output stands for any lines. The command runs in the repository's root. A block after a line `<!-- docs: not run (WHY) -->` is
+shown but not run: its output depends on the machine (timings, this host's hardware); the check
+lists them with their reasons.
+"""
+import argparse
+import difflib
+import glob
+import os
+import re
+import shlex
+import subprocess
+import sys
+from typing import Dict, List, Optional, Set, Tuple
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+NOT_RUN = re.compile(r"<!-- docs: not run \((.+)\) -->")
+
+
+def pages() -> List[str]:
+    """README.md and every page of docs/, as paths from the root."""
+    return ["README.md"] + sorted(os.path.relpath(p, ROOT)
+                                  for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+
+
+class Example:
+    """One command of a page and the output the page shows for it."""
+
+    def __init__(self, page: str, line: int, command: str, output: List[str],
+                 skipped: Optional[str]):
+        """page: where; line: the command's first line (1-based); output: the lines shown."""
+        self.page, self.line, self.command, self.output = page, line, command, output
+        self.skipped = skipped
+        self.output_lines: Tuple[int, int] = (0, 0)  # [first, end) of the output, 0-based
+
+
+def examples(page: str) -> List[Example]:
+    """The `$ trainfit` commands in the page's fenced blocks, with their shown output."""
+    with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    found: List[Example] = []
+    fence = False
+    skipped: Optional[str] = None
+    current: Optional[Example] = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("```"):
+            if fence and current is not None:
+                current.output_lines = (current.output_lines[0], i)
+                current = None
+            fence = not fence
+            if not fence:
+                skipped = None
+            i += 1
+            continue
+        if not fence:
+            m = NOT_RUN.search(line)
+            if m:
+                skipped = m.group(1)
+            elif line.strip():
+                skipped = None if not line.startswith("<!--") else skipped
+            i += 1
+            continue
+        if line.startswith("$ "):
+            if current is not None:
+                current.output_lines = (current.output_lines[0], i)
+            start = i
+            command = line[2:]
+            while command.endswith("\\") and i + 1 < len(lines):
+                i += 1
+                command = command[:-1] + " " + lines[i].strip()
+            words = command.split()
+            if words and words[0] in ("trainfit", "build/release/trainfit"):
+                current = Example(page, start + 1, command, [], skipped)
+                current.output_lines = (i + 1, i + 1)
+                found.append(current)
+            else:
+                current = None
+        elif current is not None:
+            current.output.append(line)
+        i += 1
+    return found
+
+
+def run(example: Example, trainfit: str) -> List[str]:
+    """What the example's command prints, as lines (stdout, then stderr)."""
+    words = shlex.split(example.command)
+    done = subprocess.run([trainfit, *words[1:]], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    text = done.stdout + done.stderr
+    return text.rstrip("\n").split("\n")
+
+
+def matches(shown: List[str], printed: List[str]) -> bool:
+    """Whether `printed` is what `shown` shows, a line `...` standing for any lines."""
+    pattern = "\n".join(re.escape(line) if line.strip() != "..." else "(?:.*\n)*?.*"
+                        for line in shown)
+    return re.fullmatch(pattern, "\n".join(printed)) is not None
+
+
+def merge(shown: List[str], printed: List[str]) -> List[str]:
+    """`printed`, with each `...` of the page kept where the lines around it are still printed
+    (it then stands for what is printed between them); elsewhere the page gets every line."""
+    out: List[str] = []
+    p = 0  # printed lines up to here are in `out`
+    for k, line in enumerate(shown):
+        if line.strip() != "...":
+            continue
+        before = shown[k - 1] if k > 0 else None
+        after = next((s for s in shown[k + 1:] if s.strip() != "..."), None)
+        start = p
+        if before is not None:
+            if before not in printed[p:]:
+                continue
+            start = printed.index(before, p) + 1
+        end = len(printed)
+        if after is not None:
+            if after not in printed[start:]:
+                continue
+            end = printed.index(after, start)
+        if end > start:
+            out += printed[p:start] + [line]
+            p = end
+    return out + printed[p:]
+
+
+def check_examples(trainfit: str, update: bool) -> int:
+    """Runs every example; with `update`, writes what they print into the pages."""
+    failures = 0
+    ran = 0
+    for page in pages():
+        found = examples(page)
+        if not found:
+            continue
+        path = os.path.join(ROOT, page)
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        for ex in reversed(found):  # from the end, so earlier lines keep their numbers
+            if ex.skipped:
+                print(f"{page}:{ex.line}: not run ({ex.skipped}): {ex.command}")
+                continue
+            if not any(line.strip() for line in ex.output):
+                continue  # a command shown without its output
+            printed = run(ex, trainfit)
+            ran += 1
+            if matches(ex.output, printed):
+                continue
+            if update:
+                first, end = ex.output_lines
+                lines[first:end] = merge(ex.output, printed)
+                print(f"{page}:{ex.line}: updated: {ex.command}")
+                continue
+            failures += 1
+            print(f"{page}:{ex.line}: `{ex.command}` prints other than the page shows:")
+            sys.stdout.writelines(difflib.unified_diff(
+                [s + "\n" for s in ex.output], [s + "\n" for s in printed], "the page",
+                "printed", n=2))
+        if update:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("\n".join(lines))
+    print(f"{ran} examples run, {failures} differ")
+    return 1 if failures else 0
+
+
+def slug(heading: str) -> str:
+    """The anchor a code host gives a heading: lower case, punctuation dropped, spaces as -."""
+    text = re.sub(r"[`*]", "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(page: str) -> Set[str]:
+    """Every heading anchor of a page, repeated headings numbered as code hosts number them."""
+    out: Set[str] = set()
+    seen: Dict[str, int] = {}
+    fence = False
+    with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("```"):
+                fence = not fence
+                continue
+            m = re.match(r"^#{1,6} (.*)", line)
+            if m and not fence:
+                s = slug(m.group(1))
+                n = seen.get(s, 0)
+                seen[s] = n + 1
+                out.add(s if n == 0 else f"{s}-{n}")
+    return out
+
+
+def check_links() -> int:
+    """Every relative link of every page names a file that exists, and an anchor its page has."""
+    bad = 0
+    for page in pages():
+        with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+            text = f.read()
+        text = re.sub(r"```.*?```", "", text, flags=re.S)  # code is not links
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"^[a-z]+:", target):
+                continue  # http:, https:, mailto:
+            path, _, anchor = target.partition("#")
+            linked = os.path.normpath(os.path.join(os.path.dirname(page), path)) if path else page
+            if not os.path.exists(os.path.join(ROOT, linked)):
+                print(f"{page}: link to {target}: no file {linked}")
+                bad += 1
+            elif anchor and linked.endswith(".md") and anchor not in anchors(linked):
+                print(f"{page}: link to {target}: {linked} has no heading #{anchor}")
+                bad += 1
+    print(f"links of {len(pages())} pages checked, {bad} broken")
+    return 1 if bad else 0
+
+
+def options_page() -> str:
+    """docs/options.md as the option table gives it."""
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    from trainfit import api  # noqa: E402 (the binding, from TRAINFIT_BUILD)
+
+    rows = api._binding().request_options()
+    titles = {"model": "The model", "training": "Training", "multi-GPU": "More than one GPU",
+              "baseline": "The recipe to reproduce", "device": "The device"}
+    out = ["# Options", "",
+           "Every option of a training request: the command-line flag, the Python keyword "
+           "(`trainfit.estimate(..., key=value)`), its kind and default, and the commands that "
+           "take it. Printed from the option table (`src/pipeline/request_options.cc`) by "
+           "`scripts/update-docs.sh`; the test command checks that this page is the table's.",
+           "", "Commands: " + ", ".join(f"`{c}`" for c in
+                                         ("estimate", "fit", "summary", "launch", "compare",
+                                          "loader")) + "; Python has all but `loader`.", ""]
+    for group, title in titles.items():
+        out += [f"## {title}", "", "| flag | Python | kind | default | commands | what |",
+                "|---|---|---|---|---|---|"]
+        for r in rows:
+            if r["group"] != group:
+                continue
+            kind = r["kind"] if not r["choices"] else " \\| ".join(r["choices"])
+            commands = ", ".join(r["commands"])
+            if r["refused"]:
+                commands += "; refused by " + ", ".join(r["refused"]) + f": {r['refusal']}"
+            what = r["help"] + (f". {r['note']}" if r["note"] else "")
+            default = f"`{r['default']}`" if r["default"] else ""
+            out.append(f"| `{r['flag']}` | `{r['key']}` | {kind} | {default} | {commands} | "
+                       f"{what.replace('|', '/')} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def check_options(update: bool) -> int:
+    """docs/options.md is the table's, and names every option."""
+    path = os.path.join(ROOT, "docs", "options.md")
+    want = options_page()
+    if update:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(want)
+        print("docs/options.md written")
+        return 0
+    with open(path, encoding="utf-8") as f:
+        have = f.read()
+    if have != want:
+        sys.stdout.writelines(difflib.unified_diff(have.splitlines(True), want.splitlines(True),
+                                                   "docs/options.md", "the option table"))
+        print("docs/options.md is not the option table's: run scripts/update-docs.sh")
+        return 1
+    print("docs/options.md is the option table's")
+    return 0
+
+
+def main() -> int:
+    """The subcommand's check; non-zero when it fails."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    ex = sub.add_parser("examples", help="run every example and compare its output")
+    ex.add_argument("--trainfit", required=True, help="the trainfit binary")
+    ex.add_argument("--update", action="store_true", help="write what they print instead")
+    sub.add_parser("links", help="check relative links and anchors")
+    op = sub.add_parser("options", help="docs/options.md against the option table")
+    op.add_argument("--update", action="store_true", help="write it instead")
+    args = ap.parse_args()
+    if args.what == "examples":
+        return check_examples(os.path.abspath(args.trainfit), args.update)
+    if args.what == "links":
+        return check_links()
+    return check_options(args.update)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
