@@ -14,8 +14,8 @@ import torch
 
 import lerobot_versions
 import torch_models
-from harness import (Measured, Report, checkpoint_modules, freeze, run_trainfit, set_flags,
-                     sets_label, training_peak)
+from harness import (Measured, Report, checkpoint_modules, freeze, make_optimizer, run_trainfit,
+                     set_flags, sets_label, training_peak)
 
 TOLERANCE = 0.02
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
@@ -31,6 +31,28 @@ CASES = [
     ("resnet50", (4,), (3, 128, 128), ("adamw",), ("conv1", "bn1", "layer1", "layer2"), ()),
     ("resnet50", (4,), (3, 128, 128), ("adam",), (), ("layer1.*", "layer2.*", "layer3.*")),
     ("vit_b_16", (4,), (3, 128, 128), ("sgd",), (), ("encoder.layers.*.mlp",)),
+]
+
+# zero_grad(set_to_none=False), 1.x's default and many older scripts' (--no-zero-grad-set-to-none):
+# (model, batch, CxHxW, optimizer).
+class KeptGrads:
+    """An optimizer whose zero_grad zeroes the gradients in place (set_to_none=False), whatever
+    the training loop asks."""
+
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+
+    def step(self):
+        self.optimizer.step()
+
+    def zero_grad(self, set_to_none=True):
+        self.optimizer.zero_grad(set_to_none=False)
+
+
+KEPT_GRAD_CASES = [
+    ("resnet18", 4, (3, 128, 128), "adamw"),
+    ("resnet50", 2, (3, 128, 128), "sgd"),
+    ("vit_b_16", 2, (3, 128, 128), "adam"),
 ]
 
 
@@ -100,6 +122,31 @@ def main():
                 report.check(abs(error) <= TOLERANCE,
                              f"{label:52s} torch {measured:>12,} ({where[0]} {where[1]}) trainfit "
                              f"{predicted:>12,} ({ours['peak_phase']} {ours['peak_iteration']}) {error:+.3%}")
+    for name, batch, image, optimizer in KEPT_GRAD_CASES[:1] if args.quick else KEPT_GRAD_CASES:
+
+        def measure():
+            case = torch_models.build(name, batch=batch, image=image)
+            params = [p for p in case.model.parameters() if p.requires_grad]
+            case.preset_optimizer = lambda: KeptGrads(make_optimizer(optimizer, params))
+
+            def make_batch():
+                return [torch.randn(batch, *image)], [torch.randint(0, 1000, (batch,))]
+
+            return training_peak(case, "preset", make_batch)
+
+        measured, where = measured_peaks.get(
+            [name, batch, image, optimizer, "zero_grad(set_to_none=False)"], measure)
+        gc.collect()
+        ours = run_trainfit(args.trainfit, [
+            "estimate", "--model", name, "--batch", str(batch), "--device-profile", "cpu",
+            "--input", "x".join(map(str, image)), "--optimizer", optimizer,
+            "--no-zero-grad-set-to-none", "--json"])
+        predicted = ours["peak_allocated_bytes"]
+        error = (predicted - measured) / measured
+        label = f"{name} b{batch} {optimizer} set_to_none=False"
+        report.check(abs(error) <= TOLERANCE,
+                     f"{label:52s} torch {measured:>12,} ({where[0]} {where[1]}) trainfit "
+                     f"{predicted:>12,} ({ours['peak_phase']} {ours['peak_iteration']}) {error:+.3%}")
     for name, batch, sets in POLICY_CASES[:2] if args.quick else POLICY_CASES:
 
         def measure():

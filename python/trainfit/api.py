@@ -111,6 +111,7 @@ def estimate(model: Union[str, Any, None] = None, example_batch: Any = None, *,
              checkpoint: Union[str, Sequence[str], None] = None,
              checkpoint_reentrant: bool = False, grad_accum: int = 1,
              grad_scaler_skips: int = 0, cudnn_benchmark: bool = False,
+             zero_grad_set_to_none: bool = True,
              loop: str = "held", tf32: bool = False, memory_format: str = "channels_first",
              dataset_size: Optional[int] = None, gpus: int = 1, nodes: int = 1,
              network: Optional[float] = None,
@@ -159,7 +160,9 @@ def estimate(model: Union[str, Any, None] = None, example_batch: Any = None, *,
     default). memory_format: channels_first or channels_last. cudnn_benchmark: as
     torch.backends.cudnn.benchmark = True (the first iteration times every cuDNN plan).
     grad_scaler_skips: under amp-fp16, the first optimizer steps GradScaler skips (inf
-    gradients at its initial scale), as a run's first iterations measure. loop: "held" (the
+    gradients at its initial scale), as a run's first iterations measure.
+    zero_grad_set_to_none=False: the script calls optimizer.zero_grad(set_to_none=False), so the
+    gradients stay allocated through the next forward (one GPU only). loop: "held" (the
     loop's locals hold the batch, output and loss to the step's end) or "scoped" (a step
     function makes the batch and returns only the loss). dataset_size: samples in an epoch,
     for epoch_time_s. gpus: data-parallel GPUs, batch each (memory figures are one rank's);
@@ -203,6 +206,7 @@ def fit(model: Union[str, Any, None] = None, example_batch: Any = None, *,
         weight_decay: Optional[float] = None, checkpoint: Union[str, Sequence[str], None] = None,
         checkpoint_reentrant: bool = False,
         grad_accum: int = 1, grad_scaler_skips: int = 0, cudnn_benchmark: bool = False,
+        zero_grad_set_to_none: bool = True,
         loop: str = "held", tf32: bool = False, memory_format: str = "channels_first",
         dataset_size: Optional[int] = None, gpus: int = 1, nodes: int = 1,
         network: Optional[float] = None, strategy: Optional[str] = None,

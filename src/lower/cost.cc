@@ -370,7 +370,15 @@ void CostBuilder::optimizer() {
   } else {
     optimizer_kernels(numels, itemsize);
   }
-  host().params += n;  // zero_grad(set_to_none=True)
+  host().params += n;  // zero_grad's loop over the parameters
+  if (!training_.switches.zero_grad_set_to_none) {
+    // zero_grad(set_to_none=False) writes zeros over every gradient: one foreach kernel where the
+    // optimizer was made with foreach=True or fused=True, else a zero_() per gradient (foreach
+    // left at None counts as False there).
+    const bool foreach = !is_bitsandbytes(opt.kind) &&
+                         (opt.impl == OptimizerImpl::kForeach || opt.impl == OptimizerImpl::kFused);
+    add_optimizer_op(numels, itemsize, 1, 1, !foreach);
+  }
   flush(StepPart::kOptimizer);
 }
 

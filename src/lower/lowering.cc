@@ -591,7 +591,7 @@ void Lowerer::forward() {
       int64_t workspace = node.workspace_bytes;
       WorkspaceFigure figure;
       bool searched = false;
-      if (config_.cudnn_benchmark && node.op->plan_search) {
+      if (config_.switches.cudnn_benchmark && node.op->plan_search) {
         std::vector<const Value*> in_values;
         if (const std::optional<PlanSearch> s = node.op->plan_search(call_of(node, in_values))) {
           search_plans(*s, n);
@@ -895,7 +895,7 @@ void Lowerer::backward() {
             free_buffer(alloc_new(staged.semaphores, Category::kWorkspace, n), n);
             free_buffer(buffer, n);
           }
-        } else if (options_.op_workspaces && config_.cudnn_benchmark && rule.plan_search) {
+        } else if (options_.op_workspaces && config_.switches.cudnn_benchmark && rule.plan_search) {
           search_plans(*rule.plan_search, n);
           if (rule.plan_search->chosen_bytes > 0) {
             free_buffer(alloc_new(rule.plan_search->chosen_bytes, Category::kWorkspace, n), n);
@@ -1090,6 +1090,9 @@ void Lowerer::optimizer_step(bool first_step, bool skipped) {
 }
 
 void Lowerer::zero_grad() {
+  // set_to_none=False zeroes the gradients in place: they stay, and the next backward adds
+  // into them as a later micro-batch does (one GPU only: the request refuses the rest).
+  if (!config_.switches.zero_grad_set_to_none) return;
   // With gradient_as_bucket_view, zero_grad(set_to_none=True) drops views: the buckets stay.
   for (BufferId& grad : param_grad_) {
     unref_grad(grad, kNone);

@@ -380,7 +380,7 @@ TEST(Lowering, BenchmarkModeSearchesEachProblemOnce) {
   LoweringOptions o;
   o.op_workspaces = true;
   TrainingConfig c = with(OptimizerKind::kSgd);
-  c.cudnn_benchmark = true;
+  c.switches.cudnn_benchmark = true;
   const EventList list = *lower_training_step(g, c, o);
   int empties = 0;
   for (const Event& e : list.events) {

@@ -144,6 +144,18 @@ inline constexpr auto kLoopStyleNames = enum_names<LoopStyle>({
     {LoopStyle::kScoped, "scoped"},
 });
 
+// How the training script runs its step, as switches the request carries to the lowering whole:
+// a new one is a field here and a row of the option table (pipeline/request_options.cc).
+struct StepSwitches {
+  // torch.backends.cudnn.benchmark = True: the first iteration times every candidate cuDNN
+  // plan of each convolution (device_rules.h, Note [cuDNN benchmark mode]).
+  bool cudnn_benchmark = false;
+  // optimizer.zero_grad(set_to_none=...): True (PyTorch 2.x's default) frees the gradients;
+  // False zeroes them in place, so they stay allocated through the next forward and the next
+  // backward adds into them.
+  bool zero_grad_set_to_none = true;
+};
+
 struct TrainingConfig {
   OptimizerConfig optimizer;
   int grad_accum = 1;  // micro-batches per optimizer step
@@ -162,9 +174,7 @@ struct TrainingConfig {
   // A trace's replay under --precision amp-fp16 on CUDA: torch.amp.GradScaler scales the loss
   // and unscales before the step. (A zoo graph says so by its precision.)
   bool trace_grad_scaler = false;
-  // torch.backends.cudnn.benchmark = True: the first iteration times every candidate cuDNN
-  // plan of each convolution (device_rules.h, Note [cuDNN benchmark mode]).
-  bool cudnn_benchmark = false;
+  StepSwitches switches;
   LoopStyle loop = LoopStyle::kHeld;
   DistributedConfig distributed;
 };

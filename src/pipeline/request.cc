@@ -79,7 +79,8 @@ Status check_trace_request(const TrainingRequest& r, const TraceModel& model) {
   if (!r.checkpoint.empty() || r.checkpoint_reentrant) return fixed("--checkpoint");
   if (r.grad_accum != 1) return fixed("--grad-accum");
   if (r.loop != LoopStyle::kHeld) return fixed("--loop");
-  if (r.cudnn_benchmark) return fixed("--cudnn-benchmark");
+  if (r.switches.cudnn_benchmark) return fixed("--cudnn-benchmark");
+  if (!r.switches.zero_grad_set_to_none) return fixed("--no-zero-grad-set-to-none");
   if (r.weight_decay) return fixed("--weight-decay");
   if (r.gpus != 1 || r.nodes != 1 || r.strategy) {
     return unsupported("--gpus and --strategy apply to zoo models for now",
@@ -235,7 +236,7 @@ Result<TrainingConfig> training_config(const TrainingRequest& r, std::optional<O
                             "GradScaler runs with fp16 autocast; drop it or use amp-fp16");
   }
   c.grad_scaler_skips = r.grad_scaler_skips;
-  c.cudnn_benchmark = r.cudnn_benchmark;
+  c.switches = r.switches;
   c.loop = r.loop;
   if (r.checkpoint_reentrant && r.checkpoint.empty()) {
     return invalid_argument("--checkpoint-reentrant needs --checkpoint",
@@ -244,6 +245,11 @@ Result<TrainingConfig> training_config(const TrainingRequest& r, std::optional<O
   c.checkpoint = r.checkpoint;
   c.checkpoint_reentrant = r.checkpoint_reentrant;
   TF_ASSIGN_OR_RETURN(c.distributed, distributed_config(r));
+  if (!c.switches.zero_grad_set_to_none && c.distributed.strategy != Strategy::kSingle) {
+    return unsupported(
+        "--no-zero-grad-set-to-none is modelled on one GPU only, not under DDP or FSDP yet",
+        "estimate one GPU, or drop it");
+  }
   return c;
 }
 

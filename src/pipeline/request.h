@@ -55,7 +55,7 @@ struct TrainingRequest {
   bool checkpoint_reentrant = false;    // use_reentrant=True (transformers' default)
   int grad_accum = 1;                   // micro-batches of `batch` per optimizer step
   int grad_scaler_skips = 0;            // first steps GradScaler skips (fp16 autocast)
-  bool cudnn_benchmark = false;         // torch.backends.cudnn.benchmark = True
+  StepSwitches switches;                // cudnn.benchmark, zero_grad(set_to_none=...)
   LoopStyle loop = LoopStyle::kHeld;    // what the training loop keeps of a step
   int gpus = 1;                         // data-parallel ranks per node, `batch` each
   int nodes = 1;                        // of `gpus` each (torchrun --nnodes)

@@ -58,6 +58,18 @@ void list_words(const TrainingRequest& r, const OptionWords& w) {
   for (const std::string& item : r.*kField) w.add(item);
 }
 
+template <bool StepSwitches::*kField>
+Status set_switch(RequestDraft& d, const OptionValue& v, std::string_view /*name*/) {
+  d.request.switches.*kField = as<bool>(v);
+  return {};
+}
+
+// A switch's flag where it differs from its default (true for --no-KEY).
+template <bool StepSwitches::*kField>
+void switch_words(const TrainingRequest& r, const OptionWords& w) {
+  if (r.switches.*kField != StepSwitches{}.*kField || w.always) w.add_flag();
+}
+
 template <bool TrainingRequest::*kField>
 Status set_bool(RequestDraft& d, const OptionValue& v, std::string_view /*name*/) {
   d.request.*kField = as<bool>(v);
@@ -655,8 +667,22 @@ const RequestOption kOptions[] = {
      .note = "The first iteration times every cuDNN plan of each convolution, each with its "
              "workspace, then empties the cache.",
      .commands = kTrains,
-     .set = set_bool<&T::cudnn_benchmark>,
-     .words = bool_words<&T::cudnn_benchmark>},
+     .set = set_switch<&StepSwitches::cudnn_benchmark>,
+     .words = switch_words<&StepSwitches::cudnn_benchmark>},
+    {.key = "zero_grad_set_to_none",
+     .group = G::kTraining,
+     .kind = K::kBool,
+     .default_text = "true",
+     .help = "optimizer.zero_grad(set_to_none=...); off: gradients zeroed in place, kept",
+     .note = "PyTorch 2.x frees the gradients by default; with set_to_none=False (1.x's "
+             "default, and many older scripts) they stay allocated through the next forward, "
+             "and the next backward adds into them. One GPU only for now.",
+     .commands = kTrainsButLaunch,
+     .set = set_switch<&StepSwitches::zero_grad_set_to_none>,
+     .words = switch_words<&StepSwitches::zero_grad_set_to_none>,
+     .refused = bit(R::kLaunch),
+     .refusal = "launch plans DDP, where --no-zero-grad-set-to-none is not modelled yet",
+     .refusal_hint = "drop it"},
     {.key = "loop",
      .group = G::kTraining,
      .kind = K::kEnum,

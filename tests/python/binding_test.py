@@ -372,6 +372,7 @@ SAMPLES = {
     "grad_accum": dict(grad_accum=2),
     "grad_scaler_skips": dict(precision="amp-fp16", grad_scaler_skips=1),
     "cudnn_benchmark": dict(cudnn_benchmark=True),
+    "zero_grad_set_to_none": dict(zero_grad_set_to_none=False),
     "loop": dict(loop="scoped"),
     "gpus": dict(gpus=2),
     "nodes": dict(TWO, nodes=2),
