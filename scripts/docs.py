@@ -276,6 +276,104 @@ def check_options(update: bool) -> int:
     return 0
 
 
+# ---- api.py's signatures, generated from the option table.
+
+# Each function's own parameters around the request options its command takes: those before
+# (the positional model), after, and the options whose annotation or default differ from their
+# kind's (a live module's optimizer may be a function; fit and summary search or default the
+# batch; launch cannot run without its GPU and baseline).
+LIVE = 'model: Union[str, Any, None] = None, example_batch: Any = None, *, ' \
+       'loss_fn: Optional[Callable[[Any, Any], Any]] = None'
+LIVE_OPTIMIZER = 'optimizer: Union[str, Callable[[Any], Any], None] = None'
+FUNCTIONS = {
+    "estimate": (LIVE, 'explain: bool = False, timeline: Union[str, "os.PathLike[str]", None] = '
+                       'None', {"optimizer": LIVE_OPTIMIZER}),
+    "fit": (LIVE, 'what_if: bool = False, target_batch: Optional[int] = None, '
+                  'allow_model_changes: bool = False, rank: str = "memory"',
+            {"batch": "batch: Optional[int] = None"}),
+    "summary": (LIVE, LIVE_OPTIMIZER + ", depth: int = -1",
+                {"batch": "batch: Optional[int] = None"}),
+    "launch": ("model: Optional[str] = None, *", "cores: Optional[int] = None",
+               {"gpu": "gpu: str", "gpus": "gpus: int", "baseline_batch": "baseline_batch: int",
+                "baseline_lr": "baseline_lr: float"}),
+}
+ANNOTATIONS = {
+    "float": "Optional[float]", "size": "Optional[Size]", "fraction": "Union[float, str, None]",
+    "shape": "Optional[Shape]", "list": "Union[str, Sequence[str], None]",
+    "key=value": "Optional[Mapping[str, Any]]", "lora": "Union[str, Mapping[str, Any], None]",
+    "file": 'Union[str, "os.PathLike[str]", None]', "trace": "Optional[TraceSource]",
+}
+
+
+def parameter(row: Dict[str, object]) -> str:
+    """An option as a keyword of api.py: its annotation and default from its kind."""
+    key, kind, default = str(row["key"]), str(row["kind"]), str(row["default"])
+    if kind == "bool":
+        return f"{key}: bool = {default == 'true'}"
+    if kind == "int":
+        return f"{key}: int = {default}" if default else f"{key}: Optional[int] = None"
+    if kind in ("enum", "text"):
+        return f'{key}: str = "{default}"' if default else f"{key}: Optional[str] = None"
+    return f"{key}: {ANNOTATIONS[kind]} = None"
+
+
+def signature(rows: List[Dict[str, object]], name: str) -> List[str]:
+    """The def line of api.py's `name`, wrapped at 100 columns."""
+    before, after, special = FUNCTIONS[name]
+    required = [special[k] for k in special if ":" in special[k] and "=" not in special[k]]
+    options = [special.get(str(r["key"]), parameter(r)) for r in rows
+               if name in r["commands"] and r["key"] != "model"]  # type: ignore[operator]
+    options = [o for o in options if o not in required]
+    head = before.split(", ") if name != "launch" else [before]
+    words = [w for w in ", ".join(head + required + options + [after]).split(", ")]
+    # Join back the pieces a comma inside brackets split.
+    params: List[str] = []
+    for w in words:
+        if params and params[-1].count("[") > params[-1].count("]"):
+            params[-1] += ", " + w
+        else:
+            params.append(w)
+    lines = [f"def {name}("]
+    indent = " " * len(lines[0])
+    for i, p in enumerate(params):
+        piece = p + (", " if i + 1 < len(params) else ") -> Report:")
+        if len(lines[-1]) + len(piece.rstrip()) > 100:
+            lines[-1] = lines[-1].rstrip()
+            lines.append(indent)
+        lines[-1] += piece
+    return [line.rstrip() for line in lines]
+
+
+def check_api(update: bool) -> int:
+    """api.py's estimate, fit, summary and launch take what the table gives their commands."""
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    from trainfit import api  # noqa: E402
+
+    rows = api._binding().request_options()
+    path = os.path.join(ROOT, "python", "trainfit", "api.py")
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    stale = []
+    for name in FUNCTIONS:
+        start = lines.index(next(l for l in lines if l.startswith(f"def {name}(")))
+        end = next(i for i in range(start, len(lines)) if lines[i].endswith("-> Report:")) + 1
+        want = signature(rows, name)
+        if lines[start:end] != want:
+            stale.append(name)
+            lines[start:end] = want
+    if update:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines))
+        print(f"api.py: {', '.join(stale) or 'no'} signatures rewritten")
+        return 0
+    if stale:
+        print(f"api.py: the signatures of {', '.join(stale)} are not the option table's: run "
+              "scripts/update-docs.sh")
+        return 1
+    print("api.py's signatures are the option table's")
+    return 0
+
+
 def main() -> int:
     """The subcommand's check; non-zero when it fails."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -284,14 +382,14 @@ def main() -> int:
     ex.add_argument("--trainfit", required=True, help="the trainfit binary")
     ex.add_argument("--update", action="store_true", help="write what they print instead")
     sub.add_parser("links", help="check relative links and anchors")
-    op = sub.add_parser("options", help="docs/options.md against the option table")
-    op.add_argument("--update", action="store_true", help="write it instead")
+    op = sub.add_parser("options", help="docs/options.md and api.py against the option table")
+    op.add_argument("--update", action="store_true", help="write them instead")
     args = ap.parse_args()
     if args.what == "examples":
         return check_examples(os.path.abspath(args.trainfit), args.update)
     if args.what == "links":
         return check_links()
-    return check_options(args.update)
+    return check_options(args.update) | check_api(args.update)
 
 
 if __name__ == "__main__":
