@@ -75,7 +75,12 @@ void RequestCli::add_to(CLI::App& app, bool layered) {
     if (!o.default_text.empty() && o.kind != OptionKind::kBool) {
       s.cli->default_str(std::string(o.default_text));
     }
-    s.cli->group(group_title(o.group));
+    if ((o.refused & bit(command_)) != 0) {
+      // Parsed so that giving it says why it is refused, not that it is unknown.
+      s.cli->description(std::string(o.refusal))->group("Not taken by this command");
+    } else {
+      s.cli->group(group_title(o.group));
+    }
   }
 }
 
