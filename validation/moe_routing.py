@@ -3,7 +3,7 @@ are spread evenly over the experts; this trains validation/llama_reference.py's 
 with its natural router instead (random, untrained gates, which spread unevenly) and compares the
 peak of live tensor bytes over two iterations with `trainfit estimate --device-profile cpu`.
 
-Not a pass/fail check: it reports the difference for the README. Three seeds per configuration.
+Not a pass/fail check: it reports the difference for docs/language-models.md. Three seeds per configuration.
 
     /usr/bin/python3 validation/moe_routing.py --trainfit build/release/trainfit
 """

@@ -4,7 +4,7 @@
 // measured figure, and the model replayed against all of it must stay within the goal: median
 // error at most 15% on the rows held out of every choice of constant, and no family (CNN,
 // transformer) with a median above 25%. The replay prints each row and the medians per family
-// and precision (the README's table).
+// and precision (the table in docs/step-time.md).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@ DevTools protocol on a pipe, with nothing but the standard library), and checks 
     attributes) are the --json figures;
   - hovering a chart shows its read-out;
 and saves a full-page screenshot under the build folder (html-reports/*.png). With
---update-docs it also copies the estimate and fit screenshots to docs/images/ for the README.
+--update-docs it also copies the estimate and fit screenshots to docs/images/ for the README and docs/html-reports.md.
 
     /usr/bin/python3 tests/python/html_reports_test.py --trainfit build/dev/trainfit --out build/dev
 """

@@ -1,6 +1,6 @@
 // A loader profile: what `python3 -m trainfit.loader` measured of a Dataset with PyTorch's own
 // DataLoader on the host that trains (format "trainfit-loader-profile", version 1; the fields
-// are documented in the README, "Loader profile format").
+// are documented in docs/loader-profile-format.md).
 //
 //   Result<LoaderProfile> p = parse_loader_profile(text, "loader.json");   // the file's text
 //   p->fetch.mean_s; p->runs[i].samples_per_s; p->host.shm_total_bytes
