@@ -22,7 +22,7 @@ import re
 import shlex
 import subprocess
 import sys
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 NOT_RUN = re.compile(r"<!-- docs: not run \((.+)\) -->")
@@ -305,7 +305,7 @@ ANNOTATIONS = {
 }
 
 
-def parameter(row: Dict[str, object]) -> str:
+def parameter(row: Dict[str, Any]) -> str:
     """An option as a keyword of api.py: its annotation and default from its kind."""
     key, kind, default = str(row["key"]), str(row["kind"]), str(row["default"])
     if kind == "bool":
@@ -317,15 +317,15 @@ def parameter(row: Dict[str, object]) -> str:
     return f"{key}: {ANNOTATIONS[kind]} = None"
 
 
-def signature(rows: List[Dict[str, object]], name: str) -> List[str]:
+def signature(rows: List[Dict[str, Any]], name: str) -> List[str]:
     """The def line of api.py's `name`, wrapped at 100 columns."""
     before, after, special = FUNCTIONS[name]
     required = [special[k] for k in special if ":" in special[k] and "=" not in special[k]]
     options = [special.get(str(r["key"]), parameter(r)) for r in rows
-               if name in r["commands"] and r["key"] != "model"]  # type: ignore[operator]
+               if name in r["commands"] and r["key"] != "model"]
     options = [o for o in options if o not in required]
     head = before.split(", ") if name != "launch" else [before]
-    words = [w for w in ", ".join(head + required + options + [after]).split(", ")]
+    words = ", ".join(head + required + options + [after]).split(", ")
     # Join back the pieces a comma inside brackets split.
     params: List[str] = []
     for w in words:

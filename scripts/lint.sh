@@ -20,7 +20,7 @@ case "${1:-}" in
     ;;
   python)
     build="${2:?usage: scripts/lint.sh python BUILD_DIR}"
-    /usr/bin/python3 -m pyflakes python tests/python tests/data/traces validation bench setup.py scripts/tidy.py
+    /usr/bin/python3 -m pyflakes python tests/python tests/data/traces validation bench setup.py scripts/tidy.py scripts/docs.py
     /usr/bin/python3 -m mypy --strict --allow-untyped-calls --follow-imports=silent --cache-dir "$build/mypy_cache" \
       python/trainfit/*.py python/trainfit/_trainfit.pyi
     # Every function of the package has a docstring.
