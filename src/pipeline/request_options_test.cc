@@ -8,7 +8,7 @@ namespace trainfit {
 namespace {
 
 // Sets one option from command-line text, as the command line does.
-Status set_text(RequestDraft& draft, std::string_view key, std::vector<std::string> texts,
+Status set_text(RequestDraft& draft, std::string_view key, const std::vector<std::string>& texts,
                 RequestCommand command = RequestCommand::kEstimate) {
   const RequestOption* o = find_request_option(key);
   EXPECT_NE(o, nullptr) << key;
