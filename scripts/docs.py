@@ -9,8 +9,11 @@ option table's.
 
 An example is a fenced block whose lines start with `$ trainfit ...` (or `$ build/release/
 trainfit ...`; a trailing backslash continues the command), each followed by what it prints
-(standard output, then standard error); a command shown without output is not run. A line `...`
-in the output stands for any lines. The command runs in the repository's root. A block after a line `<!-- docs: not run (WHY) -->` is
+(standard output, then standard error). A line `...` in the output stands for any lines. A
+`$ PYTHONPATH=python ...` line before them (python3 -m trainfit.trace writing the trace they
+read) runs first for what it writes, and must succeed; its output, with its timings, is not
+compared. Commands run in order, in a scratch folder that links every entry of the repository's
+root, so that the paths the pages use resolve and what they write goes nowhere. A block after a line `<!-- docs: not run (WHY) -->` is
 shown but not run: its output depends on the machine (timings, this host's hardware); the check
 lists them with their reasons.
 """
@@ -22,6 +25,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -42,6 +46,7 @@ class Example:
         """page: where; line: the command's first line (1-based); output: the lines shown."""
         self.page, self.line, self.command, self.output = page, line, command, output
         self.skipped = skipped
+        self.setup = False  # a PYTHONPATH=python ... command: run for what it writes
         self.output_lines: Tuple[int, int] = (0, 0)  # [first, end) of the output, 0-based
 
 
@@ -82,8 +87,9 @@ def examples(page: str) -> List[Example]:
                 i += 1
                 command = command[:-1] + " " + lines[i].strip()
             words = command.split()
-            if words and words[0] in ("trainfit", "build/release/trainfit"):
+            if words and words[0] in ("trainfit", "build/release/trainfit", "PYTHONPATH=python"):
                 current = Example(page, start + 1, command, [], skipped)
+                current.setup = words[0] == "PYTHONPATH=python"
                 current.output_lines = (i + 1, i + 1)
                 found.append(current)
             else:
@@ -94,13 +100,27 @@ def examples(page: str) -> List[Example]:
     return found
 
 
-def run(example: Example, trainfit: str) -> List[str]:
+def run(example: Example, trainfit: str, scratch: str) -> List[str]:
     """What the example's command prints, as lines (stdout, then stderr)."""
+    if example.setup:
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+        done = subprocess.run(["bash", "-c", example.command.split(" ", 1)[1]], cwd=scratch,
+                              env=env, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            return [f"failed ({done.returncode}): {done.stderr.strip()}"]
+        return example.output
     words = shlex.split(example.command)
-    done = subprocess.run([trainfit, *words[1:]], cwd=ROOT, capture_output=True, text=True,
+    done = subprocess.run([trainfit, *words[1:]], cwd=scratch, capture_output=True, text=True,
                           timeout=600)
     text = done.stdout + done.stderr
     return text.rstrip("\n").split("\n")
+
+
+def scratch_folder(where: str) -> None:
+    """Links every entry of the repository's root into `where`."""
+    for name in os.listdir(ROOT):
+        if name != ".git":
+            os.symlink(os.path.join(ROOT, name), os.path.join(where, name))
 
 
 def matches(shown: List[str], printed: List[str]) -> bool:
@@ -140,36 +160,40 @@ def check_examples(trainfit: str, update: bool) -> int:
     """Runs every example; with `update`, writes what they print into the pages."""
     failures = 0
     ran = 0
-    for page in pages():
-        found = examples(page)
-        if not found:
-            continue
-        path = os.path.join(ROOT, page)
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().split("\n")
-        for ex in reversed(found):  # from the end, so earlier lines keep their numbers
-            if ex.skipped:
-                print(f"{page}:{ex.line}: not run ({ex.skipped}): {ex.command}")
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch_folder(scratch)
+        for page in pages():
+            found = examples(page)
+            if not found:
                 continue
-            if not any(line.strip() for line in ex.output):
-                continue  # a command shown without its output
-            printed = run(ex, trainfit)
-            ran += 1
-            if matches(ex.output, printed):
-                continue
-            if update:
-                first, end = ex.output_lines
-                lines[first:end] = merge(ex.output, printed)
-                print(f"{page}:{ex.line}: updated: {ex.command}")
-                continue
-            failures += 1
-            print(f"{page}:{ex.line}: `{ex.command}` prints other than the page shows:")
-            sys.stdout.writelines(difflib.unified_diff(
-                [s + "\n" for s in ex.output], [s + "\n" for s in printed], "the page",
-                "printed", n=2))
-        if update:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write("\n".join(lines))
+            path = os.path.join(ROOT, page)
+            with open(path, encoding="utf-8") as f:
+                lines = f.read().split("\n")
+            changes = []
+            for ex in found:  # in order: a setup command writes what the next ones read
+                if ex.skipped:
+                    print(f"{page}:{ex.line}: not run ({ex.skipped}): {ex.command}")
+                    continue
+                if not ex.setup and not any(line.strip() for line in ex.output):
+                    continue  # a command shown without its output
+                printed = run(ex, trainfit, scratch)
+                ran += 1
+                if matches(ex.output, printed):
+                    continue
+                if update and not ex.setup:
+                    changes.append((ex.output_lines, merge(ex.output, printed)))
+                    print(f"{page}:{ex.line}: updated: {ex.command}")
+                    continue
+                failures += 1
+                print(f"{page}:{ex.line}: `{ex.command}` prints other than the page shows:")
+                sys.stdout.writelines(difflib.unified_diff(
+                    [s + "\n" for s in ex.output], [s + "\n" for s in printed], "the page",
+                    "printed", n=2))
+            for (first, end), new in reversed(changes):  # earlier lines keep their numbers
+                lines[first:end] = new
+            if changes:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write("\n".join(lines))
     print(f"{ran} examples run, {failures} differ")
     return 1 if failures else 0
 
