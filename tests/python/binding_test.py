@@ -409,7 +409,10 @@ BASES = {
     "launch": dict(model="resnet18", input=(3, 32, 32), gpu="rtx4090", gpus=2,
                    baseline_batch=64, baseline_lr=0.1),
     "compare": dict(model="resnet18", input=(3, 32, 32), gpu="rtx4090"),
+    "loader": dict(model="resnet18", input=(3, 32, 32), gpu="rtx4090", batch=4),
 }
+LOADER_PROFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "loader",
+                              "decode.json")
 # Keywords of the Python functions that are not request options: the function's own.
 NOT_OPTIONS = {
     "estimate": {"example_batch", "loss_fn", "explain", "timeline"},
@@ -500,12 +503,14 @@ class OptionTable(unittest.TestCase):
     def test_every_row_is_taken_by_each_command_that_lists_it(self):
         for row in self.rows:
             for command in row["commands"]:
-                if command == "loader":
-                    continue  # needs a loader profile; tests/python/loader_test.py runs it
                 options = request_of(command, SAMPLES[row["key"]])
                 with self.subTest(option=row["key"], command=command):
                     self.assertIn(row["key"], options)
                     words = words_of(self.rows, options)
+                    if command == "loader":  # the command line's alone: Python has none
+                        plan = cli_json("loader", "--profile", LOADER_PROFILE, *words)
+                        self.assertEqual(plan["batch"], options.get("batch", 4))
+                        continue
                     if command == "compare":
                         got = trainfit.compare([options, options])
                         want = cli_json("compare", *words, *words)
@@ -521,7 +526,9 @@ class OptionTable(unittest.TestCase):
                 with self.subTest(option=row["key"], command=command):
                     key = row["key"]
                     options = request_of(command, {key: SAMPLES[key][key]})
-                    done = subprocess.run([TRAINFIT, command, *words_of(self.rows, options)],
+                    extra = ["--profile", LOADER_PROFILE] if command == "loader" else []
+                    done = subprocess.run([TRAINFIT, command, *extra,
+                                           *words_of(self.rows, options)],
                                           capture_output=True, text=True)
                     self.assertEqual(done.returncode, 2)
                     self.assertIn(row["refusal"], done.stderr)
