@@ -139,6 +139,27 @@ TEST(Lowering, GradientAccumulationAddsIntoTheFirstGradients) {
   EXPECT_EQ(grads, kParams);  // later micro-batches' gradients are temporaries, added in place
 }
 
+// zero_grad(set_to_none=False): the gradients are made once, in the first backward, live to
+// the end, and the second backward adds into them (its gradients are temporaries).
+TEST(Lowering, KeptGradientsAreMadeOnceAndLiveToTheEnd) {
+  const Graph g = mlp(kCpu);
+  TrainingConfig c = with(OptimizerKind::kSgd);
+  c.switches.zero_grad_set_to_none = false;
+  const EventList events = *lower_training_step(g, c, {});
+  int64_t grads = 0;
+  for (const Event& e : events.events) {
+    const Buffer& b = events.buffers[e.buffer];
+    if (e.alloc && b.category == Category::kGradient) {
+      grads += b.bytes;
+      EXPECT_EQ(e.iteration, 0);
+    }
+  }
+  EXPECT_EQ(grads, kParams);
+  EXPECT_EQ(replay(events).live_at_end[static_cast<size_t>(Category::kGradient)], kParams);
+  const Replayed freed = replay(*lower_training_step(g, with(OptimizerKind::kSgd), {}));
+  EXPECT_EQ(freed.live_at_end[static_cast<size_t>(Category::kGradient)], 0);
+}
+
 TEST(Lowering, RefusesMoreMicroBatchesThanItCanReplay) {
   const Graph g = mlp(kCpu);
   TrainingConfig c = with(OptimizerKind::kSgd);

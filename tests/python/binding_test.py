@@ -404,7 +404,8 @@ SAMPLES = {
 # Each command's request around the sample; what the sample gives wins.
 BASES = {
     "estimate": dict(model="resnet18", input=(3, 32, 32), gpu="rtx4090"),
-    "fit": dict(model="resnet18", input=(3, 32, 32), gpu="rtx4090"),
+    # Large images on a small card: few batches fit, so the search is short.
+    "fit": dict(model="resnet18", input=(3, 512, 512), gpu="rtx3060"),
     "summary": dict(model="resnet18", input=(3, 32, 32)),
     "launch": dict(model="resnet18", input=(3, 32, 32), gpu="rtx4090", gpus=2,
                    baseline_batch=64, baseline_lr=0.1),
