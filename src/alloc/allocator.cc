@@ -360,25 +360,20 @@ void CachingAllocator::release_block(BlockId id) {
 
 void CachingAllocator::release_cached_blocks() {
   for (Pool* p : {&small_blocks_, &large_blocks_}) {
-    for (auto it = p->begin(); it != p->end();) {
-      Block& b = blocks_[it->id];
+    // Each block cached when the pass began, in best-fit order; a block the pass shrinks goes
+    // back in before the ones still to visit and is not visited again.
+    for (const BlockId id : p->ids()) {
+      Block& b = blocks_[id];
       Segment& seg = segments_[b.segment];
       if (seg.expandable) {
         // Unmap the whole free pages at the end of the mapped range.
         const int64_t page = seg.small ? kSmallBuffer : kLargeBuffer;
         const int64_t end = seg.address + seg.size;
-        if (b.address + b.size != end) {
-          ++it;
-          continue;
-        }
+        if (b.address + b.size != end) continue;
         const int64_t keep_end = seg.address + round_up(b.address - seg.address, page);
         const int64_t released = end - std::max(keep_end, b.address);
-        if (released <= 0) {
-          ++it;
-          continue;
-        }
-        const BlockId id = it->id;
-        it = p->erase(it);
+        if (released <= 0) continue;
+        p->erase({b.size, b.address, id});
         seg.size -= released;
         stats_.reserved_bytes -= released;
         b.size -= released;
@@ -391,8 +386,6 @@ void CachingAllocator::release_cached_blocks() {
         }
         continue;
       }
-      const BlockId id = it->id;
-      ++it;
       if (b.prev < 0 && b.next < 0) release_block(id);
     }
   }

@@ -23,10 +23,10 @@
 //    pool instead of allocating segments.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
-#include <set>
 #include <span>
 #include <vector>
 
@@ -129,7 +129,34 @@ class CachingAllocator {
     bool live = true;
     bool expandable = false;
   };
-  using Pool = std::set<BlockKey>;
+  // The free blocks of a pool, best fit first: PyTorch's std::set<Block*, BlockComparator> as a
+  // sorted array. A pool holds tens to a few thousand blocks and a replay inserts and erases one
+  // on most of its events; moving a few cache lines beats a tree node allocated per insert.
+  class Pool {
+   public:
+    using iterator = std::vector<BlockKey>::iterator;
+    iterator begin() { return keys_.begin(); }
+    iterator end() { return keys_.end(); }
+    iterator lower_bound(const BlockKey& key) {
+      return std::lower_bound(keys_.begin(), keys_.end(), key);
+    }
+    void insert(const BlockKey& key) { keys_.insert(lower_bound(key), key); }
+    iterator erase(iterator it) { return keys_.erase(it); }
+    void erase(const BlockKey& key) {
+      const iterator it = lower_bound(key);
+      if (it != keys_.end() && !(key < *it)) keys_.erase(it);
+    }
+    // The blocks' ids, for a pass that erases and inserts as it goes.
+    std::vector<BlockId> ids() const {
+      std::vector<BlockId> out;
+      out.reserve(keys_.size());
+      for (const BlockKey& k : keys_) out.push_back(k.id);
+      return out;
+    }
+
+   private:
+    std::vector<BlockKey> keys_;
+  };
 
   Pool& pool(bool small) { return small ? small_blocks_ : large_blocks_; }
   bool should_split(const Block& block, int64_t size) const;

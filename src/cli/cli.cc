@@ -92,10 +92,16 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   app.set_help_all_flag("--help-all", "help for every command");
   app.set_version_flag("--version", fmt::format("trainfit {}", TRAINFIT_VERSION),
                        "print trainfit's version and exit");
+  // Only the commands the arguments name get their options (--help-all: every one); the others
+  // are there for `trainfit --help` to list. Setting up every command's options would be most
+  // of what `trainfit --version` costs.
+  const bool all = std::find(args.begin(), args.end(), "--help-all") != args.end();
   std::vector<std::pair<CLI::App*, CommandRun>> runs;
   for (const Command& c : kCommands) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
-    runs.emplace_back(sub, c.setup(*sub));
+    if (all || std::find(args.begin(), args.end(), c.name) != args.end()) {
+      runs.emplace_back(sub, c.setup(*sub));
+    }
   }
   if (args.size() > 1 && !args[1].starts_with("-") && !is_command(args[1])) {
     return report_error(err, unknown_command(args[1]));

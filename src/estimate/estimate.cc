@@ -157,33 +157,47 @@ Replay replay(const EventList& list, const DeviceProfile& device, AllocatorConfi
 
 }  // namespace
 
-Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
-  const DeviceProfile& device = options.device;
+LoweringOptions lowering_options(const DeviceProfile& device) {
   LoweringOptions lowering;
   if (kernels_take_workspaces(device.target)) {
     lowering.cublas_workspace_bytes = device.cublas_workspace_bytes;
     lowering.cublaslt_workspace_bytes = cublaslt_workspace_bytes();
     lowering.op_workspaces = true;
   }
-  TF_ASSIGN_OR_RETURN(EventList list, lower_training_step(g, options.training, lowering));
-  Estimate facts;
+  return lowering;
+}
+
+Result<LoweredStep> lower_step(const Graph& g, const EstimateOptions& options) {
+  LoweredStep step;
+  TF_ASSIGN_OR_RETURN(step.list,
+                      lower_training_step(g, options.training, lowering_options(options.device)));
   for (const Param& p : g.params) {
     if (p.buffer) continue;
     const int64_t n = param_weights(g, p);
-    facts.parameters += n;
-    if (p.trainable) facts.trainable_parameters += n;
+    step.facts.parameters += n;
+    if (p.trainable) step.facts.trainable_parameters += n;
   }
-  facts.activation_bytes = activation_bytes(g);
+  step.facts.activation_bytes = activation_bytes(g);
+  return step;
+}
+
+Result<Estimate> estimate_lowered(const Graph& g, const LoweredStep& step,
+                                  const EstimateOptions& options) {
   const EventNames names = names_of(g);
-  TF_ASSIGN_OR_RETURN(Estimate e, estimate_events(list, names, std::move(facts), options));
-  TF_RETURN_IF_ERROR(add_workspace_bound(e, list, names, options));
+  TF_ASSIGN_OR_RETURN(Estimate e, estimate_events(step.list, names, step.facts, options));
+  TF_RETURN_IF_ERROR(add_workspace_bound(e, step.list, names, options));
   if (options.step_time) {
-    TF_ASSIGN_OR_RETURN(e.time, graph_step_time(g, options, &list));
+    TF_ASSIGN_OR_RETURN(e.time, graph_step_time(g, options, &step.list));
     if (e.time && options.dataset_size) {
       e.epoch = epoch_time(*e.time, *options.dataset_size, options.training.distributed.world_size);
     }
   }
   return e;
+}
+
+Result<Estimate> estimate(const Graph& g, const EstimateOptions& options) {
+  TF_ASSIGN_OR_RETURN(const LoweredStep step, lower_step(g, options));
+  return estimate_lowered(g, step, options);
 }
 
 namespace {
@@ -339,11 +353,24 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
     e.oom = moment_of(names, list.events[*r.oom_event]);
     e.oom_numbers = r.oom;
     e.fits = false;
-    // What the run would need: the same events on an unbounded device.
     if (options.peak_after_oom) {
-      config.capacity = -1;
-      r = replay(list, device, config, options.timeline, slot_of_buffer, slot_modules.size(),
-                 at_bound);
+      // Note [Past an OOM].
+      std::optional<Replay> whole;
+      if (e.margin_bytes > 0) {
+        config.capacity = std::max<int64_t>(0, device.total_bytes - e.cuda_context_bytes);
+        whole = replay(list, device, config, options.timeline, slot_of_buffer, slot_modules.size(),
+                       at_bound);
+        if (whole->oom_event) whole.reset();
+      }
+      if (whole) {
+        r = std::move(*whole);
+        e.figures_from = FiguresFrom::kWholeGpu;
+      } else {
+        config.capacity = -1;
+        r = replay(list, device, config, options.timeline, slot_of_buffer, slot_modules.size(),
+                   at_bound);
+        e.figures_from = FiguresFrom::kUnlimited;
+      }
     }
   }
   e.peak_allocated_bytes = r.peak_allocated;
@@ -376,6 +403,7 @@ Result<Estimate> estimate_events(const EventList& list, const EventNames& names,
     e.headroom_bytes = e.total_bytes - e.margin_bytes - e.device_used_bytes;
     e.fits = e.fits && e.headroom_bytes >= 0;
   }
+  e.peak_allocated_upper_bytes = e.peak_allocated_bytes;
   e.peak_reserved_upper_bytes = e.peak_reserved_bytes;
   e.device_used_upper_bytes = e.device_used_bytes;
   e.fits_upper = e.fits;
@@ -418,6 +446,10 @@ bool has_unmeasured_workspaces(const EventList& list) {
 Status add_workspace_bound(Estimate& e, const EventList& list, const EventNames& names,
                            const EstimateOptions& options) {
   if (!has_unmeasured_workspaces(list)) return Status();
+  if (!e.fits && !options.peak_after_oom) {
+    e.fits_upper = false;  // a search's probe that ran out: it only needs to say so
+    return Status();
+  }
   EstimateOptions o = options;
   o.timeline = false;
   o.explain = false;
@@ -426,6 +458,7 @@ Status add_workspace_bound(Estimate& e, const EventList& list, const EventNames&
                       estimate_events(list, names, Estimate{}, o, /*at_bound=*/true));
   // A bound is never below the central figure: reserved memory is not monotone in one
   // allocation's size (where blocks land changes), so a larger workspace can come out lower.
+  e.peak_allocated_upper_bytes = std::max(e.peak_allocated_bytes, upper.peak_allocated_bytes);
   e.peak_reserved_upper_bytes = std::max(e.peak_reserved_bytes, upper.peak_reserved_bytes);
   e.device_used_upper_bytes = std::max(e.device_used_bytes, upper.device_used_bytes);
   e.fits_upper = e.fits && upper.fits;

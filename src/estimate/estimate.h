@@ -21,6 +21,7 @@
 #include "estimate/step_time.h"
 #include "lower/cost.h"
 #include "lower/events.h"
+#include "lower/lowering.h"
 #include "lower/training.h"
 
 namespace trainfit {
@@ -32,8 +33,8 @@ struct EstimateOptions {
   int64_t margin_bytes = 0;  // of the device's memory, kept free: a run fits in total - margin
   bool timeline = false;
   bool explain = false;  // list the tensors alive at the peak
-  // On out of memory, also replay on an unbounded device to report what the run would need
-  // (the peak figures); a search that only asks whether it fits turns this off.
+  // On out of memory, replay again without the margin or on an unbounded device for the peak
+  // figures (Note [Past an OOM]); a search that only asks whether it fits turns this off.
   bool peak_after_oom = true;
   bool step_time = true;                // with the device's timing constants: Estimate::time
   CostOptions cost;                     // how the kernels run: TF32, memory format (the step time)
@@ -73,6 +74,16 @@ struct Moment {
   std::string module;  // module path of that op
 };
 
+// Note [Past an OOM]: a run that runs out of memory stops there, so its peak figures are those
+// of another replay of it, one that does not fail: on the same GPU without the margin if it fits
+// there, else on a GPU with unlimited memory (what a larger card would show). Never those of a
+// replay that went on past its failure.
+enum class FiguresFrom : uint8_t {
+  kTheRun,     // the run fits: its own figures
+  kWholeGpu,   // it fails only for the margin: the same GPU with all its memory
+  kUnlimited,  // it fails on the whole GPU too: a GPU with unlimited memory
+};
+
 struct Estimate {
   int64_t parameters = 0;
   int64_t trainable_parameters = 0;
@@ -95,7 +106,8 @@ struct Estimate {
   bool fits = true;
   int64_t headroom_bytes = 0;  // total - margin - device used
   std::optional<Moment> oom;   // where the run would run out of memory
-  OutOfMemory oom_numbers;
+  OutOfMemory oom_numbers;     // what it asked for there
+  FiguresFrom figures_from = FiguresFrom::kTheRun;
   size_t events = 0;
   std::vector<TimelinePoint> timeline;
   // cuDNN's benchmark mode: problems searched, and those whose trial was never measured.
@@ -103,6 +115,7 @@ struct Estimate {
   int unmeasured_searches = 0;
   // Note [Workspace bounds] (graph/device_rules.h): the figures with every workspace no
   // recording measured at its bound; the central figures where everything was measured.
+  int64_t peak_allocated_upper_bytes = 0;
   int64_t peak_reserved_upper_bytes = 0;
   int64_t device_used_upper_bytes = 0;
   bool fits_upper = true;
@@ -124,6 +137,20 @@ struct Estimate {
 };
 
 Result<Estimate> estimate(const Graph& graph, const EstimateOptions& options);
+
+// estimate() in two halves, for a search that replays one step under many memory limits: the
+// lowering, which reads only the graph, options.training and lowering_options(options.device),
+// and the allocator replay with the report's figures.
+struct LoweredStep {
+  EventList list;
+  Estimate facts;  // parameter counts and activation bytes
+};
+LoweringOptions lowering_options(const DeviceProfile& device);
+Result<LoweredStep> lower_step(const Graph& graph, const EstimateOptions& options);
+// `step` must be lower_step(graph, o) for options `o` that differ from `options` at most in
+// what lowering_options does not read (memory, margin, context, what to report).
+Result<Estimate> estimate_lowered(const Graph& graph, const LoweredStep& step,
+                                  const EstimateOptions& options);
 
 // The step time of a graph on the options' device: nullopt without timing constants (no GPU
 // named) or on the cpu profile. On more than one GPU it includes the communication, from the

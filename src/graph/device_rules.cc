@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iterator>
 #include <optional>
+#include <vector>
 
 #include "base/size_math.h"
 
@@ -113,6 +114,30 @@ const Entry* find_measured(const Entry (&table)[N], const ConvProblem& conv, int
   return it != end && it->key == *key ? it : nullptr;
 }
 
+constexpr size_t kBatchField = 2;  // of a MeasuredKey
+
+MeasuredKey without_batch(MeasuredKey k) {
+  k[kBatchField] = 0;
+  return k;
+}
+
+// kMeasured ordered by the problem without its batch, then by the batch: one problem's
+// recordings at every batch are neighbours. Built on first use.
+const std::vector<const MeasuredWorkspace*>& measured_by_problem() {
+  static const std::vector<const MeasuredWorkspace*> kIndex = [] {
+    std::vector<const MeasuredWorkspace*> index;
+    for (const MeasuredWorkspace& m : kMeasured) index.push_back(&m);
+    std::sort(index.begin(), index.end(),
+              [](const MeasuredWorkspace* a, const MeasuredWorkspace* b) {
+                const MeasuredKey ka = without_batch(a->key);
+                const MeasuredKey kb = without_batch(b->key);
+                return ka != kb ? ka < kb : a->key[kBatchField] < b->key[kBatchField];
+              });
+    return index;
+  }();
+  return kIndex;
+}
+
 // The problem recorded at another batch (Note [cuDNN convolution workspaces]): from the largest
 // recorded batch under `conv`'s, its recording scaled up by the batch ratio; else from the
 // smallest above, the rule's bytes held between that recording scaled down and the recording
@@ -121,22 +146,31 @@ std::optional<int64_t> scaled_from_another_batch(const ConvProblem& conv, int ki
                                                  int64_t rule_bytes) {
   const std::optional<MeasuredKey> key = measured_key(conv, kind);
   if (!key) return std::nullopt;
-  constexpr size_t kBatch = 2;
+  const MeasuredKey problem = without_batch(*key);
+  const std::vector<const MeasuredWorkspace*>& index = measured_by_problem();
+  // Compares an index entry's problem with a problem, either way round.
+  struct ByProblem {
+    bool operator()(const MeasuredWorkspace* m, const MeasuredKey& k) const {
+      return without_batch(m->key) < k;
+    }
+    bool operator()(const MeasuredKey& k, const MeasuredWorkspace* m) const {
+      return k < without_batch(m->key);
+    }
+  };
+  const auto [first, last] = std::equal_range(index.begin(), index.end(), problem, ByProblem{});
+  // The range is in batch order: the last recording below the batch, the first above it.
   const MeasuredWorkspace* below = nullptr;
   const MeasuredWorkspace* above = nullptr;
-  for (const MeasuredWorkspace& m : kMeasured) {
-    MeasuredKey k = m.key;
-    k[kBatch] = (*key)[kBatch];
-    if (k != *key) continue;
-    const int64_t b = m.key[kBatch];
-    if (b < conv.batch && (!below || b > below->key[kBatch])) below = &m;
-    if (b > conv.batch && (!above || b < above->key[kBatch])) above = &m;
+  for (auto it = first; it != last; ++it) {
+    const int64_t b = (*it)->key[kBatchField];
+    if (b < conv.batch) below = *it;
+    if (b > conv.batch && !above) above = *it;
   }
   const MeasuredWorkspace* from = below ? below : above;
   if (!from) return std::nullopt;
   const auto scaled =
       static_cast<int64_t>(static_cast<double>(from->bytes) * static_cast<double>(conv.batch) /
-                           static_cast<double>(from->key[kBatch]));
+                           static_cast<double>(from->key[kBatchField]));
   if (below) return scaled;
   return std::clamp(rule_bytes, scaled, from->bytes);
 }

@@ -22,6 +22,7 @@ struct LoweringOptions {
   int64_t cublas_workspace_bytes = 0;    // per cuBLAS handle, allocated at its first GEMM
   int64_t cublaslt_workspace_bytes = 0;  // the forward thread's cuBLASLt handle, likewise
   bool op_workspaces = false;            // transient memory inside kernels (CUDA)
+  bool operator==(const LoweringOptions&) const = default;
 };
 
 // A checkpointed module call: nodes [first, end). Inside it autograd keeps nothing during

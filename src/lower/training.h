@@ -75,6 +75,7 @@ struct OptimizerConfig {
     if (weight_decay >= 0) return weight_decay;
     return kind == OptimizerKind::kAdamW ? 0.01 : 0.0;
   }
+  bool operator==(const OptimizerConfig&) const = default;
 };
 
 // How the step is spread over GPUs. Every memory figure is one rank's (rank 0's).
@@ -97,6 +98,7 @@ struct DdpConfig {
   bool gradient_as_bucket_view = false;
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
+  bool operator==(const DdpConfig&) const = default;
 };
 
 // How FullyShardedDataParallel shards: FULL_SHARD frees each unit's gathered parameters after
@@ -119,6 +121,7 @@ struct FsdpConfig {
   // shards, their gradients and the optimizer stay fp32; parameters are gathered, and the
   // model computes and its gradients are reduced, in bf16 (the graph is built in bf16).
   bool mixed_precision_bf16 = false;
+  bool operator==(const FsdpConfig&) const = default;
 };
 
 // Default bandwidth between nodes: one 100 Gbit/s NIC per node, in GB/s.
@@ -131,6 +134,7 @@ struct DistributedConfig {
   Strategy strategy = Strategy::kSingle;
   DdpConfig ddp;
   FsdpConfig fsdp;
+  bool operator==(const DistributedConfig&) const = default;
 };
 
 // What the training loop keeps of a step. kHeld: `for x, y in loader: out = model(x); loss =
@@ -154,6 +158,7 @@ struct StepSwitches {
   // False zeroes them in place, so they stay allocated through the next forward and the next
   // backward adds into them.
   bool zero_grad_set_to_none = true;
+  bool operator==(const StepSwitches&) const = default;
 };
 
 struct TrainingConfig {
@@ -177,6 +182,7 @@ struct TrainingConfig {
   StepSwitches switches;
   LoopStyle loop = LoopStyle::kHeld;
   DistributedConfig distributed;
+  bool operator==(const TrainingConfig&) const = default;
 };
 
 }  // namespace trainfit

@@ -2,9 +2,13 @@
 
 namespace trainfit {
 
-Result<std::optional<StepTime>> predict_step_time(const TrainingRequest& request) {
+Result<std::optional<StepTime>> predict_step_time(const TrainingRequest& request,
+                                                  const EstimateRun* built) {
   TF_ASSIGN_OR_RETURN(const ResolvedRequest resolved, resolve(request));
   if (resolved.trace || !resolved.options.device.timing) return std::optional<StepTime>();
+  if (built && !built->resolved.trace && built->resolved.model == resolved.model) {
+    return graph_step_time(built->graph, resolved.options);
+  }
   TF_ASSIGN_OR_RETURN(const Graph graph, build_model(resolved.model));
   return graph_step_time(graph, resolved.options);
 }
@@ -31,7 +35,13 @@ Result<Estimate> PipelineEstimator::estimate_resolved(ResolvedRequest& resolved,
   options.step_time = detail.step_time;
   if (resolved.trace) return estimate_trace(*resolved.trace, resolved.model.batch, options);
   TF_ASSIGN_OR_RETURN(const Graph* graph, graph_of(resolved.model));
-  return trainfit::estimate(*graph, options);
+  LoweredKey key{resolved.model, options.training, lowering_options(options.device)};
+  if (lowered_key_ != key) {
+    lowered_key_.reset();
+    TF_ASSIGN_OR_RETURN(lowered_, lower_step(*graph, options));
+    lowered_key_ = std::move(key);
+  }
+  return estimate_lowered(*graph, lowered_, options);
 }
 
 Result<Estimate> PipelineEstimator::estimate(const TrainingRequest& request,
@@ -48,6 +58,7 @@ Result<EstimateRun> PipelineEstimator::run(const TrainingRequest& request,
   if (!run.resolved.trace) {
     run.graph = std::move(graph_);  // the run names its events by it
     built_.reset();
+    lowered_key_.reset();
   }
   return run;
 }

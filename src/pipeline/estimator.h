@@ -33,22 +33,27 @@ class Estimator {
                                     const EstimateDetail& detail = {}) = 0;
 };
 
-// The step time of a request without its memory estimate: the graph and the cost model on the
-// request's GPU. nullopt where there is none to give (no GPU named, the cpu profile, a trace).
-Result<std::optional<StepTime>> predict_step_time(const TrainingRequest& request);
-
 // One estimate with what it ran on: the resolved request and the zoo graph (empty for a trace).
 struct EstimateRun {
   ResolvedRequest resolved;
   Graph graph;
   Estimate estimate;
 };
+
+// The step time of a request without its memory estimate: the graph and the cost model on the
+// request's GPU. nullopt where there is none to give (no GPU named, the cpu profile, a trace).
+// `built`: a run whose graph is used, not built again, where the request's model is the same
+// (a change of TF32 or of the loop leaves the graph as it is).
+Result<std::optional<StepTime>> predict_step_time(const TrainingRequest& request,
+                                                  const EstimateRun* built = nullptr);
 // What an estimate's events are called: the zoo graph's or the trace's names. It refers to
 // `run`, which must outlive it.
 EventNames names_of(const EstimateRun& run);
 
-// The whole pipeline. It keeps the last graph it built, so that probes of one configuration at
-// one batch (a batch search near the limit) build it once. Not shared between threads.
+// The whole pipeline. It keeps the last graph it built and the step it lowered, so that probes
+// of one configuration at one batch under other memory limits (a batch search near the limit,
+// its cards' budgets) build and lower it once and only replay the allocator. Not shared between
+// threads.
 class PipelineEstimator final : public Estimator {
  public:
   Result<Estimate> estimate(const TrainingRequest& request,
@@ -59,8 +64,18 @@ class PipelineEstimator final : public Estimator {
   Result<const Graph*> graph_of(const ModelRequest& model);
   Result<Estimate> estimate_resolved(ResolvedRequest& resolved, const EstimateDetail& detail);
 
+  // What a lowered step depends on (estimate.h lower_step).
+  struct LoweredKey {
+    ModelRequest model;
+    TrainingConfig training;
+    LoweringOptions lowering;
+    bool operator==(const LoweredKey&) const = default;
+  };
+
   std::optional<ModelRequest> built_;
   Graph graph_;
+  std::optional<LoweredKey> lowered_key_;
+  LoweredStep lowered_;
 };
 
 }  // namespace trainfit

@@ -20,8 +20,8 @@ Result<BatchSearch::Probe> BatchSearch::run(const DeviceProfile& device, double 
   // The upper figures are never below the central ones.
   const int64_t used_upper = std::max(e.device_used_upper_bytes, e.device_used_bytes);
   const bool fits_upper = e.fits && e.fits_upper;
-  if (used_upper != e.device_used_bytes || fits_upper != e.fits) bounded_by_workspaces_ = true;
   return Probe{e.peak_allocated_bytes,
+               std::max(e.peak_allocated_upper_bytes, e.peak_allocated_bytes),
                e.peak_reserved_bytes,
                e.device_used_bytes,
                used_upper,
@@ -58,137 +58,149 @@ Result<std::vector<BatchPoint>> BatchSearch::curve(const DeviceProfile& device,
   return points;
 }
 
-Result<bool> BatchSearch::fits(const DeviceProfile& device, double margin, int64_t batch,
-                               bool upper) {
+Result<BatchSearch::Probe> BatchSearch::bounded(const DeviceProfile& device, double margin,
+                                                int64_t batch) {
   const int64_t budget = device.total_bytes - margin_bytes(device.total_bytes, margin);
-  TF_ASSIGN_OR_RETURN(const Probe open, unbounded(device, batch));
-  // The allocator never reaches the limit: the bounded run would be the same.
-  if (open.used(upper) <= budget) return true;
-  // Live tensors alone exceed it: no freeing of cached blocks helps.
-  if (open.allocated + device.context_bytes > budget) return false;
   const auto key =
       std::make_tuple(device.target.sm, device.target.sm_count, device.cublas_workspace_bytes,
                       device.context_bytes, budget, batch);
-  auto it = bounded_.find(key);
-  if (it == bounded_.end()) {
-    TF_ASSIGN_OR_RETURN(const Probe p, run(device, margin, batch));
-    it = bounded_.emplace(key, p).first;
+  if (auto it = bounded_.find(key); it != bounded_.end()) return it->second;
+  TF_ASSIGN_OR_RETURN(const Probe p, run(device, margin, batch));
+  bounded_.emplace(key, p);
+  return p;
+}
+
+Result<int64_t> BatchSearch::first_over_budget(const DeviceProfile& device, int64_t budget,
+                                               bool upper) {
+  // Invariant: lo's live tensors fit the budget (0 trivially), hi's do not (past the search
+  // limit by assumption). Peak allocated memory grows with the batch, so this is a search on a
+  // monotone function, and an all but affine one: each probe after the first is where the line
+  // through two probes crosses the budget, and from the fourth inside a bracket the probes
+  // bisect, so that rounding cannot stall it.
+  int64_t lo = 0;
+  int64_t hi = kMaxSearchBatch + 1;
+  std::vector<std::pair<int64_t, double>> seen;  // (batch, allocated + context)
+  const auto over = [&](int64_t batch) -> Result<bool> {
+    TF_ASSIGN_OR_RETURN(const Probe p, unbounded(device, batch));
+    const int64_t live = (upper ? p.allocated_upper : p.allocated) + device.context_bytes;
+    seen.emplace_back(batch, static_cast<double>(live));
+    return live > budget;
+  };
+  const auto value = [&](int64_t batch) {
+    for (const auto& [b, v] : seen) {
+      if (b == batch) return v;
+    }
+    return 0.0;
+  };
+  const auto crossing = [&](int64_t b1, int64_t b2) -> std::optional<int64_t> {
+    const double v1 = value(b1);
+    const double v2 = value(b2);
+    if (b1 == b2 || v2 <= v1) return std::nullopt;
+    const double slope = (v2 - v1) / static_cast<double>(b2 - b1);
+    const double cross = static_cast<double>(b1) + (static_cast<double>(budget) - v1) / slope;
+    return static_cast<int64_t>(
+        std::floor(std::clamp(cross, 0.0, static_cast<double>(kMaxSearchBatch + 1))));
+  };
+  int bracketed_steps = 0;
+  while (hi - lo > 1) {
+    int64_t guess = 0;
+    const bool bracketed = hi <= kMaxSearchBatch;
+    if (seen.empty()) {
+      guess = 1;
+    } else if (!bracketed) {
+      // Above every probe: along the line from batch 1 to the largest, or 16 times further.
+      const std::optional<int64_t> c = lo > 1 ? crossing(1, lo) : std::nullopt;
+      guess = c ? std::min(*c + 1, lo * 16) : lo * 16;
+    } else if (bracketed_steps >= 3) {
+      guess = lo + (hi - lo) / 2;
+    } else {
+      // The crossing lies in (lo, hi]; its batch, or the one after the crossing, decides it.
+      guess = crossing(lo == 0 ? 1 : lo, hi).value_or(lo + (hi - lo) / 2) + 1;
+    }
+    const int64_t batch = std::clamp(guess, lo + 1, std::min(hi - 1, kMaxSearchBatch));
+    Result<bool> is_over = over(batch);
+    if (!is_over.ok()) {
+      // The same configuration built at a smaller batch: a size that overflows does not fit.
+      if (lo == 0) return is_over.status();
+      is_over = true;
+    }
+    if (*is_over) {
+      hi = batch;
+    } else {
+      lo = batch;
+    }
+    if (bracketed) ++bracketed_steps;
+    if (!bracketed && lo == kMaxSearchBatch) break;
   }
-  return upper ? it->second.fits_upper : it->second.fits;
+  return hi;
 }
 
 Result<BatchFit> BatchSearch::fit(const DeviceProfile& device, double margin) {
-  TF_ASSIGN_OR_RETURN(BatchFit result, search(device, margin, /*upper=*/true));
-  result.central_max_batch = result.max_batch;
-  if (bounded_by_workspaces_) {
-    TF_ASSIGN_OR_RETURN(const BatchFit central, search(device, margin, /*upper=*/false));
-    result.central_max_batch = central.max_batch;
-  }
-  return result;
-}
-
-Result<BatchFit> BatchSearch::search(const DeviceProfile& device, double margin, bool upper) {
   TF_CHECK(device.total_bytes >= 0) << "fit needs a device with known memory";
   BatchFit result;
   const int64_t budget = device.total_bytes - margin_bytes(device.total_bytes, margin);
   result.budget_bytes = budget;
-  // Invariant: lo fits (0 trivially), hi does not (kMaxSearchBatch + 1 by assumption).
-  //
-  // The search steers by its own probes only; estimates another search made are reused, not
-  // steered by. Reserved memory is not monotone in the batch (where the allocator's blocks
-  // land changes with every size), so near the limit a batch can fit where a smaller one does
-  // not, and a search seeded by other GPUs' probes would settle on another edge than the same
-  // search run alone: `fit --gpu all` must say what `fit --gpu X` says.
-  int64_t lo = 0;
-  int64_t hi = kMaxSearchBatch + 1;
-  std::vector<int64_t> probed;
-  // Device use is close to affine in the batch: the next probe is where the line through the
-  // bracket's ends (or, before there is an upper end, the last two probes) crosses the budget.
-  // Allocator rounding bends the line, so every guess is checked, and each probe
-  // from the fourth inside a bracket bisects, so that a bent curve cannot stall the search.
-  const auto used = [&](int64_t batch) -> std::optional<double> {
-    if (std::find(probed.begin(), probed.end(), batch) == probed.end()) return std::nullopt;
-    auto it = unbounded_.find(std::make_tuple(device.target.sm, device.target.sm_count,
-                                              device.cublas_workspace_bytes, device.context_bytes,
-                                              batch));
-    if (it == unbounded_.end()) return std::nullopt;
-    return static_cast<double>(it->second.used(upper));
-  };
-  const auto crossing = [&](int64_t b1, int64_t b2) -> std::optional<int64_t> {
-    const std::optional<double> d1 = used(b1);
-    const std::optional<double> d2 = used(b2);
-    if (!d1 || !d2 || b1 == b2 || *d2 <= *d1) return std::nullopt;
-    const double slope = (*d2 - *d1) / static_cast<double>(b2 - b1);
-    const double cross = static_cast<double>(b1) + (static_cast<double>(budget) - *d1) / slope;
-    return static_cast<int64_t>(
-        std::floor(std::clamp(cross, 0.0, static_cast<double>(kMaxSearchBatch))));
-  };
-  int64_t last = 0;
-  int bracketed_steps = 0;
-  int64_t past_lo = 1;
-  while (hi - lo > 1) {
-    int64_t guess = 0;
-    const bool bracketed = hi <= kMaxSearchBatch;
-    if (lo == 0 && !used(1)) {
-      guess = 1;
-    } else if (bracketed && bracketed_steps >= 3) {
-      guess = lo + (hi - lo) / 2;
-    } else if (bracketed) {
-      guess = crossing(lo == 0 ? 1 : lo, hi).value_or(lo + (hi - lo) / 2);
-      if (guess == lo && last == lo) guess = lo + 1;  // just found lo: try the next one
-    } else {
-      // Above every probe so far: extrapolate along the longest baseline, from batch 1 to the
-      // largest probe of any class (nearby probes differ by allocator rounding as much as by
-      // the batch).
-      int64_t largest = 0;
-      for (const int64_t b : probed) largest = std::max(largest, b);
-      const std::optional<int64_t> c = largest > 1 ? crossing(1, largest) : std::nullopt;
-      guess = lo == 0 ? c.value_or(1) : std::min(c.value_or(lo * 16), lo * 16);
-      // The long baseline can put the crossing at or below a batch that fits (its slope is
-      // an average): step past lo by 1, 2, 4, ... so that a limit far above is bracketed in
-      // a few probes rather than approached one batch at a time.
-      if (lo > 0 && guess <= lo) {
-        guess = lo + past_lo;
-        past_lo *= 2;
+  // Note [The edge]: every batch from `over` on holds more live tensors than the budget, so
+  // the largest batch that fits is below it; down from there, the first batch that fits is it.
+  // Reserved memory is not monotone in the batch (where the allocator's segments land), so a
+  // batch just under `over` can fail where a smaller one fits: the search walks down, it does
+  // not bisect. The central figures first; the upper ones, which fit only where the central
+  // ones do, from there or from below their own `over`, whichever is lower.
+  TF_ASSIGN_OR_RETURN(const int64_t over, first_over_budget(device, budget, /*upper=*/false));
+  const auto walk_down = [&](int64_t from, bool upper) -> Result<std::optional<Probe>> {
+    for (int64_t b = from; b >= 1; --b) {
+      Result<Probe> p = bounded(device, margin, b);
+      if (!p.ok()) {
+        if (b == 1) return p.status();
+        continue;  // a size that overflows does not fit
+      }
+      if (upper ? p->fits_upper : p->fits) {
+        p->batch = b;
+        return std::optional<Probe>(*p);
       }
     }
-    const int64_t batch = std::clamp(guess, lo + 1, hi - 1);
-    Result<bool> ok = fits(device, margin, batch, upper);
-    probed.push_back(batch);
-    if (!ok.ok()) {
-      // The same configuration built at a smaller batch: a size that overflows does not fit.
-      if (lo == 0) return ok.status();
-      ok = false;
-    }
-    if (*ok) {
-      lo = batch;
-    } else {
-      hi = batch;
-    }
-    last = batch;
-    if (bracketed) ++bracketed_steps;
+    return std::optional<Probe>();
+  };
+  TF_ASSIGN_OR_RETURN(const std::optional<Probe> central,
+                      walk_down(std::min(over - 1, kMaxSearchBatch), /*upper=*/false));
+  result.central_max_batch = central ? central->batch : 0;
+  std::optional<Probe> at = central;
+  if (central && !central->fits_upper) {
+    TF_ASSIGN_OR_RETURN(const int64_t over_upper,
+                        first_over_budget(device, budget, /*upper=*/true));
+    TF_ASSIGN_OR_RETURN(at, walk_down(std::min(over_upper, central->batch) - 1, /*upper=*/true));
   }
-  result.max_batch = lo;
-  result.at_search_limit = lo == kMaxSearchBatch;
-  if (lo == 0) {
-    TF_ASSIGN_OR_RETURN(const Probe one, unbounded(device, 1));
-    result.next_device_used_bytes = one.used(upper);
+  const int64_t batch = at ? at->batch : 0;
+  result.max_batch = std::max<int64_t>(batch, 0);
+  result.at_search_limit = result.max_batch == kMaxSearchBatch;
+  if (result.max_batch == 0) {
+    TF_RETURN_IF_ERROR(next_needs(device, 1, result));
     return result;
   }
-  TF_ASSIGN_OR_RETURN(Probe at, unbounded(device, lo));
-  if (at.used(upper) > result.budget_bytes) {
-    TF_ASSIGN_OR_RETURN(at, run(device, margin, lo));  // fits through allocator retries
-  }
-  result.peak_allocated_bytes = at.allocated;
-  result.peak_reserved_bytes = at.reserved;
-  result.device_used_bytes = at.device_used;
-  result.device_used_upper_bytes = at.device_used_upper;
-  result.alloc_retries = at.retries;
+  result.peak_allocated_bytes = at->allocated;
+  result.peak_reserved_bytes = at->reserved;
+  result.device_used_bytes = at->device_used;
+  result.device_used_upper_bytes = at->device_used_upper;
+  result.alloc_retries = at->retries;
   if (!result.at_search_limit) {
-    Result<Probe> next = unbounded(device, lo + 1);
-    if (next.ok()) result.next_device_used_bytes = next->used(upper);
+    // A batch past the edge that overflows has no figures to give.
+    if (!next_needs(device, result.max_batch + 1, result).ok()) {
+      result.next_device_used_bytes = -1;
+      result.next_unlimited_bytes = 0;
+    }
   }
   return result;
+}
+
+Status BatchSearch::next_needs(const DeviceProfile& device, int64_t batch, BatchFit& fit) {
+  // On the whole card, without the margin: what nvidia-smi would show if that batch ran.
+  TF_ASSIGN_OR_RETURN(const Probe open, unbounded(device, batch));
+  fit.next_unlimited_bytes = open.used(true);
+  fit.next_device_used_bytes = open.used(true);
+  if (open.used(true) <= device.total_bytes) return Status();
+  TF_ASSIGN_OR_RETURN(const Probe whole, run(device, 0, batch));
+  fit.next_device_used_bytes = whole.fits_upper ? whole.used(true) : -1;
+  return Status();
 }
 
 }  // namespace trainfit

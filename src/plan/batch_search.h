@@ -1,6 +1,14 @@
 // The largest batch that fits a GPU, found by running the estimator: every answer is an
 // estimate at that batch, none is extrapolated.
 //
+// Note [The edge]: the answer is the largest batch that fits, whichever batches below it do
+// not. Reserved memory is not monotone in the batch (where the allocator's segments land
+// changes with every size), so batch B can fit where B - 1 does not; live tensors are monotone,
+// so every batch whose peak allocated memory plus the CUDA context is over the budget fails,
+// and the search walks down from the first of those to the first batch that fits. So
+// `estimate --margin` at the answer fits and at every batch above it does not, whichever
+// command found it.
+//
 //   PipelineEstimator estimator;
 //   BatchSearch search(estimator, request);                      // the model and its training
 //   Result<BatchFit> f = search.fit(cuda_profile(*find_gpu("rtx4090")), 0.05);
@@ -48,8 +56,11 @@ struct BatchFit {
   int64_t device_used_bytes = 0;
   int64_t device_used_upper_bytes = 0;
   int64_t alloc_retries = 0;  // > 0: it fits only by freeing the allocator's cache mid-step
-  // At max_batch + 1 on an unbounded device: what would not fit (the upper figure).
+  // What max_batch + 1 would show on this GPU without the margin (the upper figure); -1: it
+  // does not fit the whole GPU either.
   int64_t next_device_used_bytes = 0;
+  // What it shows on a GPU with unlimited memory (the upper figure): what a larger card shows.
+  int64_t next_unlimited_bytes = 0;
 };
 
 // Searches the batch of one model and training configuration across devices. Estimates on an
@@ -71,22 +82,27 @@ class BatchSearch {
  private:
   struct Probe {
     int64_t allocated = 0;
+    int64_t allocated_upper = 0;
     int64_t reserved = 0;
     int64_t device_used = 0;
     int64_t device_used_upper = 0;
     int64_t retries = 0;
     bool fits = true;
     bool fits_upper = true;
+    int64_t batch = 0;  // where the walk down found it
     int64_t used(bool upper) const { return upper ? device_used_upper : device_used; }
   };
-  // The search by the upper figures or the central ones.
-  Result<BatchFit> search(const DeviceProfile& device, double margin, bool upper);
   // `device` with its memory, or with total_bytes -1 for an unbounded one (no margin).
   Result<Probe> run(const DeviceProfile& device, double margin, int64_t batch);
   Result<Probe> unbounded(const DeviceProfile& device, int64_t batch);
-  // Does `batch` fit `device`? The unbounded estimate decides unless the batch is so close to
-  // the limit that the allocator would free its cache and retry; then the bounded one does.
-  Result<bool> fits(const DeviceProfile& device, double margin, int64_t batch, bool upper);
+  // `device` with its memory less the margin: does `batch` fit, and with what figures.
+  Result<Probe> bounded(const DeviceProfile& device, double margin, int64_t batch);
+  // The smallest batch whose peak allocated memory (the upper figure's or the central one's)
+  // plus the CUDA context is over `budget` (kMaxSearchBatch + 1 if none is): it and every
+  // larger batch do not fit.
+  Result<int64_t> first_over_budget(const DeviceProfile& device, int64_t budget, bool upper);
+  // BatchFit::next_device_used_bytes and next_unlimited_bytes for `batch`.
+  Status next_needs(const DeviceProfile& device, int64_t batch, BatchFit& fit);
 
   Estimator& estimator_;
   TrainingRequest base_;
@@ -95,7 +111,6 @@ class BatchSearch {
   std::map<std::tuple<int, int, int64_t, int64_t, int64_t>, Probe> unbounded_;
   std::map<std::tuple<int, int, int64_t, int64_t, int64_t, int64_t>, Probe> bounded_;
   int estimates_ = 0;
-  bool bounded_by_workspaces_ = false;  // some probe's upper figure is above its central one
 };
 
 }  // namespace trainfit

@@ -6,7 +6,8 @@
 
 namespace trainfit {
 
-std::vector<Speedup> step_speedups(const TrainingRequest& request, const StepTime& now) {
+std::vector<Speedup> step_speedups(const TrainingRequest& request, const StepTime& now,
+                                   const EstimateRun* built) {
   const int sm = request.device.sm;
   std::vector<Speedup> out;
   if (now.step_s <= 0 || now.samples_per_s <= 0) return out;
@@ -20,7 +21,7 @@ std::vector<Speedup> step_speedups(const TrainingRequest& request, const StepTim
   auto predict = [&](std::string change, std::string how, auto&& edit) {
     TrainingRequest changed = request;
     edit(changed);
-    const Result<std::optional<StepTime>> t = predict_step_time(changed);
+    const Result<std::optional<StepTime>> t = predict_step_time(changed, built);
     if (t.ok() && *t) keep(std::move(change), std::move(how), (*t)->step_s, (*t)->samples_per_s);
   };
   const bool fp32 = request.precision == Precision::kFp32;

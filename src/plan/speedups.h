@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "estimate/step_time.h"
+#include "pipeline/estimator.h"
 #include "pipeline/request.h"
 
 namespace trainfit {
@@ -33,7 +34,9 @@ struct Speedup {
 inline constexpr double kSpeedupThreshold = 0.02;
 
 // `now` is the request's own step time. AMP is bf16 from compute capability 8.0, else fp16.
-// A change whose request the model refuses is not offered.
-std::vector<Speedup> step_speedups(const TrainingRequest& request, const StepTime& now);
+// A change whose request the model refuses is not offered. `built`: the request's own run, whose
+// graph serves the changes that leave the model as it is.
+std::vector<Speedup> step_speedups(const TrainingRequest& request, const StepTime& now,
+                                   const EstimateRun* built = nullptr);
 
 }  // namespace trainfit

@@ -244,7 +244,10 @@ nlohmann::json estimate_json(const EstimateHeader& h, const Estimate& e) {
                   {"requested_bytes", e.oom_numbers.requested},
                   {"reserved_bytes", e.oom_numbers.reserved},
                   {"allocated_bytes", e.oom_numbers.allocated},
-                  {"usable_bytes", e.oom_numbers.capacity}};
+                  {"usable_bytes", e.oom_numbers.capacity},
+                  // Where the peak figures come from (Note [Past an OOM]).
+                  {"figures_from",
+                   e.figures_from == FiguresFrom::kWholeGpu ? "whole_gpu" : "unlimited_memory"}};
     }
   }
   return j;

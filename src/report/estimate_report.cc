@@ -165,7 +165,7 @@ Result<EstimateReport> make_estimate_report(const TrainingRequest& request,
   }
   report.scaling = scaling_plan(run);
   if (run.estimate.time && detail.step_time) {
-    report.speedups = step_speedups(request, *run.estimate.time);
+    report.speedups = step_speedups(request, *run.estimate.time, &run);
   }
   if (detail.timeline) {
     const EventNames names = names_of(run);

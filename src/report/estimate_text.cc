@@ -299,6 +299,15 @@ std::string estimate_text(const EstimateReport& report) {
           "  {:<20}no: out of memory in {} asking for {} with {} reserved of {} usable\n", "fits",
           where(*e.oom), format_bytes(e.oom_numbers.requested),
           format_bytes(e.oom_numbers.reserved), format_bytes(e.oom_numbers.capacity));
+      if (e.figures_from == FiguresFrom::kWholeGpu) {
+        out += fmt::format("  {:<20}the figures above are the run's with all {}, where it fits\n",
+                           "", format_bytes(e.total_bytes));
+      } else if (e.figures_from == FiguresFrom::kUnlimited) {
+        out += fmt::format(
+            "  {:<20}the figures above are the run's on a GPU with unlimited memory: it does "
+            "not fit all {} either\n",
+            "", format_bytes(e.total_bytes));
+      }
     } else {
       const std::string of =
           e.margin_bytes > 0

@@ -191,7 +191,7 @@ std::string fit_html(const FitReport& r) {
                  fmt::format("{}{}", r.fit.at_search_limit ? "at least " : "", r.fit.max_batch)},
                 {"Device used at it", format_bytes(r.fit.device_used_bytes)},
                 {"Budget", format_bytes(r.fit.budget_bytes)},
-                {"One more needs", format_bytes(r.fit.next_device_used_bytes)}});
+                {"One more needs", next_batch_needs(r.fit, r.device.total_bytes)}});
   if (r.fit.device_used_upper_bytes > r.fit.device_used_bytes ||
       r.fit.central_max_batch != r.fit.max_batch) {
     page.paragraph(fmt::format(

@@ -16,7 +16,14 @@ nlohmann::json batch_fit_json(const BatchFit& f) {
     j["device_used_upper_bytes"] = f.device_used_upper_bytes;
     j["alloc_retries"] = f.alloc_retries;
   }
-  if (!f.at_search_limit) j["next_batch_device_used_bytes"] = f.next_device_used_bytes;
+  if (!f.at_search_limit) {
+    // Without the margin; the batch after the largest fits the whole GPU or it does not.
+    j["next_batch_fits_gpu"] = f.next_device_used_bytes >= 0;
+    if (f.next_device_used_bytes >= 0) j["next_batch_device_used_bytes"] = f.next_device_used_bytes;
+    if (f.next_unlimited_bytes > 0) {
+      j["next_batch_unlimited_device_used_bytes"] = f.next_unlimited_bytes;
+    }
+  }
   return j;
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/units.h"
+
 namespace trainfit {
 namespace {
 
@@ -40,7 +42,12 @@ Status fit_every_gpu(FitReport& report, const TrainingRequest& request, Estimato
   BatchSearch search(estimator, request);
   for (const GpuSpec& gpu : gpu_catalog()) {
     DeviceProfile device = cuda_profile(gpu);
-    device.context_bytes = request.device.context_bytes;
+    // Each card's own CUDA context (measured on some), unless --cuda-context gave one: the row
+    // is what `fit --gpu NAME` says.
+    if (request.device.context_source == ContextSource::kGiven) {
+      device.context_bytes = request.device.context_bytes;
+      device.context_source = ContextSource::kGiven;
+    }
     TF_ASSIGN_OR_RETURN(BatchFit fit, search.fit(device, report.margin));
     std::optional<StepTime> time;
     if (fit.max_batch > 0) {
@@ -67,6 +74,11 @@ Status fit_every_gpu(FitReport& report, const TrainingRequest& request, Estimato
 }  // namespace
 
 Result<FitReport> make_fit_report(const FitRequest& f) {
+  PipelineEstimator estimator;
+  return make_fit_report(f, estimator);
+}
+
+Result<FitReport> make_fit_report(const FitRequest& f, Estimator& estimator) {
   TF_RETURN_IF_ERROR(check(f));
   FitReport report;
   report.rank = f.rank;
@@ -81,7 +93,6 @@ Result<FitReport> make_fit_report(const FitRequest& f) {
                                                 std::min(request.hf_sets, request.sets.size())),
                      request.sets.end());
   report.freeze = request.freeze;
-  PipelineEstimator estimator;
   if (f.all_gpus) {
     TF_RETURN_IF_ERROR(fit_every_gpu(report, request, estimator, f.curve));
     return report;
@@ -115,6 +126,19 @@ Result<FitReport> make_fit_report(const FitRequest& f) {
     report.target = std::move(plan);
   }
   return report;
+}
+
+std::string next_batch_needs(const BatchFit& fit, int64_t total_bytes) {
+  if (fit.next_device_used_bytes >= 0) return format_bytes(fit.next_device_used_bytes);
+  return "over " + format_bytes(total_bytes);
+}
+
+std::string next_batch_needs_long(const BatchFit& fit, int64_t total_bytes) {
+  std::string s = next_batch_needs(fit, total_bytes);
+  if (fit.next_device_used_bytes < 0 && fit.next_unlimited_bytes > 0) {
+    s += " (" + format_bytes(fit.next_unlimited_bytes) + " on a GPU with unlimited memory)";
+  }
+  return s;
 }
 
 }  // namespace trainfit

@@ -64,5 +64,13 @@ struct FitReport {
 };
 
 Result<FitReport> make_fit_report(const FitRequest& request);
+// The same on a given estimator (a test's, which remembers its answers across reports).
+Result<FitReport> make_fit_report(const FitRequest& request, Estimator& estimator);
+
+// What the batch after the largest needs on a GPU of `total_bytes` without the margin: its
+// device use, or "over" the GPU's memory where it does not fit that either.
+std::string next_batch_needs(const BatchFit& fit, int64_t total_bytes);
+// The same, and where it does not fit the whole GPU what a GPU with unlimited memory shows.
+std::string next_batch_needs_long(const BatchFit& fit, int64_t total_bytes);
 
 }  // namespace trainfit

@@ -70,7 +70,7 @@ std::string every_gpu_text(const FitReport& r) {
     t.add_row({fmt::format("{} ({})", g.gpu.name, g.gpu.display), format_bytes(g.gpu.total_bytes),
                format_bytes(fit.budget_bytes), max_batch_text(fit),
                fit.max_batch > 0 ? format_bytes(fit.device_used_bytes) : "-",
-               fit.at_search_limit ? "-" : format_bytes(fit.next_device_used_bytes),
+               fit.at_search_limit ? "-" : next_batch_needs(fit, g.gpu.total_bytes),
                g.time ? format_duration(g.time->step_s) : "-",
                g.time ? fmt::format("{:.0f}", g.time->samples_per_s) : "-"});
   }
@@ -94,10 +94,10 @@ std::string every_gpu_text(const FitReport& r) {
          t.render(kWidth) + notes;
 }
 
-std::string largest_batch_text(const BatchFit& fit) {
+std::string largest_batch_text(const BatchFit& fit, int64_t total_bytes) {
   if (fit.max_batch == 0) {
     return fmt::format("  batch 1 does not fit: it needs {}\n",
-                       format_bytes(fit.next_device_used_bytes));
+                       next_batch_needs_long(fit, total_bytes));
   }
   std::string s =
       fmt::format("  {:<18}{}   device used {} (peak allocated {}, reserved {})\n", "largest batch",
@@ -123,7 +123,7 @@ std::string largest_batch_text(const BatchFit& fit) {
   }
   if (!fit.at_search_limit) {
     s += fmt::format("  {:<18}needs {}\n", fmt::format("batch {}", fit.max_batch + 1),
-                     format_bytes(fit.next_device_used_bytes));
+                     next_batch_needs_long(fit, total_bytes));
   }
   return s;
 }
@@ -244,7 +244,8 @@ std::string target_text(const TargetPlan& p, Rank rank) {
 
 std::string fit_text(const FitReport& r) {
   if (!r.gpus.empty()) return every_gpu_text(r);
-  std::string s = describe(r) + '\n' + budget_line(r) + "\n\n" + largest_batch_text(r.fit);
+  std::string s = describe(r) + '\n' + budget_line(r) + "\n\n" +
+                  largest_batch_text(r.fit, r.device.total_bytes);
   if (!r.curve.empty()) s += curve_text(r.curve, r.fit);
   if (r.what_if) s += what_if_text(*r.what_if, r.fit, r.rank);
   if (r.target) s += target_text(*r.target, r.rank);
