@@ -37,6 +37,46 @@ BENCHMARK_CAPTURE(BM_Estimate, resnet50_batch256, std::string("resnet50"), 256)
 BENCHMARK_CAPTURE(BM_Estimate, vit_b_16_batch128, std::string("vit_b_16"), 128)
     ->Unit(benchmark::kMillisecond);
 
+// The stages of one estimate, each alone: building the graph, lowering it to allocation
+// events, and replaying those through the allocator model (both replays: central and bound).
+ModelRequest stage_request(const std::string& model, int64_t batch) {
+  ModelRequest r;
+  r.name = model;
+  r.batch = batch;
+  r.options.target = cuda_profile(*find_gpu("rtx4090")).target;
+  return r;
+}
+void BM_StageGraph(benchmark::State& state, const std::string& model, int64_t batch) {
+  const ModelRequest r = stage_request(model, batch);
+  for (auto _ : state) benchmark::DoNotOptimize(build_model(r)->nodes.size());
+}
+void BM_StageLower(benchmark::State& state, const std::string& model, int64_t batch) {
+  const Graph g = *build_model(stage_request(model, batch));
+  EstimateOptions o;
+  o.device = cuda_profile(*find_gpu("rtx4090"));
+  for (auto _ : state) benchmark::DoNotOptimize(lower_step(g, o)->list.events.size());
+}
+void BM_StageReplay(benchmark::State& state, const std::string& model, int64_t batch) {
+  const Graph g = *build_model(stage_request(model, batch));
+  EstimateOptions o;
+  o.device = cuda_profile(*find_gpu("rtx4090"));
+  o.step_time = false;
+  const LoweredStep step = *lower_step(g, o);
+  for (auto _ : state) benchmark::DoNotOptimize(estimate_lowered(g, step, o)->peak_reserved_bytes);
+}
+BENCHMARK_CAPTURE(BM_StageGraph, resnet50_batch256, std::string("resnet50"), 256)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_StageLower, resnet50_batch256, std::string("resnet50"), 256)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_StageReplay, resnet50_batch256, std::string("resnet50"), 256)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_StageGraph, act_batch8, std::string("act"), 8)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_StageLower, act_batch8, std::string("act"), 8)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_StageReplay, act_batch8, std::string("act"), 8)
+    ->Unit(benchmark::kMicrosecond);
+
 // What the step time adds to an estimate: the cost model and the timing, on a built graph.
 void BM_StepTimeOnly(benchmark::State& state, const std::string& model, int64_t batch,
                      const std::vector<std::pair<std::string, std::string>>& sets) {

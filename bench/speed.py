@@ -9,8 +9,8 @@
 
     bench/speed.py counts --build build/dev (--check FILE | --record FILE)
         The heap allocations each command makes, counted by AddressSanitizer in the sanitizer
-        build (ASAN_OPTIONS=print_stats=1): a count, not a time, so it does not move with the
-        machine's load. --record writes them to FILE; --check fails when a command makes more
+        build (ASAN_OPTIONS=print_stats=1), on one thread (TRAINFIT_THREADS=1): a count, not a
+        time, so it does not move with the machine's load or its cores. --record writes them to FILE; --check fails when a command makes more
         than 1.5 times the allocations FILE recorded for it (a change that doubles the work), and
         says when one makes less than 1/1.5 of them (record again to keep the gain).
 
@@ -72,7 +72,9 @@ def instructions(binary, command):
 
 
 def allocations(binary, command):
-    env = dict(os.environ, ASAN_OPTIONS="atexit=1:print_stats=1:detect_leaks=0")
+    # On one thread: the same work on any machine, whatever its cores.
+    env = dict(os.environ, ASAN_OPTIONS="atexit=1:print_stats=1:detect_leaks=0",
+               TRAINFIT_THREADS="1")
     stats = run(binary, command, env)
     found = re.search(r"Stats: \d+M malloced \(\d+M for red zones\) by (\d+) calls", stats)
     if not found:

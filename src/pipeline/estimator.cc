@@ -1,5 +1,7 @@
 #include "pipeline/estimator.h"
 
+#include "base/parallel.h"
+
 namespace trainfit {
 
 Result<std::optional<StepTime>> predict_step_time(const TrainingRequest& request,
@@ -11,6 +13,20 @@ Result<std::optional<StepTime>> predict_step_time(const TrainingRequest& request
   }
   TF_ASSIGN_OR_RETURN(const Graph graph, build_model(resolved.model));
   return graph_step_time(graph, resolved.options);
+}
+
+void parallel_estimates(Estimator& estimator, size_t tasks,
+                        const std::function<void(Estimator&, size_t task)>& work) {
+  std::vector<std::unique_ptr<Estimator>> forks;
+  const size_t workers = worker_count(tasks);
+  while (forks.size() + 1 < workers) {
+    std::unique_ptr<Estimator> fork = estimator.fork();
+    if (!fork) break;
+    forks.push_back(std::move(fork));
+  }
+  parallel_for(forks.size() + 1, tasks, [&](size_t worker, size_t task) {
+    work(worker == 0 ? estimator : *forks[worker - 1], task);
+  });
 }
 
 EventNames names_of(const EstimateRun& run) {

@@ -8,6 +8,8 @@
 //   run->estimate.peak_reserved_bytes; names_of(*run).module(...)
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <optional>
 
 #include "pipeline/request.h"
@@ -31,7 +33,16 @@ class Estimator {
   // failure to fit.
   virtual Result<Estimate> estimate(const TrainingRequest& request,
                                     const EstimateDetail& detail = {}) = 0;
+  // An estimator giving the same answers, for another thread (base/parallel.h); nullptr where
+  // this one cannot be shared out, and its user then runs everything on it, in turn.
+  virtual std::unique_ptr<Estimator> fork() { return nullptr; }
 };
+
+// Runs work(estimator, task) for every task in [0, tasks), side by side (base/parallel.h): the
+// calling thread on `estimator`, each other worker on a fork of it; all on `estimator`, in turn,
+// where it cannot fork. A task's answer must not depend on what ran before it on its estimator.
+void parallel_estimates(Estimator& estimator, size_t tasks,
+                        const std::function<void(Estimator&, size_t task)>& work);
 
 // One estimate with what it ran on: the resolved request and the zoo graph (empty for a trace).
 struct EstimateRun {
@@ -59,6 +70,7 @@ class PipelineEstimator final : public Estimator {
   Result<Estimate> estimate(const TrainingRequest& request,
                             const EstimateDetail& detail = {}) override;
   Result<EstimateRun> run(const TrainingRequest& request, const EstimateDetail& detail = {});
+  std::unique_ptr<Estimator> fork() override { return std::make_unique<PipelineEstimator>(); }
 
  private:
   Result<const Graph*> graph_of(const ModelRequest& model);

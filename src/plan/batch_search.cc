@@ -31,8 +31,7 @@ Result<BatchSearch::Probe> BatchSearch::run(const DeviceProfile& device, double 
 }
 
 Result<BatchSearch::Probe> BatchSearch::unbounded(const DeviceProfile& device, int64_t batch) {
-  const auto key = std::make_tuple(device.target.sm, device.target.sm_count,
-                                   device.cublas_workspace_bytes, device.context_bytes, batch);
+  const auto key = std::make_pair(device_class(device), batch);
   if (auto it = unbounded_.find(key); it != unbounded_.end()) return it->second;
   DeviceProfile open = device;
   open.total_bytes = -1;
@@ -61,9 +60,7 @@ Result<std::vector<BatchPoint>> BatchSearch::curve(const DeviceProfile& device,
 Result<BatchSearch::Probe> BatchSearch::bounded(const DeviceProfile& device, double margin,
                                                 int64_t batch) {
   const int64_t budget = device.total_bytes - margin_bytes(device.total_bytes, margin);
-  const auto key =
-      std::make_tuple(device.target.sm, device.target.sm_count, device.cublas_workspace_bytes,
-                      device.context_bytes, budget, batch);
+  const auto key = std::make_tuple(device_class(device), budget, batch);
   if (auto it = bounded_.find(key); it != bounded_.end()) return it->second;
   TF_ASSIGN_OR_RETURN(const Probe p, run(device, margin, batch));
   bounded_.emplace(key, p);

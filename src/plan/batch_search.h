@@ -69,6 +69,15 @@ struct BatchFit {
 // each search steers by its own probes, so a GPU's answer is the same searched alone.
 class BatchSearch {
  public:
+  // What sets a device's figures besides its memory: its architecture and SMs (which workspaces
+  // were measured, how reductions stage), its cuBLAS workspace and CUDA context. Devices of one
+  // class share a search's probes on an unbounded device.
+  using DeviceClass = std::tuple<int, int, int64_t, int64_t>;
+  static DeviceClass device_class(const DeviceProfile& device) {
+    return {device.target.sm, device.target.sm_count, device.cublas_workspace_bytes,
+            device.context_bytes};
+  }
+
   // `request`'s device, margin and batch are the search's to set.
   BatchSearch(Estimator& estimator, TrainingRequest request)
       : estimator_(estimator), base_(std::move(request)) {}
@@ -106,10 +115,9 @@ class BatchSearch {
 
   Estimator& estimator_;
   TrainingRequest base_;
-  // Probes by what sets a device's figures: its architecture and SMs (which workspaces were
-  // measured, how reductions stage), cuBLAS workspace, context and the batch; bounded: + budget.
-  std::map<std::tuple<int, int, int64_t, int64_t, int64_t>, Probe> unbounded_;
-  std::map<std::tuple<int, int, int64_t, int64_t, int64_t, int64_t>, Probe> bounded_;
+  // Probes by device class and batch; bounded ones also by the budget.
+  std::map<std::pair<DeviceClass, int64_t>, Probe> unbounded_;
+  std::map<std::tuple<DeviceClass, int64_t, int64_t>, Probe> bounded_;
   int estimates_ = 0;
 };
 

@@ -45,51 +45,66 @@ Result<LaunchPlan> plan_launch(Estimator& estimator, const TrainingRequest& requ
   plan.baseline_batch = *request.baseline_batch;
   TrainingRequest base = request;
   base.margin = request.margin.value_or(kDefaultMargin);
+  // Every GPU count that divides the batch, with each strategy it can take; each one's fewest
+  // micro-batches found on its own, side by side.
+  std::vector<std::pair<int, Strategy>> tried;
   for (int gpus = 1; gpus <= max_gpus; ++gpus) {
     if (plan.baseline_batch % gpus != 0) continue;  // no per-GPU batch reaches it exactly
-    const int64_t per_gpu = plan.baseline_batch / gpus;
     for (const Strategy strategy :
          strategies(gpus, stateful_optimizer, request.strategy, fsdp_wrap.has_value())) {
-      LaunchCandidate c;
-      c.gpus = gpus;
-      c.strategy = strategy;
-      // FSDP is offered, not asked for: a model it cannot shard (a unit mixing frozen and
-      // trained parameters, as LoRA makes) is no candidate rather than an error.
-      const bool offered = strategy == Strategy::kFsdp && !request.strategy;
-      bool cannot = false;
-      // The fewest micro-batches whose per-GPU batch fits: accumulation divides per_gpu.
-      for (int64_t accum = 1; accum <= std::min<int64_t>(per_gpu, kMaxPlannedAccumulation);
-           ++accum) {
-        if (per_gpu % accum != 0) continue;
-        TrainingRequest r = base;
-        r.batch = per_gpu / accum;
-        r.gpus = gpus;
-        r.grad_accum = static_cast<int>(accum);
-        r.strategy = gpus == 1 ? std::nullopt : std::optional<Strategy>(strategy);
-        if (gpus == 1) {  // DDP's and FSDP's arguments need more than one GPU
-          r.ddp = {};
-          r.fsdp = {};
-        } else if (strategy == Strategy::kFsdp && !request.strategy) {
-          r.fsdp.wrap = *fsdp_wrap;
-          r.ddp = {};
-        }
-        Result<Estimate> estimated = estimator.estimate(r);
-        if (!estimated.ok() && offered) {
-          cannot = true;
-          break;
-        }
-        TF_ASSIGN_OR_RETURN(Estimate e, std::move(estimated));
-        ++plan.estimates;
-        c.per_gpu_batch = r.batch;
-        c.grad_accum = r.grad_accum;
-        c.fits = e.fits;
-        c.step_s = e.time ? e.time->step_s : 0;
-        c.estimate = std::move(e);
-        c.request = std::move(r);
-        if (c.fits) break;
-      }
-      if (!cannot) plan.candidates.push_back(std::move(c));
+      tried.emplace_back(gpus, strategy);
     }
+  }
+  struct Found {
+    Result<std::optional<LaunchCandidate>> candidate = std::optional<LaunchCandidate>();
+    int estimates = 0;
+  };
+  std::vector<Found> found(tried.size());
+  parallel_estimates(estimator, tried.size(), [&](Estimator& mine, size_t i) {
+    const auto [gpus, strategy] = tried[i];
+    const int64_t per_gpu = plan.baseline_batch / gpus;
+    LaunchCandidate c;
+    c.gpus = gpus;
+    c.strategy = strategy;
+    // FSDP is offered, not asked for: a model it cannot shard (a unit mixing frozen and
+    // trained parameters, as LoRA makes) is no candidate rather than an error.
+    const bool offered = strategy == Strategy::kFsdp && !request.strategy;
+    // The fewest micro-batches whose per-GPU batch fits: accumulation divides per_gpu.
+    for (int64_t accum = 1; accum <= std::min<int64_t>(per_gpu, kMaxPlannedAccumulation);
+         ++accum) {
+      if (per_gpu % accum != 0) continue;
+      TrainingRequest r = base;
+      r.batch = per_gpu / accum;
+      r.gpus = gpus;
+      r.grad_accum = static_cast<int>(accum);
+      r.strategy = gpus == 1 ? std::nullopt : std::optional<Strategy>(strategy);
+      if (gpus == 1) {  // DDP's and FSDP's arguments need more than one GPU
+        r.ddp = {};
+        r.fsdp = {};
+      } else if (strategy == Strategy::kFsdp && !request.strategy) {
+        r.fsdp.wrap = *fsdp_wrap;
+        r.ddp = {};
+      }
+      Result<Estimate> estimated = mine.estimate(r);
+      if (!estimated.ok()) {
+        if (!offered) found[i].candidate = estimated.status();
+        return;  // offered and not possible: no candidate
+      }
+      ++found[i].estimates;
+      c.per_gpu_batch = r.batch;
+      c.grad_accum = r.grad_accum;
+      c.fits = estimated->fits;
+      c.step_s = estimated->time ? estimated->time->step_s : 0;
+      c.estimate = *std::move(estimated);
+      c.request = std::move(r);
+      if (c.fits) break;
+    }
+    found[i].candidate = std::optional<LaunchCandidate>(std::move(c));
+  });
+  for (Found& f : found) {
+    plan.estimates += f.estimates;
+    if (!f.candidate.ok()) return f.candidate.status();
+    if (*f.candidate) plan.candidates.push_back(**std::move(f.candidate));
   }
   if (plan.candidates.empty()) {
     return invalid_argument(fmt::format("no GPU count from 1 to {} divides the baseline's batch {}",

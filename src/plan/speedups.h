@@ -13,6 +13,7 @@
 // it raises samples per second by at least 2%.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,5 +39,18 @@ inline constexpr double kSpeedupThreshold = 0.02;
 // graph serves the changes that leave the model as it is.
 std::vector<Speedup> step_speedups(const TrainingRequest& request, const StepTime& now,
                                    const EstimateRun* built = nullptr);
+
+// The same in two halves, so that the predictions can run beside the request's own estimate:
+// each change's step time, predicted side by side (base/parallel.h) and independent of the step
+// as it is; then the ranking against it.
+struct PredictedChange {
+  std::string change;
+  std::string how;
+  std::optional<StepTime> time;  // none: the model refuses the change, or no step time
+};
+std::vector<PredictedChange> predict_changes(const TrainingRequest& request,
+                                             const EstimateRun* built = nullptr);
+std::vector<Speedup> rank_speedups(const std::vector<PredictedChange>& changes,
+                                   const StepTime& now);
 
 }  // namespace trainfit

@@ -213,9 +213,17 @@ Result<TargetPlan> plan_target(Estimator& estimator, const TrainingRequest& requ
   // Each knob alone at the target batch orders the options of its slot.
   std::vector<std::vector<Option>> slots;
   std::vector<std::string> groups;
+  std::vector<const Knob*> offered;
   for (const Knob& k : knobs) {
-    if (k.kind == KnobKind::kModel && !allow_model_changes) continue;
-    Result<Estimate> alone = estimator.estimate(with_knobs(at, {&k}));
+    if (k.kind != KnobKind::kModel || allow_model_changes) offered.push_back(&k);
+  }
+  std::vector<Result<Estimate>> alone_estimates(offered.size(), Estimate{});
+  parallel_estimates(estimator, offered.size(), [&](Estimator& mine, size_t i) {
+    alone_estimates[i] = mine.estimate(with_knobs(at, {offered[i]}));
+  });
+  for (size_t i = 0; i < offered.size(); ++i) {
+    const Knob& k = *offered[i];
+    const Result<Estimate>& alone = alone_estimates[i];
     ++plan.combinations_tried;
     if (!alone.ok()) continue;
     const Option option{&k, alone->device_used_bytes, step_change(*alone, as_given).value_or(0)};

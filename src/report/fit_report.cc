@@ -1,6 +1,8 @@
 #include "report/fit_report.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 
 #include "base/units.h"
 
@@ -36,33 +38,59 @@ Status check(const FitRequest& f) {
   return {};
 }
 
-// --gpu all: the search shares its estimates on an unbounded device between GPUs of one class.
+// --gpu all: GPUs of one device class share a search (BatchSearch::device_class), in catalog
+// order; the classes are searched side by side, each on an estimator of its own. Each card's
+// answer and the estimates counted are those of one search over the catalog in turn.
 Status fit_every_gpu(FitReport& report, const TrainingRequest& request, Estimator& estimator,
                      bool curve) {
-  BatchSearch search(estimator, request);
-  for (const GpuSpec& gpu : gpu_catalog()) {
-    DeviceProfile device = cuda_profile(gpu);
+  const std::vector<GpuSpec>& catalog = gpu_catalog();
+  std::vector<DeviceProfile> devices;
+  std::vector<std::vector<size_t>> classes;
+  std::map<BatchSearch::DeviceClass, size_t> class_of;
+  for (size_t i = 0; i < catalog.size(); ++i) {
+    DeviceProfile device = cuda_profile(catalog[i]);
     // Each card's own CUDA context (measured on some), unless --cuda-context gave one: the row
     // is what `fit --gpu NAME` says.
     if (request.device.context_source == ContextSource::kGiven) {
       device.context_bytes = request.device.context_bytes;
       device.context_source = ContextSource::kGiven;
     }
-    TF_ASSIGN_OR_RETURN(BatchFit fit, search.fit(device, report.margin));
-    std::optional<StepTime> time;
-    if (fit.max_batch > 0) {
-      TrainingRequest at = request;
-      at.batch = fit.max_batch;
-      at.device = device;
-      TF_ASSIGN_OR_RETURN(time, predict_step_time(at));
-    }
-    std::vector<BatchPoint> points;
-    if (curve) {
-      TF_ASSIGN_OR_RETURN(points, search.curve(device, fit));
-    }
-    report.gpus.push_back({gpu, fit, time, std::move(points)});
+    const auto [it, added] = class_of.emplace(BatchSearch::device_class(device), classes.size());
+    if (added) classes.emplace_back();
+    classes[it->second].push_back(i);
+    devices.push_back(std::move(device));
   }
-  report.estimates = search.estimates();
+  std::vector<std::optional<Result<GpuFit>>> rows(catalog.size());  // none: not searched
+  std::vector<int> estimates(classes.size(), 0);
+  parallel_estimates(estimator, classes.size(), [&](Estimator& mine, size_t c) {
+    BatchSearch search(mine, request);
+    for (const size_t i : classes[c]) {
+      rows[i] = [&]() -> Result<GpuFit> {
+        TF_ASSIGN_OR_RETURN(BatchFit fit, search.fit(devices[i], report.margin));
+        std::optional<StepTime> time;
+        if (fit.max_batch > 0) {
+          TrainingRequest at = request;
+          at.batch = fit.max_batch;
+          at.device = devices[i];
+          TF_ASSIGN_OR_RETURN(time, predict_step_time(at));
+        }
+        std::vector<BatchPoint> points;
+        if (curve) {
+          TF_ASSIGN_OR_RETURN(points, search.curve(devices[i], fit));
+        }
+        return GpuFit{catalog[i], fit, time, std::move(points)};
+      }();
+      if (!rows[i]->ok()) break;  // as one search over the catalog in turn would stop
+    }
+    estimates[c] = search.estimates();
+  });
+  for (std::optional<Result<GpuFit>>& row : rows) {
+    if (!row) continue;  // after a card that failed: the first failure is returned
+    if (!row->ok()) return row->status();
+    report.gpus.push_back(**std::move(row));
+  }
+  report.estimates = 0;
+  for (const int n : estimates) report.estimates += n;
   if (report.rank == Rank::kTime) {
     const auto rate = [](const GpuFit& g) { return g.time ? g.time->samples_per_s : -1.0; };
     std::stable_sort(report.gpus.begin(), report.gpus.end(),
