@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <set>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -12,42 +12,57 @@ namespace trainfit {
 namespace {
 
 TEST(Parallel, EveryTaskRunsOnceOnAWorkerInRange) {
-  for (const size_t workers : {size_t{1}, size_t{2}, size_t{7}}) {
-    constexpr size_t kTasks = 1000;
-    std::vector<std::atomic<int>> runs(kTasks);
-    std::vector<std::atomic<size_t>> ran_on(kTasks);
-    parallel_for(workers, kTasks, [&](size_t worker, size_t task) {
+  for (const size_t tasks : {size_t{2}, size_t{3}, size_t{1000}}) {
+    std::vector<std::atomic<int>> runs(tasks);
+    std::vector<std::atomic<size_t>> ran_on(tasks);
+    parallel_for(tasks, [&](size_t worker, size_t task) {
       ++runs[task];
       ran_on[task] = worker;
     });
-    for (size_t t = 0; t < kTasks; ++t) {
+    for (size_t t = 0; t < tasks; ++t) {
       EXPECT_EQ(runs[t], 1) << "task " << t;
-      EXPECT_LT(ran_on[t], workers) << "task " << t;
+      EXPECT_LT(ran_on[t], worker_limit()) << "task " << t;
     }
   }
 }
 
-TEST(Parallel, NoTasksAndMoreWorkersThanTasks) {
+TEST(Parallel, NoTasksAndOneTask) {
   int runs = 0;
-  parallel_for(4, 0, [&](size_t, size_t) { ++runs; });
+  parallel_for(0, [&](size_t, size_t) { ++runs; });
   EXPECT_EQ(runs, 0);
-  std::atomic<int> one{0};
-  parallel_for(8, 1, [&](size_t worker, size_t) {
+  parallel_for(1, [&](size_t worker, size_t) {
     EXPECT_EQ(worker, 0u);  // a single task runs on the calling thread
-    ++one;
+    ++runs;
   });
-  EXPECT_EQ(one, 1);
+  EXPECT_EQ(runs, 1);
 }
 
-TEST(Parallel, WorkerCountIsCappedByTasksAndTheEnvironment) {
-  EXPECT_EQ(worker_count(0), 1u);
-  EXPECT_EQ(worker_count(1), 1u);
-  EXPECT_LE(worker_count(1000), std::max(1u, std::thread::hardware_concurrency()));
-  ::setenv("TRAINFIT_THREADS", "1", 1);
-  EXPECT_EQ(worker_count(1000), 1u);
-  ::setenv("TRAINFIT_THREADS", "zero", 1);  // not a count: ignored
-  EXPECT_EQ(worker_count(1000), std::min<size_t>(1000, std::max(1u, std::thread::hardware_concurrency())));
-  ::unsetenv("TRAINFIT_THREADS");
+// Work inside work is shared with the same pool: never more threads at once than the limit,
+// and every inner task runs.
+TEST(Parallel, NestedWorkNeverRunsMoreThreadsThanTheLimit) {
+  std::atomic<size_t> running{0};
+  std::atomic<size_t> most{0};
+  std::atomic<size_t> inner_runs{0};
+  parallel_for(8, [&](size_t, size_t) {
+    parallel_for(8, [&](size_t, size_t) {
+      const size_t now = ++running;
+      size_t seen = most.load();
+      while (now > seen && !most.compare_exchange_weak(seen, now)) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      --running;
+      ++inner_runs;
+    });
+  });
+  EXPECT_EQ(inner_runs, 64u);
+  EXPECT_GE(most, 1u);
+  EXPECT_LE(most, worker_limit());
+  EXPECT_LE(idle_workers(), worker_limit() - 1);
+}
+
+TEST(Parallel, TheLimitIsTheHardwareThreads) {
+  EXPECT_GE(worker_limit(), 1u);
+  EXPECT_LE(worker_limit(), std::max(1u, std::thread::hardware_concurrency()));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // trainfit fit against trainfit estimate: the batch it finds fits and one more does not, every
 // what-if row is the estimate of its own command line, and --target-batch's answer fits.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -396,6 +397,27 @@ TEST(WorkspaceBound, EveryReportCarriesTheBound) {
   EXPECT_EQ(run({"estimate", "--model", "resnet50", "--gpu", "h100-80gb", "--batch", "32"})
                 .out.find("up to"),
             std::string::npos);
+}
+
+// The searches run side by side (base/parallel.h) and answer what one thread answers, estimate
+// counts included: fit --gpu all, a what-if whose rows walk far (resnet50 with its backbone
+// frozen walks hundreds of batches), --target-batch, launch and estimate's suggested changes.
+TEST(FitThreads, SideBySideAnswersWhatOneThreadAnswers) {
+  const std::vector<std::vector<std::string>> commands = {
+      {"fit", "--model", "resnet18", "--gpu", "all"},
+      {"fit", "--model", "resnet50", "--gpu", "rtx4090", "--what-if"},
+      {"fit", "--model", "resnet50", "--gpu", "rtx4090", "--target-batch", "384"},
+      {"launch", "--model", "resnet50", "--optimizer", "momentum", "--gpu", "rtx4090", "--gpus",
+       "4", "--baseline-batch", "512", "--baseline-lr", "0.1"},
+      {"estimate", "--model", "resnet50", "--batch", "64", "--gpu", "h100-80gb"}};
+  for (const std::vector<std::string>& command : commands) {
+    SCOPED_TRACE(fmt::format("{}", fmt::join(command, " ")));
+    const nlohmann::json side_by_side = run_json(command);
+    ::setenv("TRAINFIT_THREADS", "1", 1);
+    const nlohmann::json one_thread = run_json(command);
+    ::unsetenv("TRAINFIT_THREADS");
+    EXPECT_EQ(side_by_side, one_thread);
+  }
 }
 
 }  // namespace

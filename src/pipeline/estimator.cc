@@ -1,7 +1,5 @@
 #include "pipeline/estimator.h"
 
-#include "base/parallel.h"
-
 namespace trainfit {
 
 Result<std::optional<StepTime>> predict_step_time(const TrainingRequest& request,
@@ -17,15 +15,16 @@ Result<std::optional<StepTime>> predict_step_time(const TrainingRequest& request
 
 void parallel_estimates(Estimator& estimator, size_t tasks,
                         const std::function<void(Estimator&, size_t task)>& work) {
-  std::vector<std::unique_ptr<Estimator>> forks;
-  const size_t workers = worker_count(tasks);
-  while (forks.size() + 1 < workers) {
-    std::unique_ptr<Estimator> fork = estimator.fork();
-    if (!fork) break;
-    forks.push_back(std::move(fork));
+  // A fork for each pool thread that joins, made by that thread; none where it cannot fork.
+  std::vector<std::unique_ptr<Estimator>> forks(worker_limit());
+  if (tasks < 2 || forks.size() < 2 || !(forks[1] = estimator.fork())) {
+    for (size_t task = 0; task < tasks; ++task) work(estimator, task);
+    return;
   }
-  parallel_for(forks.size() + 1, tasks, [&](size_t worker, size_t task) {
-    work(worker == 0 ? estimator : *forks[worker - 1], task);
+  parallel_for(tasks, [&](size_t worker, size_t task) {
+    if (worker == 0) return work(estimator, task);
+    if (!forks[worker]) forks[worker] = estimator.fork();
+    work(*forks[worker], task);
   });
 }
 

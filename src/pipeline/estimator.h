@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 
+#include "base/parallel.h"
 #include "pipeline/request.h"
 
 namespace trainfit {

@@ -8,15 +8,20 @@ namespace trainfit {
 
 Result<BatchSearch::Probe> BatchSearch::run(const DeviceProfile& device, double margin,
                                             int64_t batch) {
+  ++estimates_;
+  return probe_on(estimator_, device, margin, batch);
+}
+
+Result<BatchSearch::Probe> BatchSearch::probe_on(Estimator& estimator, const DeviceProfile& device,
+                                                 double margin, int64_t batch) const {
   TrainingRequest r = base_;
   r.batch = batch;
   r.device = device;
   r.margin.reset();
   if (device.total_bytes >= 0) r.margin = margin;
-  ++estimates_;
   // A probe that runs out only needs to say so, and none needs the step time.
   TF_ASSIGN_OR_RETURN(const Estimate e,
-                      estimator_.estimate(r, {.peak_after_oom = false, .step_time = false}));
+                      estimator.estimate(r, {.peak_after_oom = false, .step_time = false}));
   // The upper figures are never below the central ones.
   const int64_t used_upper = std::max(e.device_used_upper_bytes, e.device_used_bytes);
   const bool fits_upper = e.fits && e.fits_upper;
@@ -57,14 +62,61 @@ Result<std::vector<BatchPoint>> BatchSearch::curve(const DeviceProfile& device,
   return points;
 }
 
-Result<BatchSearch::Probe> BatchSearch::bounded(const DeviceProfile& device, double margin,
-                                                int64_t batch) {
+BatchSearch::BoundedKey BatchSearch::bounded_key(const DeviceProfile& device, double margin,
+                                                 int64_t batch) {
   const int64_t budget = device.total_bytes - margin_bytes(device.total_bytes, margin);
-  const auto key = std::make_tuple(device_class(device), budget, batch);
-  if (auto it = bounded_.find(key); it != bounded_.end()) return it->second;
-  TF_ASSIGN_OR_RETURN(const Probe p, run(device, margin, batch));
-  bounded_.emplace(key, p);
-  return p;
+  return {device_class(device), budget, batch};
+}
+
+Result<std::optional<BatchSearch::Probe>> BatchSearch::walk_down(const DeviceProfile& device,
+                                                                 double margin, int64_t from,
+                                                                 bool upper) {
+  // The first batch alone: most walks end there. Then as many batches at once as there are
+  // threads idle (base/parallel.h), of which those down to the first that fits count and are
+  // kept, as if tried one by one; the ones past it are dropped.
+  std::optional<bool> side_by_side;  // whether the estimator forks, asked once it matters
+  for (int64_t top = from; top >= 1;) {
+    int64_t n = 1;
+    if (top != from && idle_workers() > 0) {
+      if (!side_by_side) side_by_side = estimator_.fork() != nullptr;
+      if (*side_by_side) n = std::min<int64_t>(top, 1 + static_cast<int64_t>(idle_workers()));
+    }
+    std::vector<std::optional<Result<Probe>>> tried(static_cast<size_t>(n));
+    std::vector<size_t> to_try;
+    for (int64_t i = 0; i < n; ++i) {
+      auto it = bounded_.find(bounded_key(device, margin, top - i));
+      if (it != bounded_.end()) {
+        tried[static_cast<size_t>(i)] = it->second;
+      } else {
+        to_try.push_back(static_cast<size_t>(i));
+      }
+    }
+    std::vector<std::optional<Result<Probe>>> probed(tried.size());
+    parallel_estimates(estimator_, to_try.size(), [&](Estimator& mine, size_t k) {
+      const size_t i = to_try[k];
+      probed[i] = probe_on(mine, device, margin, top - static_cast<int64_t>(i));
+    });
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t b = top - i;
+      std::optional<Result<Probe>>& slot = tried[static_cast<size_t>(i)];
+      if (!slot) {
+        ++estimates_;
+        slot = std::move(probed[static_cast<size_t>(i)]);
+        if ((*slot).ok()) bounded_.emplace(bounded_key(device, margin, b), **slot);
+      }
+      Result<Probe>& p = *slot;
+      if (!p.ok()) {
+        if (b == 1) return p.status();
+        continue;  // a size that overflows does not fit
+      }
+      if (upper ? p->fits_upper : p->fits) {
+        p->batch = b;
+        return std::optional<Probe>(*p);
+      }
+    }
+    top -= n;
+  }
+  return std::optional<Probe>();
 }
 
 Result<int64_t> BatchSearch::first_over_budget(const DeviceProfile& device, int64_t budget,
@@ -144,28 +196,16 @@ Result<BatchFit> BatchSearch::fit(const DeviceProfile& device, double margin) {
   // not bisect. The central figures first; the upper ones, which fit only where the central
   // ones do, from there or from below their own `over`, whichever is lower.
   TF_ASSIGN_OR_RETURN(const int64_t over, first_over_budget(device, budget, /*upper=*/false));
-  const auto walk_down = [&](int64_t from, bool upper) -> Result<std::optional<Probe>> {
-    for (int64_t b = from; b >= 1; --b) {
-      Result<Probe> p = bounded(device, margin, b);
-      if (!p.ok()) {
-        if (b == 1) return p.status();
-        continue;  // a size that overflows does not fit
-      }
-      if (upper ? p->fits_upper : p->fits) {
-        p->batch = b;
-        return std::optional<Probe>(*p);
-      }
-    }
-    return std::optional<Probe>();
-  };
   TF_ASSIGN_OR_RETURN(const std::optional<Probe> central,
-                      walk_down(std::min(over - 1, kMaxSearchBatch), /*upper=*/false));
+                      walk_down(device, margin, std::min(over - 1, kMaxSearchBatch),
+                                /*upper=*/false));
   result.central_max_batch = central ? central->batch : 0;
   std::optional<Probe> at = central;
   if (central && !central->fits_upper) {
     TF_ASSIGN_OR_RETURN(const int64_t over_upper,
                         first_over_budget(device, budget, /*upper=*/true));
-    TF_ASSIGN_OR_RETURN(at, walk_down(std::min(over_upper, central->batch) - 1, /*upper=*/true));
+    TF_ASSIGN_OR_RETURN(
+        at, walk_down(device, margin, std::min(over_upper, central->batch) - 1, /*upper=*/true));
   }
   const int64_t batch = at ? at->batch : 0;
   result.max_batch = std::max<int64_t>(batch, 0);

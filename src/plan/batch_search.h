@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -101,11 +102,20 @@ class BatchSearch {
     int64_t batch = 0;  // where the walk down found it
     int64_t used(bool upper) const { return upper ? device_used_upper : device_used; }
   };
-  // `device` with its memory, or with total_bytes -1 for an unbounded one (no margin).
+  // `device` with its memory, or with total_bytes -1 for an unbounded one (no margin); one
+  // estimate more. probe_on: the same on a given estimator, counting nothing.
   Result<Probe> run(const DeviceProfile& device, double margin, int64_t batch);
+  Result<Probe> probe_on(Estimator& estimator, const DeviceProfile& device, double margin,
+                         int64_t batch) const;
   Result<Probe> unbounded(const DeviceProfile& device, int64_t batch);
-  // `device` with its memory less the margin: does `batch` fit, and with what figures.
-  Result<Probe> bounded(const DeviceProfile& device, double margin, int64_t batch);
+  // Probes of `device` with its memory less the margin (does the batch fit, and with what
+  // figures), by its class, the budget and the batch.
+  using BoundedKey = std::tuple<DeviceClass, int64_t, int64_t>;
+  static BoundedKey bounded_key(const DeviceProfile& device, double margin, int64_t batch);
+  // From `from` down, the first batch that fits (the upper figures or the central ones), or
+  // none down to batch 1.
+  Result<std::optional<Probe>> walk_down(const DeviceProfile& device, double margin, int64_t from,
+                                         bool upper);
   // The smallest batch whose peak allocated memory (the upper figure's or the central one's)
   // plus the CUDA context is over `budget` (kMaxSearchBatch + 1 if none is): it and every
   // larger batch do not fit.
@@ -117,7 +127,7 @@ class BatchSearch {
   TrainingRequest base_;
   // Probes by device class and batch; bounded ones also by the budget.
   std::map<std::pair<DeviceClass, int64_t>, Probe> unbounded_;
-  std::map<std::tuple<DeviceClass, int64_t, int64_t>, Probe> bounded_;
+  std::map<BoundedKey, Probe> bounded_;
   int estimates_ = 0;
 };
 

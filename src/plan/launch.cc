@@ -70,8 +70,7 @@ Result<LaunchPlan> plan_launch(Estimator& estimator, const TrainingRequest& requ
     // trained parameters, as LoRA makes) is no candidate rather than an error.
     const bool offered = strategy == Strategy::kFsdp && !request.strategy;
     // The fewest micro-batches whose per-GPU batch fits: accumulation divides per_gpu.
-    for (int64_t accum = 1; accum <= std::min<int64_t>(per_gpu, kMaxPlannedAccumulation);
-         ++accum) {
+    for (int64_t accum = 1; accum <= std::min<int64_t>(per_gpu, kMaxPlannedAccumulation); ++accum) {
       if (per_gpu % accum != 0) continue;
       TrainingRequest r = base;
       r.batch = per_gpu / accum;

@@ -7,17 +7,10 @@
 
 namespace trainfit {
 
-std::vector<PredictedChange> predict_changes(const TrainingRequest& request,
-                                             const EstimateRun* built) {
-  using Edit = void (*)(TrainingRequest&);
-  struct Candidate {
-    const char* change;
-    const char* how;
-    Edit edit;
-  };
+std::vector<SpeedupChange> speedup_changes(const TrainingRequest& request) {
   const int sm = request.device.sm;
   const bool fp32 = request.precision == Precision::kFp32;
-  std::vector<Candidate> candidates;
+  std::vector<SpeedupChange> candidates;
   if (fp32 && sm >= 80) {
     candidates.push_back({"amp_bf16",
                           "torch.autocast(\"cuda\", torch.bfloat16) (--precision amp-bf16)",
@@ -44,16 +37,26 @@ std::vector<PredictedChange> predict_changes(const TrainingRequest& request,
                           "device= on each tensor instead of torch.set_default_device",
                           [](TrainingRequest& r) { r.cuda_default_device = false; }});
   }
-  // Each change on a copy of the request; a change the model cannot take is not offered.
-  std::vector<PredictedChange> out(candidates.size());
-  parallel_for(worker_count(candidates.size()), candidates.size(), [&](size_t, size_t i) {
-    TrainingRequest changed = request;
-    candidates[i].edit(changed);
-    out[i].change = candidates[i].change;
-    out[i].how = candidates[i].how;
-    const Result<std::optional<StepTime>> t = predict_step_time(changed, built);
-    if (t.ok()) out[i].time = *t;
-  });
+  return candidates;
+}
+
+PredictedChange predict_change(const TrainingRequest& request, const SpeedupChange& change,
+                               const EstimateRun* built) {
+  // On a copy of the request; a change the model cannot take is not offered.
+  TrainingRequest changed = request;
+  change.edit(changed);
+  PredictedChange out{change.change, change.how, std::nullopt};
+  const Result<std::optional<StepTime>> t = predict_step_time(changed, built);
+  if (t.ok()) out.time = *t;
+  return out;
+}
+
+std::vector<PredictedChange> predict_changes(const TrainingRequest& request,
+                                             const EstimateRun* built) {
+  const std::vector<SpeedupChange> changes = speedup_changes(request);
+  std::vector<PredictedChange> out(changes.size());
+  parallel_for(changes.size(),
+               [&](size_t, size_t i) { out[i] = predict_change(request, changes[i], built); });
   return out;
 }
 

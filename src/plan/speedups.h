@@ -40,14 +40,22 @@ inline constexpr double kSpeedupThreshold = 0.02;
 std::vector<Speedup> step_speedups(const TrainingRequest& request, const StepTime& now,
                                    const EstimateRun* built = nullptr);
 
-// The same in two halves, so that the predictions can run beside the request's own estimate:
-// each change's step time, predicted side by side (base/parallel.h) and independent of the step
-// as it is; then the ranking against it.
+// The same in parts, so that the predictions can run beside the request's own estimate
+// (base/parallel.h): the changes that apply, each one's step time (which does not depend on the
+// step as it is), all of them side by side, and the ranking against the step as it is.
+struct SpeedupChange {
+  const char* change;
+  const char* how;
+  void (*edit)(TrainingRequest&);
+};
+std::vector<SpeedupChange> speedup_changes(const TrainingRequest& request);
 struct PredictedChange {
   std::string change;
   std::string how;
   std::optional<StepTime> time;  // none: the model refuses the change, or no step time
 };
+PredictedChange predict_change(const TrainingRequest& request, const SpeedupChange& change,
+                               const EstimateRun* built = nullptr);
 std::vector<PredictedChange> predict_changes(const TrainingRequest& request,
                                              const EstimateRun* built = nullptr);
 std::vector<Speedup> rank_speedups(const std::vector<PredictedChange>& changes,

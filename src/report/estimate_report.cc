@@ -151,15 +151,17 @@ std::optional<std::string> low_precision_weights_note(const Graph& graph) {
 Result<EstimateReport> make_estimate_report(const TrainingRequest& request,
                                             const EstimateDetail& detail) {
   // The step time under each speed-up is predicted beside the estimate: it does not need it.
-  const bool speedups = detail.step_time && request.device.timing;
+  const std::vector<SpeedupChange> speedups = detail.step_time && request.device.timing
+                                                  ? speedup_changes(request)
+                                                  : std::vector<SpeedupChange>();
   std::optional<Result<EstimateRun>> estimated;
-  std::vector<PredictedChange> changes;
-  parallel_for(worker_count(speedups ? 2 : 1), speedups ? 2 : 1, [&](size_t, size_t task) {
+  std::vector<PredictedChange> changes(speedups.size());
+  parallel_for(1 + speedups.size(), [&](size_t, size_t task) {
     if (task == 0) {
       PipelineEstimator estimator;
       estimated = estimator.run(request, detail);
     } else {
-      changes = predict_changes(request);
+      changes[task - 1] = predict_change(request, speedups[task - 1]);
     }
   });
   TF_ASSIGN_OR_RETURN(EstimateRun run, *std::move(estimated));
