@@ -1,5 +1,8 @@
 #include "pipeline/estimator.h"
 
+#include <algorithm>
+#include <thread>
+
 namespace trainfit {
 
 Result<std::optional<StepTime>> predict_step_time(const TrainingRequest& request,
@@ -16,8 +19,10 @@ Result<std::optional<StepTime>> predict_step_time(const TrainingRequest& request
 void parallel_estimates(Estimator& estimator, size_t tasks,
                         const std::function<void(Estimator&, size_t task)>& work) {
   // A fork for each pool thread that joins, made by that thread; none where it cannot fork.
-  std::vector<std::unique_ptr<Estimator>> forks(worker_limit());
-  if (tasks < 2 || forks.size() < 2 || !(forks[1] = estimator.fork())) {
+  // Pool threads are numbered below the hardware threads whatever TRAINFIT_THREADS says now.
+  std::vector<std::unique_ptr<Estimator>> forks(
+      std::max<size_t>(worker_limit(), std::thread::hardware_concurrency()));
+  if (tasks < 2 || worker_limit() < 2 || forks.size() < 2 || !(forks[1] = estimator.fork())) {
     for (size_t task = 0; task < tasks; ++task) work(estimator, task);
     return;
   }
