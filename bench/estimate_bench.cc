@@ -6,6 +6,9 @@
 #include <benchmark/benchmark.h>
 
 #include <sstream>
+#include <string>
+#include <tuple>
+#include <utility>
 
 #include "cli/cli.h"
 #include "estimate/estimate.h"
@@ -50,32 +53,41 @@ void BM_StageGraph(benchmark::State& state, const std::string& model, int64_t ba
   const ModelRequest r = stage_request(model, batch);
   for (auto _ : state) benchmark::DoNotOptimize(build_model(r)->nodes.size());
 }
-void BM_StageLower(benchmark::State& state, const std::string& model, int64_t batch) {
-  const Graph g = *build_model(stage_request(model, batch));
+// The RTX 4090's options, memory only.
+EstimateOptions stage_options() {
   EstimateOptions o;
   o.device = cuda_profile(*find_gpu("rtx4090"));
+  o.step_time = false;
+  return o;
+}
+void BM_StageLower(benchmark::State& state, const std::string& model, int64_t batch) {
+  const Graph g = *build_model(stage_request(model, batch));
+  const EstimateOptions o = stage_options();
   for (auto _ : state) benchmark::DoNotOptimize(lower_step(g, o)->list.events.size());
 }
 void BM_StageReplay(benchmark::State& state, const std::string& model, int64_t batch) {
   const Graph g = *build_model(stage_request(model, batch));
-  EstimateOptions o;
-  o.device = cuda_profile(*find_gpu("rtx4090"));
-  o.step_time = false;
+  const EstimateOptions o = stage_options();
   const LoweredStep step = *lower_step(g, o);
   for (auto _ : state) benchmark::DoNotOptimize(estimate_lowered(g, step, o)->peak_reserved_bytes);
 }
-BENCHMARK_CAPTURE(BM_StageGraph, resnet50_batch256, std::string("resnet50"), 256)
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_StageLower, resnet50_batch256, std::string("resnet50"), 256)
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_StageReplay, resnet50_batch256, std::string("resnet50"), 256)
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_StageGraph, act_batch8, std::string("act"), 8)
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_StageLower, act_batch8, std::string("act"), 8)
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_StageReplay, act_batch8, std::string("act"), 8)
-    ->Unit(benchmark::kMicrosecond);
+// Each stage of resnet50 at batch 256 and of ACT at batch 8.
+const bool kStagesRegistered = [] {
+  for (const auto& [name, model, batch] :
+       {std::tuple<const char*, const char*, int64_t>{"resnet50_batch256", "resnet50", 256},
+        {"act_batch8", "act", 8}}) {
+    for (const auto& [stage, fn] :
+         {std::pair<const char*, void (*)(benchmark::State&, const std::string&, int64_t)>{
+              "BM_StageGraph", BM_StageGraph},
+          {"BM_StageLower", BM_StageLower},
+          {"BM_StageReplay", BM_StageReplay}}) {
+      benchmark::RegisterBenchmark((std::string(stage) + "/" + name).c_str(), fn,
+                                   std::string(model), batch)
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+  return true;
+}();
 
 // What the step time adds to an estimate: the cost model and the timing, on a built graph.
 void BM_StepTimeOnly(benchmark::State& state, const std::string& model, int64_t batch,

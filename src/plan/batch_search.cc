@@ -102,7 +102,7 @@ Result<std::optional<BatchSearch::Probe>> BatchSearch::walk_down(const DevicePro
       if (!slot) {
         ++estimates_;
         slot = std::move(probed[static_cast<size_t>(i)]);
-        if ((*slot).ok()) bounded_.emplace(bounded_key(device, margin, b), **slot);
+        if (slot->ok()) bounded_.emplace(bounded_key(device, margin, b), **slot);
       }
       Result<Probe>& p = *slot;
       if (!p.ok()) {
