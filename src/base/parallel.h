@@ -26,7 +26,7 @@ size_t idle_workers();
 
 // Calls work(worker, task) once for every task in [0, tasks) and returns when all have
 // finished. Worker 0 is the calling thread; each pool thread that joins gets the next number,
-// below worker_limit().
+// below the hardware threads.
 void parallel_for(size_t tasks, const std::function<void(size_t worker, size_t task)>& work);
 
 }  // namespace trainfit

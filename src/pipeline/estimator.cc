@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "base/parallel.h"
+
 namespace trainfit {
 
 Result<std::optional<StepTime>> predict_step_time(const TrainingRequest& request,

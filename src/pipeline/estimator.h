@@ -12,7 +12,6 @@
 #include <memory>
 #include <optional>
 
-#include "base/parallel.h"
 #include "pipeline/request.h"
 
 namespace trainfit {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <optional>
 
+#include "base/parallel.h"
+
 namespace trainfit {
 
 Result<BatchSearch::Probe> BatchSearch::run(const DeviceProfile& device, double margin,
